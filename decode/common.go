@@ -57,6 +57,7 @@ const (
 	BranchSyscall                 // syscall, sysenter, svc, hvc, smc
 	BranchInt                     // int n, int3, into, int1, brk, hlt (arm64)
 	BranchIret                    // iret, sysret, sysexit, eret
+	BranchJmpAbs                  // x86 APX jmpabs: a direct jump to a 64-bit absolute address
 )
 
 var branchNames = [...]string{
@@ -78,6 +79,7 @@ var branchNames = [...]string{
 	BranchSyscall:      "syscall",
 	BranchInt:          "int",
 	BranchIret:         "iret",
+	BranchJmpAbs:       "jmpabs",
 }
 
 func (k BranchKind) String() string {

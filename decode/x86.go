@@ -56,55 +56,6 @@ const (
 	immMoffs // 32 or 64 bits by address size
 )
 
-// Operand kinds.
-const (
-	opNone = iota
-	opE
-	opG
-	opR
-	opM
-	opB
-	opZ
-	opX
-	opY
-	opO
-	opImm
-	opRel
-	opIs4
-	opFixed
-	opConst1
-	opSeg
-	opVReg
-	opVRM
-	opVRMReg
-	opVVVV
-)
-
-// Operand sizes.
-const (
-	szNone = iota
-	szB
-	szBH // a high byte register (ah ch dh bh)
-	szW
-	szD
-	szQ
-	szV
-	szY
-	szZ
-)
-
-// Operand access.
-const (
-	accR = iota
-	accW
-	accRW
-	accNone
-)
-
-type x86Operand struct {
-	kind, size, access, reg uint8
-}
-
 // x86Entry is a node of an opcode decision tree: a selector (sel != 0)
 // whose children start at x86Children[child], or a leaf describing one
 // instruction form.
@@ -114,11 +65,12 @@ type x86Entry struct {
 	flags  uint16
 	imm    [2]uint8
 	branch BranchKind
-	nops   uint8
-	ops    [4]x86Operand
-	impR   uint32
-	impW   uint32
-	mnem   string
+	// srcR, srcW: register fields read and written (src* bits); srcByte:
+	// fields that name byte registers.
+	srcR, srcW, srcByte uint8
+	impR                uint32
+	impW                uint32
+	mnem                string
 }
 
 // prefixClass classifies a byte in the legacy-prefix position.
@@ -152,7 +104,6 @@ func need(b []byte, end int) error {
 // inst. On error inst.Len is 0 and the error is one of ErrTruncated,
 // ErrInvalid, ErrTooLong or ErrUnknown. Decode does not allocate.
 func (d X86Decoder) Decode(b []byte, addr uint64, inst *X86Inst) error {
-	*inst = X86Inst{}
 	err := d.decode(b, addr, inst)
 	if err != nil {
 		*inst = X86Inst{}
@@ -160,46 +111,76 @@ func (d X86Decoder) Decode(b []byte, addr uint64, inst *X86Inst) error {
 	return err
 }
 
+// pfxTab classifies bytes in prefix position: 0 none, pfxLegacy, or pfxREX.
+var pfxTab = func() (t [256]uint8) {
+	for c := 0; c < 256; c++ {
+		if prefixClass[c] != 0 {
+			t[c] = pfxLegacy
+		}
+		if c&0xF0 == 0x40 {
+			t[c] = pfxREX
+		}
+	}
+	return t
+}()
+
+const (
+	pfxLegacy = 1
+	pfxREX    = 2
+)
+
+// decode keeps its state in local variables and writes inst once at the
+// end: reading back fields of a freshly zeroed struct would stall on
+// store forwarding, which costs more than the decoding itself.
 func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
-	inst.Addr = addr
-	i := 0
-	var rex byte
-	var rep byte // last of F2/F3
+	var (
+		i           int
+		rex, rep    byte
+		lastSeg     byte
+		prefixes    X86Prefixes
+		nprefix     int
+		enc         = EncLegacy
+		w, r, x, bb bool
+		r4, x4, b4  bool
+		v4          bool
+		vvvv, l, pp uint8
+		aaa         uint8
+		ez, eb      bool
+		mp          = Map1Byte
+		tbl         = tbl1byte
+		vexLike     bool
+	)
 	// Legacy prefixes and REX. A REX followed by a legacy prefix is ignored.
 	for {
-		if err := need(b, i+1); err != nil {
-			return err
+		if i >= len(b) || i >= 15 {
+			return need(b, i+1)
 		}
 		c := b[i]
-		if p := prefixClass[c]; p != 0 {
-			inst.Prefixes |= p
-			inst.NumPrefixes++
+		switch pfxTab[c] {
+		case pfxLegacy:
+			prefixes |= prefixClass[c]
+			nprefix++
 			switch c {
 			case 0xF2, 0xF3:
 				rep = c
 			case 0x2E, 0x36, 0x3E, 0x26, 0x64, 0x65:
-				inst.LastSeg = c
+				lastSeg = c
 			}
 			rex = 0
 			i++
 			continue
-		}
-		if c&0xF0 == 0x40 {
+		case pfxREX:
 			rex = c
 			i++
 			continue
 		}
 		break
 	}
-	inst.REX = rex
 	if rex != 0 {
-		inst.W, inst.R, inst.X, inst.B = rex&8 != 0, rex&4 != 0, rex&2 != 0, rex&1 != 0
+		w, r, x, bb = rex&8 != 0, rex&4 != 0, rex&2 != 0, rex&1 != 0
 	}
-	has66 := inst.Prefixes&PrefixData != 0
-	tbl := tbl1byte
-	c := b[i]
-	vexLike := false
-	switch c {
+	has66 := prefixes&PrefixData != 0
+	switch c := b[i]; c {
 	case 0xD5: // REX2
 		if rex != 0 {
 			return ErrInvalid
@@ -208,16 +189,15 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			return err
 		}
 		p := b[i+1]
-		inst.Encoding = EncREX2
-		inst.W, inst.R, inst.X, inst.B = p&8 != 0, p&4 != 0, p&2 != 0, p&1 != 0
-		inst.R4, inst.X4, inst.B4 = p&0x40 != 0, p&0x20 != 0, p&0x10 != 0
+		enc = EncREX2
+		w, r, x, bb = p&8 != 0, p&4 != 0, p&2 != 0, p&1 != 0
+		r4, x4, b4 = p&0x40 != 0, p&0x20 != 0, p&0x10 != 0
 		i += 2
 		if p&0x80 != 0 {
-			tbl = tbl0f
-			inst.Map = Map0F
+			tbl, mp = tbl0f, Map0F
 		}
 	case 0xC4, 0xC5, 0x62:
-		if rex != 0 || inst.Prefixes&(PrefixData|PrefixREP|PrefixREPNE|PrefixLock) != 0 {
+		if rex != 0 || prefixes&(PrefixData|PrefixREP|PrefixREPNE|PrefixLock) != 0 {
 			return ErrInvalid
 		}
 		vexLike = true
@@ -227,42 +207,42 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 				return err
 			}
 			p := b[i+1]
-			inst.Encoding = EncVEX2
-			inst.R = p&0x80 == 0
-			inst.VVVV = (^p >> 3) & 0xF
-			inst.L = (p >> 2) & 1
-			inst.PP = p & 3
-			inst.Map = Map0F
+			enc = EncVEX2
+			r = p&0x80 == 0
+			vvvv = (^p >> 3) & 0xF
+			l = (p >> 2) & 1
+			pp = p & 3
+			mp = Map0F
 			i += 2
 		case 0xC4:
 			if err := need(b, i+3); err != nil {
 				return err
 			}
 			p1, p2 := b[i+1], b[i+2]
-			inst.Encoding = EncVEX3
-			inst.R, inst.X, inst.B = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
+			enc = EncVEX3
+			r, x, bb = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
 			switch p1 & 0x1F {
 			case 1, 2, 3:
-				inst.Map = X86Map(p1 & 0x1F)
+				mp = X86Map(p1 & 0x1F)
 			default:
 				return ErrInvalid
 			}
-			inst.W = p2&0x80 != 0
-			inst.VVVV = (^p2 >> 3) & 0xF
-			inst.L = (p2 >> 2) & 1
-			inst.PP = p2 & 3
+			w = p2&0x80 != 0
+			vvvv = (^p2 >> 3) & 0xF
+			l = (p2 >> 2) & 1
+			pp = p2 & 3
 			i += 3
 		case 0x62:
 			if err := need(b, i+4); err != nil {
 				return err
 			}
 			p0, p1, p2 := b[i+1], b[i+2], b[i+3]
-			inst.Encoding = EncEVEX
-			inst.R, inst.X, inst.B, inst.R4 = p0&0x80 == 0, p0&0x40 == 0, p0&0x20 == 0, p0&0x10 == 0
-			inst.B4 = p0&0x08 != 0
+			enc = EncEVEX
+			r, x, bb, r4 = p0&0x80 == 0, p0&0x40 == 0, p0&0x20 == 0, p0&0x10 == 0
+			b4 = p0&0x08 != 0
 			switch p0 & 7 {
 			case 1, 2, 3, 5, 6:
-				inst.Map = X86Map(p0 & 7)
+				mp = X86Map(p0 & 7)
 			case 0:
 				return ErrInvalid
 			default:
@@ -271,14 +251,14 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			if p1&0x04 == 0 {
 				return ErrInvalid
 			}
-			inst.W = p1&0x80 != 0
-			inst.VVVV = (^p1 >> 3) & 0xF
-			inst.PP = p1 & 3
-			inst.EVEXz = p2&0x80 != 0
-			inst.L = (p2 >> 5) & 3
-			inst.EVEXb = p2&0x10 != 0
-			inst.V4 = p2&0x08 == 0
-			inst.EVEXaaa = p2 & 7
+			w = p1&0x80 != 0
+			vvvv = (^p1 >> 3) & 0xF
+			pp = p1 & 3
+			ez = p2&0x80 != 0
+			l = (p2 >> 5) & 3
+			eb = p2&0x10 != 0
+			v4 = p2&0x08 == 0
+			aaa = p2 & 7
 			i += 4
 		}
 	case 0x8F:
@@ -289,7 +269,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		if p1&0x38 == 0 {
 			break // pop Ev
 		}
-		if rex != 0 || inst.Prefixes&(PrefixData|PrefixREP|PrefixREPNE|PrefixLock) != 0 {
+		if rex != 0 || prefixes&(PrefixData|PrefixREP|PrefixREPNE|PrefixLock) != 0 {
 			return ErrInvalid
 		}
 		if err := need(b, i+3); err != nil {
@@ -297,97 +277,92 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		}
 		p2 := b[i+2]
 		vexLike = true
-		inst.Encoding = EncXOP
-		inst.R, inst.X, inst.B = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
+		enc = EncXOP
+		r, x, bb = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
 		switch p1 & 0x1F {
 		case 8:
-			inst.Map = MapXOP8
+			mp = MapXOP8
 		case 9:
-			inst.Map = MapXOP9
+			mp = MapXOP9
 		case 10:
-			inst.Map = MapXOPA
+			mp = MapXOPA
 		default:
 			return ErrInvalid
 		}
-		inst.W = p2&0x80 != 0
-		inst.VVVV = (^p2 >> 3) & 0xF
-		inst.L = (p2 >> 2) & 1
-		inst.PP = p2 & 3
+		w = p2&0x80 != 0
+		vvvv = (^p2 >> 3) & 0xF
+		l = (p2 >> 2) & 1
+		pp = p2 & 3
 		i += 3
 	}
 
 	// Opcode.
-	if err := need(b, i+1); err != nil {
-		return err
+	if i >= len(b) || i >= 15 {
+		return need(b, i+1)
 	}
 	op := b[i]
 	i++
+	var mand byte
 	if vexLike {
-		switch inst.Encoding {
+		switch enc {
 		case EncVEX2, EncVEX3:
-			tbl = tblVex1 + int(inst.Map) - 1
+			tbl = tblVex1 + int(mp) - 1
 		case EncEVEX:
-			switch inst.Map {
+			switch mp {
 			case Map0F, Map0F38, Map0F3A:
-				tbl = tblEvex1 + int(inst.Map) - 1
+				tbl = tblEvex1 + int(mp) - 1
 			case MapEVEX5:
 				tbl = tblEvex5
 			case MapEVEX6:
 				tbl = tblEvex6
 			}
 		case EncXOP:
-			tbl = tblXop8 + int(inst.Map-MapXOP8)
+			tbl = tblXop8 + int(mp-MapXOP8)
 		}
-		inst.MandPrefix = [4]byte{0, 0x66, 0xF3, 0xF2}[inst.PP]
+		mand = [4]byte{0, 0x66, 0xF3, 0xF2}[pp]
 	} else {
-		if inst.Encoding == EncREX2 {
+		if enc == EncREX2 {
 			if tbl == tbl1byte {
 				switch {
-				case op == 0x0F || prefixClass[op] != 0 || op&0xF0 == 0x40 ||
-					op == 0xC4 || op == 0xC5 || op == 0x62 || op == 0xD5:
+				case op == 0x0F || pfxTab[op] != 0 || op == 0xC4 || op == 0xC5 || op == 0x62 || op == 0xD5:
 					return ErrInvalid
-				case op == 0xA1 && !inst.W:
-					return d.jmpabs(b, i, op, inst)
+				case op == 0xA1 && !w:
+					return d.jmpabs(b, addr, i, op, inst, prefixes, nprefix, lastSeg, r4, x4, b4, r, x, bb)
 				}
 			} else if op == 0x38 || op == 0x3A || op == 0x0F {
 				return ErrInvalid
 			}
 		} else if op == 0x0F {
-			if err := need(b, i+1); err != nil {
-				return err
+			if i >= len(b) || i >= 15 {
+				return need(b, i+1)
 			}
 			op = b[i]
 			i++
-			tbl = tbl0f
-			inst.Map = Map0F
+			tbl, mp = tbl0f, Map0F
 			switch op {
 			case 0x38, 0x3A:
-				if err := need(b, i+1); err != nil {
-					return err
+				if i >= len(b) || i >= 15 {
+					return need(b, i+1)
 				}
 				if op == 0x38 {
-					tbl, inst.Map = tbl0f38, Map0F38
+					tbl, mp = tbl0f38, Map0F38
 				} else {
-					tbl, inst.Map = tbl0f3a, Map0F3A
+					tbl, mp = tbl0f3a, Map0F3A
 				}
 				op = b[i]
 				i++
 			case 0x0F:
-				tbl, inst.Map = tbl3dnow, Map3DNow
+				tbl, mp = tbl3dnow, Map3DNow
 			}
 		}
-		switch rep {
-		case 0xF3:
-			inst.MandPrefix = 0xF3
-		case 0xF2:
-			inst.MandPrefix = 0xF2
-		default:
-			if has66 {
-				inst.MandPrefix = 0x66
-			}
+		switch {
+		case rep != 0:
+			mand = rep
+		case has66:
+			mand = 0x66
 		}
 	}
-	inst.Opcode = op
+	opcode := op
 
 	// Walk the decision tree.
 	id := x86Index[tbl][op]
@@ -396,38 +371,31 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	}
 	e := &x86Entries[id]
 	if e.sel == selPrefix {
-		pi := 0
-		switch inst.MandPrefix {
-		case 0x66:
-			pi = 1
-		case 0xF3:
-			pi = 2
-		case 0xF2:
-			pi = 3
-		}
-		id = x86Children[int(e.child)+pi]
+		id = x86Children[int(e.child)+mandIndex[mand&0x1F]]
 		if id == 0 {
 			return ErrInvalid
 		}
 		e = &x86Entries[id]
 	}
-	hasModRM := e.sel != selLeaf || e.flags&fModRM != 0
-	if inst.Encoding == EncEVEX || inst.Encoding == EncXOP || tbl == tbl3dnow {
-		hasModRM = true
-	}
-	if hasModRM {
-		if err := need(b, i+1); err != nil {
-			return err
+	var (
+		hasModRM, hasSIB, ripRel bool
+		modrm, sib               byte
+		mod, reg, rm             uint8
+		dispOff, dispSize        int
+		disp                     int64
+	)
+	if e.sel != selLeaf || e.flags&fModRM != 0 || enc == EncEVEX || enc == EncXOP || tbl == tbl3dnow {
+		if i >= len(b) || i >= 15 {
+			return need(b, i+1)
 		}
-		m := b[i]
-		inst.HasModRM = true
-		inst.ModRM = m
-		inst.Mod, inst.Reg, inst.RM = m>>6, (m>>3)&7, m&7
+		modrm = b[i]
+		hasModRM = true
+		mod, reg, rm = modrm>>6, (modrm>>3)&7, modrm&7
 		i++
 		switch e.sel {
 		case selModRM:
-			slot := int(inst.Reg)
-			if inst.Mod == 3 {
+			slot := int(reg)
+			if mod == 3 {
 				slot += 8
 			}
 			id = x86Children[int(e.child)+slot]
@@ -436,209 +404,290 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			}
 			e = &x86Entries[id]
 			if e.sel == selRM {
-				id = x86Children[int(e.child)+int(inst.RM)]
+				id = x86Children[int(e.child)+int(rm)]
 				if id == 0 {
 					return ErrInvalid
 				}
 				e = &x86Entries[id]
 			}
-		case withModRM:
-			id = x86Children[e.child]
-			e = &x86Entries[id]
 		}
 		if e.sel == withModRM {
 			id = x86Children[e.child]
 			e = &x86Entries[id]
 		}
 		if e.flags&fRegForm != 0 {
-			inst.Mod = 3
+			mod = 3
 		}
 		// SIB and displacement.
-		if inst.Mod != 3 {
-			if inst.RM == 4 {
-				if err := need(b, i+1); err != nil {
-					return err
+		if mod != 3 {
+			if rm == 4 {
+				if i >= len(b) || i >= 15 {
+					return need(b, i+1)
 				}
-				inst.HasSIB = true
-				inst.SIB = b[i]
+				hasSIB = true
+				sib = b[i]
 				i++
 			}
-			switch inst.Mod {
+			switch mod {
 			case 0:
-				if inst.RM == 5 {
-					inst.RIPRel = true
-					inst.DispSize = 4
-				} else if inst.HasSIB && inst.SIB&7 == 5 {
-					inst.DispSize = 4
+				if rm == 5 {
+					ripRel = true
+					dispSize = 4
+				} else if hasSIB && sib&7 == 5 {
+					dispSize = 4
 				}
 			case 1:
-				inst.DispSize = 1
+				dispSize = 1
 			case 2:
-				inst.DispSize = 4
+				dispSize = 4
 			}
-			if inst.DispSize != 0 {
-				if err := need(b, i+inst.DispSize); err != nil {
+			if dispSize != 0 {
+				if err := need(b, i+dispSize); err != nil {
 					return err
 				}
-				inst.DispOff = i
-				if inst.DispSize == 1 {
-					inst.Disp = int64(int8(b[i]))
+				dispOff = i
+				if dispSize == 1 {
+					disp = int64(int8(b[i]))
 				} else {
-					inst.Disp = int64(int32(le32(b[i:])))
+					disp = int64(int32(le32(b[i:])))
 				}
-				i += inst.DispSize
+				i += dispSize
 			}
 		}
 	}
 	if tbl == tbl3dnow {
 		// The opcode is the byte after the operands.
-		if err := need(b, i+1); err != nil {
-			return err
+		if i >= len(b) || i >= 15 {
+			return need(b, i+1)
 		}
-		inst.Opcode = b[i]
-		inst.Encoding = Enc3DNow
+		opcode = b[i]
+		enc = Enc3DNow
 		i++
 	}
-	if e.flags&fInvalid != 0 {
-		return ErrInvalid
-	}
-	if e.flags&fMemOnly != 0 && inst.Mod == 3 {
-		return ErrInvalid
-	}
-	if inst.Encoding == EncREX2 && e.flags&fNoREX2 != 0 {
-		return ErrInvalid
-	}
-	if inst.Prefixes&PrefixLock != 0 && (e.flags&fLockable == 0 || inst.Mod == 3 || !inst.HasModRM) {
+	flags := e.flags
+	if flags&fInvalid != 0 ||
+		(flags&fMemOnly != 0 && mod == 3) ||
+		(enc == EncREX2 && flags&fNoREX2 != 0) ||
+		(prefixes&PrefixLock != 0 && (flags&fLockable == 0 || mod == 3 || !hasModRM)) {
 		return ErrInvalid
 	}
 
 	// Operand and address size.
-	mand66 := e.flags&fMand66 != 0
+	opSize := 32
 	switch {
-	case inst.W && !vexLike:
-		inst.OpSize = 64
-	case inst.W && vexLike:
-		inst.OpSize = 64
-	case has66 && !mand66 && !vexLike:
-		inst.OpSize = 16
-		if e.flags&fF64 != 0 && d.Vendor == VendorIntel {
-			inst.OpSize = 64
+	case w:
+		opSize = 64
+	case has66 && flags&fMand66 == 0 && !vexLike:
+		opSize = 16
+		if flags&fF64 != 0 && d.Vendor == VendorIntel {
+			opSize = 64
 		}
-	case e.flags&(fD64|fF64) != 0:
-		inst.OpSize = 64
-	default:
-		inst.OpSize = 32
+	case flags&(fD64|fF64) != 0:
+		opSize = 64
 	}
-	if e.flags&fF64 != 0 && has66 && !vexLike {
-		inst.VendorDependent = true
-	}
-	if e.flags&fAMD != 0 {
-		inst.VendorDependent = true
-	}
-	inst.AddrSize = 64
-	if inst.Prefixes&PrefixAddr != 0 {
-		inst.AddrSize = 32
+	vendorDep := flags&fAMD != 0 || (flags&fF64 != 0 && has66 && !vexLike)
+	addrSize := 64
+	if prefixes&PrefixAddr != 0 {
+		addrSize = 32
 	}
 
 	// Immediates.
+	var (
+		imm, imm2                        uint64
+		immOff, immSize, imm2Off, imm2Sz int
+		relOff, relSize                  int
+	)
 	for k := 0; k < 2; k++ {
-		var size int
-		rel := false
-		switch e.imm[k] {
-		case immNone:
-			continue
-		case immB:
-			size = 1
-		case immW:
-			size = 2
-		case immD:
-			size = 4
-		case immZ:
-			size = 4
-			if inst.OpSize == 16 {
-				size = 2
-			}
-		case immV:
-			size = inst.OpSize / 8
-		case immRelB:
-			size, rel = 1, true
-		case immRelZ:
-			size, rel = 4, true
-			if inst.OpSize == 16 {
-				size = 2
-			}
-		case immMoffs:
-			size = inst.AddrSize / 8
+		kind := e.imm[k]
+		if kind == immNone {
+			break
+		}
+		size := int(immSizes[kind][opSize>>5])
+		if kind == immMoffs {
+			size = addrSize / 8
 		}
 		if err := need(b, i+size); err != nil {
 			return err
 		}
 		v := readLE(b[i:], size)
 		switch {
-		case rel:
-			inst.RelOff, inst.RelSize = i, size
-			inst.Imm, inst.ImmOff, inst.ImmSize = v, i, size
-		case e.imm[k] == immMoffs:
-			inst.DispOff, inst.DispSize, inst.Disp = i, size, int64(v)
-		case inst.ImmSize == 0:
-			inst.Imm, inst.ImmOff, inst.ImmSize = v, i, size
+		case kind == immRelB || kind == immRelZ:
+			relOff, relSize = i, size
+			imm, immOff, immSize = v, i, size
+		case kind == immMoffs:
+			dispOff, dispSize, disp = i, size, int64(v)
+		case immSize == 0:
+			imm, immOff, immSize = v, i, size
 		default:
-			inst.Imm2, inst.Imm2Off, inst.Imm2Size = v, i, size
+			imm2, imm2Off, imm2Sz = v, i, size
 		}
 		i += size
 	}
 
-	inst.Len = i
-	copy(inst.Bytes[:], b[:i])
-	inst.Branch = e.branch
-	inst.Mnemonic = e.mnem
-	inst.RegsApprox = e.flags&fDefault != 0
 	next := addr + uint64(i)
-	if inst.RelSize != 0 {
+	var target uint64
+	if relSize != 0 {
 		var rel int64
-		switch inst.RelSize {
+		switch relSize {
 		case 1:
-			rel = int64(int8(inst.Imm))
+			rel = int64(int8(imm))
 		case 2:
-			rel = int64(int16(inst.Imm))
+			rel = int64(int16(imm))
 		default:
-			rel = int64(int32(inst.Imm))
+			rel = int64(int32(imm))
 		}
-		inst.Target = next + uint64(rel)
-		if inst.RelSize == 2 {
-			inst.Target &= 0xFFFF
+		target = next + uint64(rel)
+		if relSize == 2 {
+			target &= 0xFFFF
 		}
-	} else if inst.RIPRel {
-		inst.Target = next + uint64(inst.Disp)
-		if inst.AddrSize == 32 {
-			inst.Target &= 0xFFFFFFFF
+	} else if ripRel {
+		target = next + uint64(disp)
+		if addrSize == 32 {
+			target &= 0xFFFFFFFF
 		}
 	}
+	mnem := e.mnem
 	if op == 0x90 && tbl == tbl1byte {
 		switch {
-		case inst.B:
-			inst.Mnemonic = "xchg"
+		case bb:
+			mnem = "xchg"
 		case rep == 0xF3:
-			inst.Mnemonic = "pause"
+			mnem = "pause"
 		}
 	}
-	d.regs(inst, e, op)
+	rc := regCtx{
+		reg:  int(reg) | bit(r, 8) | bit(r4, 16),
+		rm:   int(rm) | bit(bb, 8) | bit(b4, 16),
+		z:    int(op&7) | bit(bb, 8) | bit(b4, 16),
+		vvvv: int(vvvv) | bit(v4, 16),
+		base: -1, index: -1,
+		mod3:   mod == 3,
+		hasMem: hasModRM && mod != 3,
+		noREX:  rex == 0 && enc != EncREX2,
+		xchgR8: op == 0x90 && tbl == tbl1byte && bb,
+		rep:    prefixes&(PrefixREP|PrefixREPNE) != 0,
+	}
+	if rc.hasMem && !ripRel {
+		if hasSIB {
+			if base := int(sib & 7); base != 5 || mod != 0 {
+				rc.base = base | bit(bb, 8) | bit(b4, 16)
+			}
+			if idx := int(sib>>3&7) | bit(x, 8) | bit(x4, 16); idx != 4 && flags&fVSIB == 0 {
+				rc.index = idx
+			}
+		} else {
+			rc.base = rc.rm
+		}
+	}
+	read, written := rc.regs(e)
+
+	// Every field is stored (none is read back), so inst needs no zeroing.
+	inst.Addr = addr
+	inst.Len = i
+	inst.Prefixes = prefixes
+	inst.NumPrefixes = nprefix
+	inst.LastSeg = lastSeg
+	inst.MandPrefix = mand
+	inst.Encoding = enc
+	inst.REX = rex
+	inst.W = w
+	inst.R = r
+	inst.X = x
+	inst.B = bb
+	inst.R4 = r4
+	inst.X4 = x4
+	inst.B4 = b4
+	inst.V4 = v4
+	inst.VVVV = vvvv
+	inst.L = l
+	inst.PP = pp
+	inst.EVEXaaa = aaa
+	inst.EVEXz = ez
+	inst.EVEXb = eb
+	inst.Map = mp
+	inst.Opcode = opcode
+	inst.HasModRM = hasModRM
+	inst.ModRM = modrm
+	inst.Mod = mod
+	inst.Reg = reg
+	inst.RM = rm
+	inst.HasSIB = hasSIB
+	inst.SIB = sib
+	inst.DispOff = dispOff
+	inst.DispSize = dispSize
+	inst.Disp = disp
+	inst.ImmOff = immOff
+	inst.ImmSize = immSize
+	inst.Imm = imm
+	inst.Imm2Off = imm2Off
+	inst.Imm2Size = imm2Sz
+	inst.Imm2 = imm2
+	inst.OpSize = opSize
+	inst.AddrSize = addrSize
+	inst.RIPRel = ripRel
+	inst.Branch = e.branch
+	inst.RelOff = relOff
+	inst.RelSize = relSize
+	inst.Target = target
+	inst.VendorDependent = vendorDep
+	inst.Read = read
+	inst.Written = written
+	inst.RegsApprox = flags&fDefault != 0
+	inst.Mnemonic = mnem
+	inst.Bytes = [15]byte{}
+	copy(inst.Bytes[:i], b)
 	return nil
 }
 
+// mandIndex maps a mandatory prefix byte (low five bits) to the child of a
+// selPrefix node: none 0, 66 1, F3 2, F2 3.
+var mandIndex = func() (t [32]int) {
+	t[0x66&0x1F] = 1
+	t[0xF3&0x1F] = 2
+	t[0xF2&0x1F] = 3
+	return t
+}()
+
+// immSizes gives an immediate's size in bytes by kind and operand size
+// (index opSize>>5: 0 for 16, 1 for 32, 2 for 64 bits).
+var immSizes = [...][3]uint8{
+	immNone:  {0, 0, 0},
+	immB:     {1, 1, 1},
+	immW:     {2, 2, 2},
+	immD:     {4, 4, 4},
+	immZ:     {2, 4, 4},
+	immV:     {2, 4, 8},
+	immRelB:  {1, 1, 1},
+	immRelZ:  {2, 4, 4},
+	immMoffs: {8, 8, 8},
+}
+
 // jmpabs decodes APX JMPABS: REX2 (M0=0, W=0), A1, imm64.
-func (d X86Decoder) jmpabs(b []byte, i int, op byte, inst *X86Inst) error {
+func (d X86Decoder) jmpabs(b []byte, addr uint64, i int, op byte, inst *X86Inst, prefixes X86Prefixes, nprefix int, lastSeg byte, r4, x4, b4, r, x, bb bool) error {
 	if err := need(b, i+8); err != nil {
 		return err
 	}
-	inst.Opcode = op
-	inst.Imm, inst.ImmOff, inst.ImmSize = le64(b[i:]), i, 8
-	inst.Len = i + 8
-	copy(inst.Bytes[:], b[:inst.Len])
-	inst.Branch = BranchJmpAbs
-	inst.Target = inst.Imm
-	inst.Mnemonic = "jmpabs"
-	inst.OpSize, inst.AddrSize = 64, 64
+	imm := le64(b[i:])
+	*inst = X86Inst{
+		Addr:        addr,
+		Len:         i + 8,
+		Prefixes:    prefixes,
+		NumPrefixes: nprefix,
+		LastSeg:     lastSeg,
+		Encoding:    EncREX2,
+		R:           r, X: x, B: bb, R4: r4, X4: x4, B4: b4,
+		Map:      Map1Byte,
+		Opcode:   op,
+		Imm:      imm,
+		ImmOff:   i,
+		ImmSize:  8,
+		Branch:   BranchJmpAbs,
+		Target:   imm,
+		Mnemonic: "jmpabs",
+		OpSize:   64,
+		AddrSize: 64,
+	}
+	copy(inst.Bytes[:i+8], b)
 	return nil
 }
 

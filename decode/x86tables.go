@@ -6,1038 +6,1045 @@ package decode
 // the opcode decision trees; entry 0 means "no such opcode".
 var x86Entries = [...]x86Entry{
 	{},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},         // 1: 1byte line 54
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},         // 2: 1byte line 55
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},         // 3: 1byte line 56
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},         // 4: 1byte line 57
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},               // 5: 1byte line 58
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},               // 6: 1byte line 59
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 7: 1byte line 60
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 8: 1byte line 61
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},          // 9: 1byte line 62
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},          // 10: 1byte line 63
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},          // 11: 1byte line 64
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},          // 12: 1byte line 65
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},                // 13: 1byte line 66
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},                // 14: 1byte line 67
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 15: 1byte line 68
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},         // 16: 1byte line 70
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},         // 17: 1byte line 71
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},         // 18: 1byte line 72
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},         // 19: 1byte line 73
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},               // 20: 1byte line 74
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},               // 21: 1byte line 75
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 22: 1byte line 76
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 23: 1byte line 77
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},         // 24: 1byte line 78
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},         // 25: 1byte line 79
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},         // 26: 1byte line 80
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},         // 27: 1byte line 81
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},               // 28: 1byte line 82
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},               // 29: 1byte line 83
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 30: 1byte line 84
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 31: 1byte line 85
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},         // 32: 1byte line 86
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},         // 33: 1byte line 87
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},         // 34: 1byte line 88
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},         // 35: 1byte line 89
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},               // 36: 1byte line 90
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},               // 37: 1byte line 91
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 38: 1byte line 93
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},         // 39: 1byte line 94
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},         // 40: 1byte line 95
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},         // 41: 1byte line 96
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},         // 42: 1byte line 97
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},               // 43: 1byte line 98
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},               // 44: 1byte line 99
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 45: 1byte line 101
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},         // 46: 1byte line 102
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},         // 47: 1byte line 103
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},         // 48: 1byte line 104
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},         // 49: 1byte line 105
-	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},               // 50: 1byte line 106
-	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},               // 51: 1byte line 107
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 52: 1byte line 109
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accR, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                      // 53: 1byte line 110
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                      // 54: 1byte line 111
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accR, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                      // 55: 1byte line 112
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                      // 56: 1byte line 113
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                        // 57: 1byte line 114
-	{flags: 0, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                        // 58: 1byte line 115
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 59: 1byte line 117
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 60: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 61: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 62: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 63: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 64: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 65: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 66: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                          // 67: 1byte line 119
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 68: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 69: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 70: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 71: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 72: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 73: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 74: 1byte line 120
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                           // 75: 1byte line 120
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 76: 1byte line 121
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                              // 77: 1byte line 122
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movsxd"},                   // 78: 1byte line 124
-	{flags: fD64, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opImm, szZ, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                           // 79: 1byte line 126
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "imul"}, // 80: 1byte line 127
-	{flags: fD64, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opImm, szB, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                           // 81: 1byte line 128
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "imul"}, // 82: 1byte line 129
-	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szB, accR, 0}, {opFixed, szW, accR, 2}}, impR: 0x0, impW: 0x0, mnem: "ins"},                 // 83: 1byte line 130
-	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szZ, accR, 0}, {opFixed, szW, accR, 2}}, impR: 0x0, impW: 0x0, mnem: "ins"},                 // 84: 1byte line 131
-	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szW, accR, 2}, {opX, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "outs"},                // 85: 1byte line 132
-	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szW, accR, 2}, {opX, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "outs"},                // 86: 1byte line 133
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jo"},                                          // 87: 1byte line 134
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jno"},                                         // 88: 1byte line 135
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jb"},                                          // 89: 1byte line 136
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jae"},                                         // 90: 1byte line 137
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "je"},                                          // 91: 1byte line 138
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jne"},                                         // 92: 1byte line 139
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jbe"},                                         // 93: 1byte line 140
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ja"},                                          // 94: 1byte line 141
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "js"},                                          // 95: 1byte line 142
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jns"},                                         // 96: 1byte line 143
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jp"},                                          // 97: 1byte line 144
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jnp"},                                         // 98: 1byte line 145
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jl"},                                          // 99: 1byte line 146
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jge"},                                         // 100: 1byte line 147
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jle"},                                         // 101: 1byte line 148
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jg"},                                          // 102: 1byte line 149
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"},          // 103: 1byte line 150
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},           // 104: 1byte line 151
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"},          // 105: 1byte line 152
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"},          // 106: 1byte line 153
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"},          // 107: 1byte line 154
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"},          // 108: 1byte line 155
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"},          // 109: 1byte line 156
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},                       // 110: 1byte line 157
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "add"}, // 1: 1byte line 55
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "add"}, // 2: 1byte line 56
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "add"}, // 3: 1byte line 57
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "add"}, // 4: 1byte line 58
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "add"},              // 5: 1byte line 59
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "add"},              // 6: 1byte line 60
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 7: 1byte line 61
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 8: 1byte line 62
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "or"},  // 9: 1byte line 63
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "or"},  // 10: 1byte line 64
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "or"},  // 11: 1byte line 65
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "or"},  // 12: 1byte line 66
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "or"},               // 13: 1byte line 67
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "or"},               // 14: 1byte line 68
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 15: 1byte line 69
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "adc"}, // 16: 1byte line 71
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adc"}, // 17: 1byte line 72
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "adc"}, // 18: 1byte line 73
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adc"}, // 19: 1byte line 74
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "adc"},              // 20: 1byte line 75
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "adc"},              // 21: 1byte line 76
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 22: 1byte line 77
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 23: 1byte line 78
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 24: 1byte line 79
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 25: 1byte line 80
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 26: 1byte line 81
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 27: 1byte line 82
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "sbb"},              // 28: 1byte line 83
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "sbb"},              // 29: 1byte line 84
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 30: 1byte line 85
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 31: 1byte line 86
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "and"}, // 32: 1byte line 87
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "and"}, // 33: 1byte line 88
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "and"}, // 34: 1byte line 89
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "and"}, // 35: 1byte line 90
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "and"},              // 36: 1byte line 91
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "and"},              // 37: 1byte line 92
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 38: 1byte line 94
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "sub"}, // 39: 1byte line 95
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sub"}, // 40: 1byte line 96
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "sub"}, // 41: 1byte line 97
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sub"}, // 42: 1byte line 98
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "sub"},              // 43: 1byte line 99
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "sub"},              // 44: 1byte line 100
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 45: 1byte line 102
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xor"}, // 46: 1byte line 103
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xor"}, // 47: 1byte line 104
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xor"}, // 48: 1byte line 105
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xor"}, // 49: 1byte line 106
+	{flags: fLockable, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xor"},              // 50: 1byte line 107
+	{flags: fLockable, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xor"},              // 51: 1byte line 108
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 52: 1byte line 110
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 53: 1byte line 111
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 54: 1byte line 112
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 55: 1byte line 113
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 56: 1byte line 114
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "cmp"},                      // 57: 1byte line 115
+	{flags: 0, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "cmp"},                      // 58: 1byte line 116
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 59: 1byte line 118
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 60: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 61: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 62: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 63: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 64: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 65: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 66: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 67: 1byte line 120
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 68: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 69: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 70: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 71: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 72: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 73: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 74: 1byte line 121
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 75: 1byte line 121
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 76: 1byte line 122
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 77: 1byte line 123
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsxd"},          // 78: 1byte line 125
+	{flags: fD64, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},                // 79: 1byte line 127
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},               // 80: 1byte line 128
+	{flags: fD64, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},                // 81: 1byte line 129
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},               // 82: 1byte line 130
+	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x84, impW: 0x80, mnem: "ins"},           // 83: 1byte line 131
+	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x84, impW: 0x80, mnem: "ins"},           // 84: 1byte line 132
+	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x44, impW: 0x40, mnem: "outs"},          // 85: 1byte line 133
+	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x44, impW: 0x40, mnem: "outs"},          // 86: 1byte line 134
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},               // 87: 1byte line 135
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"},              // 88: 1byte line 136
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},               // 89: 1byte line 137
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"},              // 90: 1byte line 138
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},               // 91: 1byte line 139
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"},              // 92: 1byte line 140
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"},              // 93: 1byte line 141
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},               // 94: 1byte line 142
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},               // 95: 1byte line 143
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"},              // 96: 1byte line 144
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},               // 97: 1byte line 145
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"},              // 98: 1byte line 146
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},               // 99: 1byte line 147
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"},              // 100: 1byte line 148
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"},              // 101: 1byte line 149
+	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},               // 102: 1byte line 150
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "add"},    // 103: 1byte line 151
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "or"},     // 104: 1byte line 152
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "adc"},    // 105: 1byte line 153
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sbb"},    // 106: 1byte line 154
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "and"},    // 107: 1byte line 155
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sub"},    // 108: 1byte line 156
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "xor"},    // 109: 1byte line 157
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "cmp"},                // 110: 1byte line 158
 	{sel: selModRM, child: 0},
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"}, // 112: 1byte line 158
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},  // 113: 1byte line 159
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"}, // 114: 1byte line 160
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 115: 1byte line 161
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"}, // 116: 1byte line 162
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"}, // 117: 1byte line 163
-	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"}, // 118: 1byte line 164
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},              // 119: 1byte line 165
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "add"}, // 112: 1byte line 159
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "or"},  // 113: 1byte line 160
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adc"}, // 114: 1byte line 161
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 115: 1byte line 162
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "and"}, // 116: 1byte line 163
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sub"}, // 117: 1byte line 164
+	{flags: fLockable | fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xor"}, // 118: 1byte line 165
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 119: 1byte line 166
 	{sel: selModRM, child: 16},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                     // 121: 1byte line 166
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "add"}, // 122: 1byte line 167
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "or"},  // 123: 1byte line 168
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adc"}, // 124: 1byte line 169
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 125: 1byte line 170
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "and"}, // 126: 1byte line 171
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sub"}, // 127: 1byte line 172
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xor"}, // 128: 1byte line 173
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmp"},              // 129: 1byte line 174
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 121: 1byte line 167
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "add"}, // 122: 1byte line 168
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "or"},  // 123: 1byte line 169
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adc"}, // 124: 1byte line 170
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sbb"}, // 125: 1byte line 171
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "and"}, // 126: 1byte line 172
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sub"}, // 127: 1byte line 173
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xor"}, // 128: 1byte line 174
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmp"},             // 129: 1byte line 175
 	{sel: selModRM, child: 32},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accR, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},                 // 131: 1byte line 175
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},                 // 132: 1byte line 176
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},   // 133: 1byte line 177
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},   // 134: 1byte line 178
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accW, 0}, {opG, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                  // 135: 1byte line 179
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                  // 136: 1byte line 180
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szB, accW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                  // 137: 1byte line 181
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                  // 138: 1byte line 182
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accW, 0}, {opVReg, szW, accR, 2}}, impR: 0x0, impW: 0x0, mnem: "mov"},               // 139: 1byte line 183
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lea"}, // 140: 1byte line 184
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szW, accW, 2}, {opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},               // 141: 1byte line 185
-	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                              // 142: 1byte line 186
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "test"},             // 131: 1byte line 176
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},             // 132: 1byte line 177
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xchg"}, // 133: 1byte line 178
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xchg"}, // 134: 1byte line 179
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x2, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "mov"},              // 135: 1byte line 180
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},              // 136: 1byte line 181
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "mov"},              // 137: 1byte line 182
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},              // 138: 1byte line 183
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},              // 139: 1byte line 184
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lea"},   // 140: 1byte line 185
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},              // 141: 1byte line 186
+	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},     // 142: 1byte line 187
 	{sel: selModRM, child: 48},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "nop"},                                                              // 144: 1byte line 188
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 145: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 146: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 147: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 148: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 149: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 150: 1byte line 189
-	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accRW, 0}, {opFixed, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xchg"},       // 151: 1byte line 189
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x1, mnem: "cwde"},                                                             // 152: 1byte line 190
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x4, mnem: "cdq"},                                                              // 153: 1byte line 191
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                         // 154: 1byte line 192
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "fwait"},                                                            // 155: 1byte line 193
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "pushf"},                                                       // 156: 1byte line 194
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "popf"},                                                        // 157: 1byte line 195
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "sahf"},                                                             // 158: 1byte line 196
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x1, mnem: "lahf"},                                                             // 159: 1byte line 197
-	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accW, 0}, {opO, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},           // 160: 1byte line 198
-	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accW, 0}, {opO, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},           // 161: 1byte line 199
-	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opO, szB, accW, 0}, {opFixed, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},           // 162: 1byte line 200
-	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opO, szV, accW, 0}, {opFixed, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},           // 163: 1byte line 201
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szB, accR, 0}, {opX, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movs"},     // 164: 1byte line 202
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szV, accR, 0}, {opX, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movs"},     // 165: 1byte line 203
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opX, szB, accR, 0}, {opY, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmps"},     // 166: 1byte line 204
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opX, szV, accR, 0}, {opY, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmps"},     // 167: 1byte line 205
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},            // 168: 1byte line 206
-	{flags: fNoREX2, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},            // 169: 1byte line 207
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szB, accR, 0}, {opFixed, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "stos"}, // 170: 1byte line 208
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opY, szV, accR, 0}, {opFixed, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "stos"}, // 171: 1byte line 209
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accW, 0}, {opX, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lods"}, // 172: 1byte line 210
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accW, 0}, {opX, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lods"}, // 173: 1byte line 211
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accR, 0}, {opY, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "scas"}, // 174: 1byte line 212
-	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szV, accR, 0}, {opY, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "scas"}, // 175: 1byte line 213
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 176: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 177: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 178: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 179: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 180: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 181: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 182: 1byte line 214
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 183: 1byte line 214
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 184: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 185: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 186: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 187: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 188: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 189: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 190: 1byte line 215
-	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opZ, szV, accW, 0}, {opImm, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 191: 1byte line 215
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rol"},                 // 192: 1byte line 216
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ror"},                 // 193: 1byte line 217
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcl"},                 // 194: 1byte line 218
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcr"},                 // 195: 1byte line 219
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shl"},                 // 196: 1byte line 220
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shr"},                 // 197: 1byte line 221
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sal"},                 // 198: 1byte line 222
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sar"},                 // 199: 1byte line 223
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},                    // 144: 1byte line 189
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 145: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 146: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 147: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 148: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 149: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 150: 1byte line 190
+	{flags: fLockable, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xchg"},           // 151: 1byte line 190
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cwde"},                   // 152: 1byte line 191
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x4, mnem: "cdq"},                    // 153: 1byte line 192
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},               // 154: 1byte line 193
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fwait"},                  // 155: 1byte line 194
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pushf"},             // 156: 1byte line 195
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "popf"},              // 157: 1byte line 196
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "sahf"},                   // 158: 1byte line 197
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "lahf"},                   // 159: 1byte line 198
+	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "mov"},             // 160: 1byte line 199
+	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "mov"},             // 161: 1byte line 200
+	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "mov"},             // 162: 1byte line 201
+	{flags: fNoREX2, imm: [2]uint8{immMoffs, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "mov"},             // 163: 1byte line 202
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc0, impW: 0xc0, mnem: "movs"}, // 164: 1byte line 203
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc0, impW: 0xc0, mnem: "movs"}, // 165: 1byte line 204
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc0, impW: 0xc0, mnem: "cmps"}, // 166: 1byte line 205
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc0, impW: 0xc0, mnem: "cmps"}, // 167: 1byte line 206
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "test"},                // 168: 1byte line 207
+	{flags: fNoREX2, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "test"},                // 169: 1byte line 208
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x81, impW: 0x80, mnem: "stos"}, // 170: 1byte line 209
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x81, impW: 0x80, mnem: "stos"}, // 171: 1byte line 210
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x40, impW: 0x41, mnem: "lods"}, // 172: 1byte line 211
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x40, impW: 0x41, mnem: "lods"}, // 173: 1byte line 212
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x81, impW: 0x80, mnem: "scas"}, // 174: 1byte line 213
+	{flags: fNoREX2 | fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x81, impW: 0x80, mnem: "scas"}, // 175: 1byte line 214
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 176: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 177: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 178: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 179: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 180: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 181: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 182: 1byte line 215
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x8, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 183: 1byte line 215
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 184: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 185: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 186: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 187: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 188: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 189: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 190: 1byte line 216
+	{flags: 0, imm: [2]uint8{immV, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},                       // 191: 1byte line 216
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rol"},                 // 192: 1byte line 217
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "ror"},                 // 193: 1byte line 218
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rcl"},                 // 194: 1byte line 219
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rcr"},                 // 195: 1byte line 220
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "shl"},                 // 196: 1byte line 221
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "shr"},                 // 197: 1byte line 222
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sal"},                 // 198: 1byte line 223
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sar"},                 // 199: 1byte line 224
 	{sel: selModRM, child: 64},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rol"}, // 201: 1byte line 224
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ror"}, // 202: 1byte line 225
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 203: 1byte line 226
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 204: 1byte line 227
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shl"}, // 205: 1byte line 228
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shr"}, // 206: 1byte line 229
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sal"}, // 207: 1byte line 230
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sar"}, // 208: 1byte line 231
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rol"}, // 201: 1byte line 225
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ror"}, // 202: 1byte line 226
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 203: 1byte line 227
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 204: 1byte line 228
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shl"}, // 205: 1byte line 229
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shr"}, // 206: 1byte line 230
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sal"}, // 207: 1byte line 231
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sar"}, // 208: 1byte line 232
 	{sel: selModRM, child: 80},
-	{flags: fF64, imm: [2]uint8{immW, immNone}, branch: BranchRetImm, nops: 1, ops: [4]x86Operand{{opImm, szW, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "ret"},                    // 210: 1byte line 232
-	{flags: fF64, imm: [2]uint8{immNone, immNone}, branch: BranchRet, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "ret"},                                         // 211: 1byte line 233
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 212: 1byte line 235
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opImm, szB, accR, 0}}, impR: 0x1, impW: 0x0, mnem: "xabort"},                        // 213: 1byte line 236
+	{flags: fF64, imm: [2]uint8{immW, immNone}, branch: BranchRetImm, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "ret"}, // 210: 1byte line 233
+	{flags: fF64, imm: [2]uint8{immNone, immNone}, branch: BranchRet, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "ret"}, // 211: 1byte line 234
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "mov"},  // 212: 1byte line 236
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "xabort"},     // 213: 1byte line 237
 	{sel: selRM, child: 96},
 	{sel: selModRM, child: 104},
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accW, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 216: 1byte line 237
-	{flags: 0, imm: [2]uint8{immRelZ, immNone}, branch: BranchXbegin, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "xbegin"},                   // 217: 1byte line 238
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"},   // 216: 1byte line 238
+	{flags: 0, imm: [2]uint8{immRelZ, immNone}, branch: BranchXbegin, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "xbegin"}, // 217: 1byte line 239
 	{sel: selRM, child: 120},
 	{sel: selModRM, child: 128},
-	{flags: fD64, imm: [2]uint8{immW, immB}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opImm, szW, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x30, impW: 0x30, mnem: "enter"},          // 220: 1byte line 239
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x30, impW: 0x30, mnem: "leave"},                                                // 221: 1byte line 240
-	{flags: 0, imm: [2]uint8{immW, immNone}, branch: BranchFarRet, nops: 1, ops: [4]x86Operand{{opImm, szW, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "lret"},                                // 222: 1byte line 241
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchFarRet, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "lret"},                                                  // 223: 1byte line 242
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "int3"},                                                       // 224: 1byte line 243
-	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchInt, nops: 1, ops: [4]x86Operand{{opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "int"},                                      // 225: 1byte line 244
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                  // 226: 1byte line 245
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "iret"},                                                    // 227: 1byte line 246
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rol"}, // 228: 1byte line 247
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ror"}, // 229: 1byte line 248
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 230: 1byte line 249
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 231: 1byte line 250
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shl"}, // 232: 1byte line 251
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shr"}, // 233: 1byte line 252
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sal"}, // 234: 1byte line 253
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sar"}, // 235: 1byte line 254
+	{flags: fD64, imm: [2]uint8{immW, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x30, impW: 0x30, mnem: "enter"},       // 220: 1byte line 240
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x30, impW: 0x30, mnem: "leave"}, // 221: 1byte line 241
+	{flags: 0, imm: [2]uint8{immW, immNone}, branch: BranchFarRet, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "lret"},      // 222: 1byte line 242
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchFarRet, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "lret"},   // 223: 1byte line 243
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "int3"},        // 224: 1byte line 244
+	{flags: 0, imm: [2]uint8{immB, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "int"},            // 225: 1byte line 245
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},   // 226: 1byte line 246
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "iret"},     // 227: 1byte line 247
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rol"},  // 228: 1byte line 248
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "ror"},  // 229: 1byte line 249
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rcl"},  // 230: 1byte line 250
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "rcr"},  // 231: 1byte line 251
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "shl"},  // 232: 1byte line 252
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "shr"},  // 233: 1byte line 253
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sal"},  // 234: 1byte line 254
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sar"},  // 235: 1byte line 255
 	{sel: selModRM, child: 144},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rol"}, // 237: 1byte line 255
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ror"}, // 238: 1byte line 256
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 239: 1byte line 257
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 240: 1byte line 258
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shl"}, // 241: 1byte line 259
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shr"}, // 242: 1byte line 260
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sal"}, // 243: 1byte line 261
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opConst1, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sar"}, // 244: 1byte line 262
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rol"}, // 237: 1byte line 256
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ror"}, // 238: 1byte line 257
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 239: 1byte line 258
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 240: 1byte line 259
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shl"}, // 241: 1byte line 260
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shr"}, // 242: 1byte line 261
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sal"}, // 243: 1byte line 262
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sar"}, // 244: 1byte line 263
 	{sel: selModRM, child: 160},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rol"}, // 246: 1byte line 263
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "ror"}, // 247: 1byte line 264
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 248: 1byte line 265
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 249: 1byte line 266
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shl"}, // 250: 1byte line 267
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shr"}, // 251: 1byte line 268
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "sal"}, // 252: 1byte line 269
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "sar"}, // 253: 1byte line 270
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "rol"}, // 246: 1byte line 264
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "ror"}, // 247: 1byte line 265
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "rcl"}, // 248: 1byte line 266
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "rcr"}, // 249: 1byte line 267
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "shl"}, // 250: 1byte line 268
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "shr"}, // 251: 1byte line 269
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "sal"}, // 252: 1byte line 270
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x2, impW: 0x0, mnem: "sar"}, // 253: 1byte line 271
 	{sel: selModRM, child: 176},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rol"}, // 255: 1byte line 271
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "ror"}, // 256: 1byte line 272
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rcl"}, // 257: 1byte line 273
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "rcr"}, // 258: 1byte line 274
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shl"}, // 259: 1byte line 275
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shr"}, // 260: 1byte line 276
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "sal"}, // 261: 1byte line 277
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "sar"}, // 262: 1byte line 278
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "rol"}, // 255: 1byte line 272
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "ror"}, // 256: 1byte line 273
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "rcl"}, // 257: 1byte line 274
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "rcr"}, // 258: 1byte line 275
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shl"}, // 259: 1byte line 276
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shr"}, // 260: 1byte line 277
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "sal"}, // 261: 1byte line 278
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "sar"}, // 262: 1byte line 279
 	{sel: selModRM, child: 192},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                      // 264: 1byte line 279
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                      // 265: 1byte line 281
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x9, impW: 0x1, mnem: "xlat"},                          // 266: 1byte line 282
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 267: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 268: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 269: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 270: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 271: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 272: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 273: 1byte line 284
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "x87"},                      // 274: 1byte line 284
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opFixed, szW, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "fnstsw"}, // 275: 1byte line 285
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 264: 1byte line 280
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 265: 1byte line 282
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "xlat"},     // 266: 1byte line 283
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 267: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 268: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 269: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 270: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 271: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 272: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 273: 1byte line 285
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 274: 1byte line 285
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "fnstsw"},   // 275: 1byte line 286
 	{sel: selRM, child: 208},
 	{sel: selModRM, child: 216},
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x2, impW: 0x2, mnem: "loopne"},                  // 278: 1byte line 286
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x2, impW: 0x2, mnem: "loope"},                   // 279: 1byte line 287
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x2, impW: 0x2, mnem: "loop"},                    // 280: 1byte line 288
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x2, impW: 0x0, mnem: "jrcxz"},                   // 281: 1byte line 289
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "in"},       // 282: 1byte line 290
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szZ, accW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "in"},       // 283: 1byte line 291
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opImm, szB, accR, 0}, {opFixed, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "out"},      // 284: 1byte line 292
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opImm, szB, accR, 0}, {opFixed, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "out"},      // 285: 1byte line 293
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchCall, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "call"},                  // 286: 1byte line 294
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJmp, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jmp"},                      // 287: 1byte line 295
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                  // 288: 1byte line 296
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJmp, nops: 1, ops: [4]x86Operand{{opRel, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jmp"},                      // 289: 1byte line 297
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szB, accW, 0}, {opFixed, szW, accR, 2}}, impR: 0x0, impW: 0x0, mnem: "in"},  // 290: 1byte line 298
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szZ, accW, 0}, {opFixed, szW, accR, 2}}, impR: 0x0, impW: 0x0, mnem: "in"},  // 291: 1byte line 299
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szW, accR, 2}, {opFixed, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "out"}, // 292: 1byte line 300
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opFixed, szW, accR, 2}, {opFixed, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "out"}, // 293: 1byte line 301
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "int1"},                                                       // 294: 1byte line 303
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "hlt"},                                                        // 295: 1byte line 304
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "cmc"},                                                       // 296: 1byte line 305
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},          // 297: 1byte line 306
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"},          // 298: 1byte line 307
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "not"},                  // 299: 1byte line 308
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "neg"},                  // 300: 1byte line 309
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "mul"},                               // 301: 1byte line 310
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "imul"},                              // 302: 1byte line 311
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "div"},                               // 303: 1byte line 312
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "idiv"},                              // 304: 1byte line 313
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loopne"},   // 278: 1byte line 287
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loope"},    // 279: 1byte line 288
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loop"},     // 280: 1byte line 289
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "jrcxz"},    // 281: 1byte line 290
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 282: 1byte line 291
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 283: 1byte line 292
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 284: 1byte line 293
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 285: 1byte line 294
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchCall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"},   // 286: 1byte line 295
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 287: 1byte line 296
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 288: 1byte line 297
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 289: 1byte line 298
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 290: 1byte line 299
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 291: 1byte line 300
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 292: 1byte line 301
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 293: 1byte line 302
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "int1"},                   // 294: 1byte line 304
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hlt"},                    // 295: 1byte line 305
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmc"},                   // 296: 1byte line 306
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 297: 1byte line 307
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 298: 1byte line 308
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "not"}, // 299: 1byte line 309
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "neg"}, // 300: 1byte line 310
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "mul"},             // 301: 1byte line 311
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "imul"},            // 302: 1byte line 312
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "div"},             // 303: 1byte line 313
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "idiv"},            // 304: 1byte line 314
 	{sel: selModRM, child: 232},
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"}, // 306: 1byte line 314
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opImm, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "test"}, // 307: 1byte line 315
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "not"},         // 308: 1byte line 316
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "neg"},         // 309: 1byte line 317
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x5, impW: 0x5, mnem: "mul"},                      // 310: 1byte line 318
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x5, impW: 0x5, mnem: "imul"},                     // 311: 1byte line 319
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x5, impW: 0x5, mnem: "div"},                      // 312: 1byte line 320
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x5, impW: 0x5, mnem: "idiv"},                     // 313: 1byte line 321
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 306: 1byte line 315
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 307: 1byte line 316
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "not"}, // 308: 1byte line 317
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "neg"}, // 309: 1byte line 318
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "mul"},             // 310: 1byte line 319
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "imul"},            // 311: 1byte line 320
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "div"},             // 312: 1byte line 321
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "idiv"},            // 313: 1byte line 322
 	{sel: selModRM, child: 248},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "clc"},                                      // 315: 1byte line 322
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "stc"},                                      // 316: 1byte line 323
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "cli"},                                      // 317: 1byte line 324
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "sti"},                                      // 318: 1byte line 325
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "cld"},                                      // 319: 1byte line 326
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "std"},                                      // 320: 1byte line 327
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "inc"}, // 321: 1byte line 328
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "dec"}, // 322: 1byte line 329
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 323: 1byte line 330
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 324: 1byte line 331
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 325: 1byte line 332
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 326: 1byte line 333
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 327: 1byte line 334
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                        // 328: 1byte line 335
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clc"},                   // 315: 1byte line 323
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stc"},                   // 316: 1byte line 324
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cli"},                   // 317: 1byte line 325
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sti"},                   // 318: 1byte line 326
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cld"},                   // 319: 1byte line 327
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "std"},                   // 320: 1byte line 328
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "inc"}, // 321: 1byte line 329
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "dec"}, // 322: 1byte line 330
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 323: 1byte line 331
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 324: 1byte line 332
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 325: 1byte line 333
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 326: 1byte line 334
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 327: 1byte line 335
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 328: 1byte line 336
 	{sel: selModRM, child: 264},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "inc"},            // 330: 1byte line 336
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "dec"},            // 331: 1byte line 337
-	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchCallIndirect, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "call"},       // 332: 1byte line 338
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarCall, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x10, impW: 0x10, mnem: "lcall"}, // 333: 1byte line 339
-	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchJmpIndirect, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jmp"},           // 334: 1byte line 340
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarJmp, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "ljmp"},     // 335: 1byte line 341
-	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},               // 336: 1byte line 342
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                   // 337: 1byte line 343
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "inc"},       // 330: 1byte line 337
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "dec"},       // 331: 1byte line 338
+	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchCallIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"}, // 332: 1byte line 339
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarCall, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "lcall"}, // 333: 1byte line 340
+	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchJmpIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},     // 334: 1byte line 341
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarJmp, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ljmp"},     // 335: 1byte line 342
+	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},         // 336: 1byte line 343
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 337: 1byte line 344
 	{sel: selModRM, child: 280},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "sldt"}, // 339: 0f line 346
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "str"},  // 340: 0f line 347
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lldt"}, // 341: 0f line 348
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ltr"},  // 342: 0f line 349
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "verr"}, // 343: 0f line 350
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "verw"}, // 344: 0f line 351
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},            // 345: 0f line 352
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},            // 346: 0f line 353
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sldt"},        // 339: 0f line 347
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "str"},         // 340: 0f line 348
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lldt"},        // 341: 0f line 349
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ltr"},         // 342: 0f line 350
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verr"},        // 343: 0f line 351
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verw"},        // 344: 0f line 352
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 345: 0f line 353
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 346: 0f line 354
 	{sel: selModRM, child: 296},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "sgdt"},     // 348: 0f line 354
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "sidt"},     // 349: 0f line 355
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lgdt"},     // 350: 0f line 356
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lidt"},     // 351: 0f line 357
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "smsw"},           // 352: 0f line 358
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "rstorssp"}, // 353: 0f line 359
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lmsw"},           // 354: 0f line 360
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "invlpg"},   // 355: 0f line 361
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                               // 356: 0f line 362
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vmcall"},                                 // 357: 0f line 363
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vmlaunch"},                               // 358: 0f line 364
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vmresume"},                               // 359: 0f line 365
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vmxoff"},                                 // 360: 0f line 366
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0xf, impW: 0x1, mnem: "pconfig"},                                // 361: 0f line 367
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "wrmsrns"},                                // 362: 0f line 368
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                               // 363: 0f line 405
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sgdt"},     // 348: 0f line 355
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sidt"},     // 349: 0f line 356
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgdt"},     // 350: 0f line 357
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lidt"},     // 351: 0f line 358
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "smsw"},     // 352: 0f line 359
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rstorssp"}, // 353: 0f line 360
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lmsw"},     // 354: 0f line 361
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invlpg"},   // 355: 0f line 362
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "enclv"},          // 356: 0f line 363
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmcall"},         // 357: 0f line 364
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmlaunch"},       // 358: 0f line 365
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmresume"},       // 359: 0f line 366
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxoff"},         // 360: 0f line 367
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "pconfig"},        // 361: 0f line 368
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsrns"},        // 362: 0f line 369
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 363: 0f line 412
 	{sel: selRM, child: 312},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "monitor"},  // 365: 0f line 369
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x3, impW: 0x0, mnem: "mwait"},    // 366: 0f line 370
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "clac"},     // 367: 0f line 371
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "stac"},     // 368: 0f line 372
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"}, // 369: 0f line 406
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0xf, impW: 0xf, mnem: "encls"},    // 370: 0f line 373
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitor"},  // 365: 0f line 370
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "mwait"},    // 366: 0f line 371
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clac"},     // 367: 0f line 372
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stac"},     // 368: 0f line 373
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 369: 0f line 413
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "encls"},    // 370: 0f line 374
 	{sel: selRM, child: 320},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x2, impW: 0x5, mnem: "xgetbv"},   // 372: 0f line 374
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "xsetbv"},   // 373: 0f line 375
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"}, // 374: 0f line 407
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x3, impW: 0x0, mnem: "vmfunc"},   // 375: 0f line 376
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "xend"},     // 376: 0f line 377
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "xtest"},    // 377: 0f line 378
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0xf, impW: 0xf, mnem: "enclu"},    // 378: 0f line 379
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "xgetbv"},   // 372: 0f line 375
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "xsetbv"},   // 373: 0f line 376
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 374: 0f line 414
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "vmfunc"},   // 375: 0f line 377
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xend"},     // 376: 0f line 378
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xtest"},    // 377: 0f line 379
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "enclu"},    // 378: 0f line 380
 	{sel: selRM, child: 328},
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "vmrun"},   // 380: 0f line 380
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vmmcall"}, // 381: 0f line 381
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "vmload"},  // 382: 0f line 382
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "vmsave"},  // 383: 0f line 383
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "stgi"},    // 384: 0f line 384
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "clgi"},    // 385: 0f line 385
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "skinit"},  // 386: 0f line 386
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x3, impW: 0x0, mnem: "invlpga"}, // 387: 0f line 387
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmrun"},   // 380: 0f line 381
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmmcall"}, // 381: 0f line 382
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmload"},  // 382: 0f line 383
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmsave"},  // 383: 0f line 384
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stgi"},    // 384: 0f line 385
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clgi"},    // 385: 0f line 386
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "skinit"},  // 386: 0f line 387
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "invlpga"}, // 387: 0f line 388
 	{sel: selRM, child: 336},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "serialize"}, // 389: 0f line 388
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},  // 390: 0f line 409
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x2, impW: 0x5, mnem: "rdpkru"},    // 391: 0f line 389
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "wrpkru"},    // 392: 0f line 390
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "serialize"}, // 389: 0f line 389
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 390: 0f line 416
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpkru"},    // 391: 0f line 390
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrpkru"},    // 392: 0f line 391
 	{sel: selRM, child: 344},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "swapgs"},      // 394: 0f line 391
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x7, mnem: "rdtscp"},      // 395: 0f line 392
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "monitorx"}, // 396: 0f line 393
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0xb, impW: 0x0, mnem: "mwaitx"},   // 397: 0f line 394
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x1, impW: 0x0, mnem: "clzero"},   // 398: 0f line 395
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x2, impW: 0x5, mnem: "rdpru"},    // 399: 0f line 396
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},    // 400: 0f line 410
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "swapgs"},      // 394: 0f line 392
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x7, mnem: "rdtscp"},      // 395: 0f line 393
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitorx"}, // 396: 0f line 394
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xb, impW: 0x0, mnem: "mwaitx"},   // 397: 0f line 395
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "clzero"},   // 398: 0f line 396
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpru"},    // 399: 0f line 397
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "invlpgb"},  // 400: 0f line 398
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tlbsync"},  // 401: 0f line 399
 	{sel: selRM, child: 352},
 	{sel: selModRM, child: 360},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "setssbsy"},    // 403: 0f line 397
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "saveprevssp"}, // 404: 0f line 398
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x10, impW: 0x10, mnem: "uiret"},     // 405: 0f line 399
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "testui"},      // 406: 0f line 400
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "clui"},        // 407: 0f line 401
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "stui"},        // 408: 0f line 402
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "setssbsy"},    // 404: 0f line 404
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "saveprevssp"}, // 405: 0f line 405
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "uiret"},     // 406: 0f line 406
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "testui"},      // 407: 0f line 407
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clui"},        // 408: 0f line 408
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stui"},        // 409: 0f line 409
 	{sel: selRM, child: 376},
-	{sel: selModRM, child: 384},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "xsusldtrk"}, // 411: 0f line 403
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "xresldtrk"}, // 412: 0f line 404
-	{sel: selRM, child: 400},
-	{sel: selModRM, child: 408},
-	{sel: selPrefix, child: 424},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lar"}, // 416: 0f line 411
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lsl"}, // 417: 0f line 412
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                         // 418: 0f line 714
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, nops: 0, ops: [4]x86Operand{}, impR: 0x7c5, impW: 0x803, mnem: "syscall"},                                   // 419: 0f line 413
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "clts"},                                             // 420: 0f line 414
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, nops: 0, ops: [4]x86Operand{}, impR: 0x802, impW: 0x0, mnem: "sysret"},                                         // 421: 0f line 415
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "invd"},                                             // 422: 0f line 416
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "wbinvd"},                                           // 423: 0f line 417
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "wbnoinvd"},                                         // 424: 0f line 418
-	{sel: selPrefix, child: 428},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                // 426: 0f line 715
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "ud2"},                                      // 427: 0f line 419
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                // 428: 0f line 716
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "prefetch"},  // 429: 0f line 421
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "prefetchw"}, // 430: 0f line 420
-	{sel: selModRM, child: 432},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "femms"},                                                             // 432: 0f line 422
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movups"},    // 433: 0f line 423
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movups"},    // 434: 0f line 424
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movlps"},    // 435: 0f line 425
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movlps"},    // 436: 0f line 426
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "unpcklps"}, // 437: 0f line 427
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "unpckhps"}, // 438: 0f line 428
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movhps"},    // 439: 0f line 429
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movhps"},    // 440: 0f line 430
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "prefetch"},                            // 441: 0f line 431
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "nop"},                                    // 442: 0f line 432
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "bndldx"},   // 443: 0f line 433
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accNone, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bndstx"},   // 444: 0f line 434
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "nop"},                                    // 445: 0f line 435
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "nop"},                                    // 446: 0f line 436
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "nop"},                                    // 447: 0f line 440
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdssp"},                                     // 448: 0f line 439
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "endbr64"},                                                           // 449: 0f line 437
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "endbr32"},                                                           // 450: 0f line 438
-	{sel: selRM, child: 448},
-	{sel: selModRM, child: 456},
-	{sel: selPrefix, child: 472},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szV, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "nop"},                                    // 454: 0f line 441
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opR, szQ, accW, 0}, {opVReg, szNone, accR, 3}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 455: 0f line 442
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opR, szQ, accW, 0}, {opVReg, szNone, accR, 4}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 456: 0f line 443
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 3}, {opR, szQ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 457: 0f line 444
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 4}, {opR, szQ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mov"}, // 458: 0f line 445
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                          // 459: 0f line 717
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                          // 460: 0f line 718
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                          // 461: 0f line 719
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                          // 462: 0f line 720
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movaps"},    // 463: 0f line 446
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movaps"},    // 464: 0f line 447
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "cvtpi2ps"},  // 465: 0f line 448
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtsi2ss"},       // 466: 0f line 449
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtsi2sd"},       // 467: 0f line 450
-	{sel: selPrefix, child: 476},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movntps"},   // 469: 0f line 451
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 1}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvttps2pi"}, // 470: 0f line 452
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvttss2si"},       // 471: 0f line 453
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvttsd2si"},       // 472: 0f line 454
-	{sel: selPrefix, child: 480},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 1}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtps2pi"}, // 474: 0f line 455
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtss2si"},       // 475: 0f line 456
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtsd2si"},       // 476: 0f line 457
-	{sel: selPrefix, child: 484},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ucomiss"},                    // 478: 0f line 458
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "comiss"},                     // 479: 0f line 459
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x7, impW: 0x0, mnem: "wrmsr"},                                                                        // 480: 0f line 460
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x5, mnem: "rdtsc"},                                                                        // 481: 0f line 461
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x2, impW: 0x5, mnem: "rdmsr"},                                                                        // 482: 0f line 462
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x2, impW: 0x5, mnem: "rdpmc"},                                                                        // 483: 0f line 463
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "sysenter"},                                                                  // 484: 0f line 464
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchIret, nops: 0, ops: [4]x86Operand{}, impR: 0x6, impW: 0x0, mnem: "sysexit"},                                                                      // 485: 0f line 465
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 486: 0f line 721
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x9, impW: 0x1, mnem: "getsec"},                                                                       // 487: 0f line 466
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 488: 0f line 722
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 489: 0f line 723
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 490: 0f line 724
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 491: 0f line 725
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 492: 0f line 726
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                 // 493: 0f line 727
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovo"},                                // 494: 0f line 467
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovno"},                               // 495: 0f line 468
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovb"},                                // 496: 0f line 469
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovae"},                               // 497: 0f line 470
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmove"},                                // 498: 0f line 471
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovne"},                               // 499: 0f line 472
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovbe"},                               // 500: 0f line 473
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmova"},                                // 501: 0f line 474
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovs"},                                // 502: 0f line 475
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovns"},                               // 503: 0f line 476
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovp"},                                // 504: 0f line 477
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovnp"},                               // 505: 0f line 478
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovl"},                                // 506: 0f line 479
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovge"},                               // 507: 0f line 480
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovle"},                               // 508: 0f line 481
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmovg"},                                // 509: 0f line 482
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movmskps"},                      // 510: 0f line 483
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sqrtps"},                     // 511: 0f line 484
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rsqrtps"},                    // 512: 0f line 485
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rcpps"},                      // 513: 0f line 486
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "andps"},                     // 514: 0f line 487
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "andnps"},                    // 515: 0f line 488
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "orps"},                      // 516: 0f line 489
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xorps"},                     // 517: 0f line 490
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "addps"},                     // 518: 0f line 491
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "mulps"},                     // 519: 0f line 492
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtps2pd"},                   // 520: 0f line 493
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvtdq2ps"},                   // 521: 0f line 494
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "subps"},                     // 522: 0f line 495
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "minps"},                     // 523: 0f line 496
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "divps"},                     // 524: 0f line 497
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "maxps"},                     // 525: 0f line 498
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpcklbw"},                 // 526: 0f line 499
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpcklwd"},                 // 527: 0f line 500
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpckldq"},                 // 528: 0f line 501
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "packsswb"},                  // 529: 0f line 502
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpgtb"},                   // 530: 0f line 503
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpgtw"},                   // 531: 0f line 504
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpgtd"},                   // 532: 0f line 505
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "packuswb"},                  // 533: 0f line 506
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpckhbw"},                 // 534: 0f line 507
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpckhwd"},                 // 535: 0f line 508
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "punpckhdq"},                 // 536: 0f line 509
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "packssdw"},                  // 537: 0f line 510
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "punpcklqdq"},                // 538: 0f line 511
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "punpckhqdq"},                // 539: 0f line 512
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 1}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movd"},                            // 540: 0f line 513
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "movq"},                       // 541: 0f line 514
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 1}, {opVRM, szNone, accR, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pshufw"}, // 542: 0f line 515
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                  // 543: 0f line 526
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psrlw"},                         // 544: 0f line 516
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psraw"},                         // 545: 0f line 517
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psllw"},                         // 546: 0f line 518
-	{sel: selModRM, child: 488},
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                          // 548: 0f line 527
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psrld"}, // 549: 0f line 519
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psrad"}, // 550: 0f line 520
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pslld"}, // 551: 0f line 521
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "rmpadjust"}, // 411: 0f line 400
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "psmash"},    // 412: 0f line 401
+	{sel: selRM, child: 384},
+	{sel: selModRM, child: 392},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xsusldtrk"}, // 415: 0f line 410
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xresldtrk"}, // 416: 0f line 411
+	{sel: selRM, child: 408},
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x1, mnem: "rmpupdate"}, // 418: 0f line 402
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "pvalidate"}, // 419: 0f line 403
+	{sel: selRM, child: 416},
+	{sel: selModRM, child: 424},
+	{sel: selPrefix, child: 440},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lar"},      // 423: 0f line 418
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lsl"},      // 424: 0f line 419
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 425: 0f line 721
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7c5, impW: 0x803, mnem: "syscall"}, // 426: 0f line 420
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clts"},           // 427: 0f line 421
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x802, impW: 0x0, mnem: "sysret"},       // 428: 0f line 422
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invd"},           // 429: 0f line 423
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbinvd"},         // 430: 0f line 424
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbnoinvd"},       // 431: 0f line 425
+	{sel: selPrefix, child: 444},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 433: 0f line 722
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud2"},              // 434: 0f line 426
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 435: 0f line 723
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"},  // 436: 0f line 428
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetchw"}, // 437: 0f line 427
+	{sel: selModRM, child: 448},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "femms"},          // 439: 0f line 429
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 440: 0f line 430
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 441: 0f line 431
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 442: 0f line 432
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 443: 0f line 433
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpcklps"}, // 444: 0f line 434
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpckhps"}, // 445: 0f line 435
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 446: 0f line 436
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 447: 0f line 437
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"}, // 448: 0f line 438
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 449: 0f line 439
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndldx"},   // 450: 0f line 440
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndstx"},   // 451: 0f line 441
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 452: 0f line 442
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 453: 0f line 443
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 454: 0f line 447
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdssp"},    // 455: 0f line 446
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr64"},        // 456: 0f line 444
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr32"},        // 457: 0f line 445
+	{sel: selRM, child: 464},
+	{sel: selModRM, child: 472},
+	{sel: selPrefix, child: 488},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},            // 461: 0f line 448
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 462: 0f line 449
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 463: 0f line 450
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 464: 0f line 451
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 465: 0f line 452
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 466: 0f line 724
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 467: 0f line 725
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 468: 0f line 726
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 469: 0f line 727
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 470: 0f line 453
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 471: 0f line 454
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtpi2ps"},       // 472: 0f line 455
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2ss"},       // 473: 0f line 456
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2sd"},       // 474: 0f line 457
+	{sel: selPrefix, child: 492},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntps"},   // 476: 0f line 458
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttps2pi"}, // 477: 0f line 459
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttss2si"}, // 478: 0f line 460
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttsd2si"}, // 479: 0f line 461
+	{sel: selPrefix, child: 496},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pi"}, // 481: 0f line 462
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtss2si"}, // 482: 0f line 463
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsd2si"}, // 483: 0f line 464
+	{sel: selPrefix, child: 500},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ucomiss"},      // 485: 0f line 465
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "comiss"},       // 486: 0f line 466
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsr"},        // 487: 0f line 467
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x5, mnem: "rdtsc"},        // 488: 0f line 468
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdmsr"},        // 489: 0f line 469
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpmc"},        // 490: 0f line 470
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sysenter"},  // 491: 0f line 471
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x6, impW: 0x0, mnem: "sysexit"},      // 492: 0f line 472
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 493: 0f line 728
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "getsec"},       // 494: 0f line 473
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 495: 0f line 729
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 496: 0f line 730
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 497: 0f line 731
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 498: 0f line 732
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 499: 0f line 733
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 500: 0f line 734
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovo"},        // 501: 0f line 474
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovno"},       // 502: 0f line 475
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovb"},        // 503: 0f line 476
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovae"},       // 504: 0f line 477
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmove"},        // 505: 0f line 478
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovne"},       // 506: 0f line 479
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovbe"},       // 507: 0f line 480
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmova"},        // 508: 0f line 481
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovs"},        // 509: 0f line 482
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovns"},       // 510: 0f line 483
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovp"},        // 511: 0f line 484
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovnp"},       // 512: 0f line 485
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovl"},        // 513: 0f line 486
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovge"},       // 514: 0f line 487
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovle"},       // 515: 0f line 488
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovg"},        // 516: 0f line 489
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movmskps"},      // 517: 0f line 490
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sqrtps"},       // 518: 0f line 491
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsqrtps"},      // 519: 0f line 492
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcpps"},        // 520: 0f line 493
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andps"},        // 521: 0f line 494
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andnps"},       // 522: 0f line 495
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "orps"},         // 523: 0f line 496
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xorps"},        // 524: 0f line 497
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addps"},        // 525: 0f line 498
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mulps"},        // 526: 0f line 499
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pd"},     // 527: 0f line 500
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtdq2ps"},     // 528: 0f line 501
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "subps"},        // 529: 0f line 502
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "minps"},        // 530: 0f line 503
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "divps"},        // 531: 0f line 504
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "maxps"},        // 532: 0f line 505
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklbw"},    // 533: 0f line 506
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklwd"},    // 534: 0f line 507
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckldq"},    // 535: 0f line 508
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packsswb"},     // 536: 0f line 509
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtb"},      // 537: 0f line 510
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtw"},      // 538: 0f line 511
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtd"},      // 539: 0f line 512
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packuswb"},     // 540: 0f line 513
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhbw"},    // 541: 0f line 514
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhwd"},    // 542: 0f line 515
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhdq"},    // 543: 0f line 516
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packssdw"},     // 544: 0f line 517
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklqdq"},   // 545: 0f line 518
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhqdq"},   // 546: 0f line 519
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},         // 547: 0f line 520
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},         // 548: 0f line 521
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pshufw"},          // 549: 0f line 522
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 550: 0f line 533
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 551: 0f line 523
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 552: 0f line 524
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 553: 0f line 525
 	{sel: selModRM, child: 504},
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                           // 553: 0f line 528
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psrlq"},  // 554: 0f line 522
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psrldq"}, // 555: 0f line 523
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "psllq"},  // 556: 0f line 524
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pslldq"}, // 557: 0f line 525
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 555: 0f line 534
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},           // 556: 0f line 526
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},           // 557: 0f line 527
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},           // 558: 0f line 528
 	{sel: selModRM, child: 520},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpeqb"},                                // 559: 0f line 529
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpeqw"},                                // 560: 0f line 530
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pcmpeqd"},                                // 561: 0f line 531
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "emms"},                                                                                            // 562: 0f line 532
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szY, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmread"},                                             // 563: 0f line 533
-	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVRMReg, szNone, accRW, 0}, {opImm, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 564: 0f line 534
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 560: 0f line 535
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},           // 561: 0f line 529
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrldq"},          // 562: 0f line 530
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},           // 563: 0f line 531
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslldq"},          // 564: 0f line 532
 	{sel: selModRM, child: 536},
-	{flags: fAMD | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "insertq"}, // 566: 0f line 535
-	{sel: selPrefix, child: 552},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmwrite"},                               // 568: 0f line 536
-	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 569: 0f line 537
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "insertq"},         // 570: 0f line 538
-	{sel: selPrefix, child: 556},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                        // 572: 0f line 728
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                        // 573: 0f line 729
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "haddpd"}, // 574: 0f line 539
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "hsubpd"}, // 575: 0f line 540
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "movd"},         // 576: 0f line 541
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movq"},    // 577: 0f line 542
-	{sel: selPrefix, child: 560},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 1}, {opVReg, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "movq"},                // 579: 0f line 543
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jo"},                                         // 580: 0f line 544
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jno"},                                        // 581: 0f line 545
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jb"},                                         // 582: 0f line 546
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jae"},                                        // 583: 0f line 547
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "je"},                                         // 584: 0f line 548
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jne"},                                        // 585: 0f line 549
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jbe"},                                        // 586: 0f line 550
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ja"},                                         // 587: 0f line 551
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "js"},                                         // 588: 0f line 552
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jns"},                                        // 589: 0f line 553
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jp"},                                         // 590: 0f line 554
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jnp"},                                        // 591: 0f line 555
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jl"},                                         // 592: 0f line 556
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jge"},                                        // 593: 0f line 557
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jle"},                                        // 594: 0f line 558
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, nops: 1, ops: [4]x86Operand{{opRel, szZ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "jg"},                                         // 595: 0f line 559
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "seto"},                                                // 596: 0f line 560
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setno"},                                               // 597: 0f line 561
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setb"},                                                // 598: 0f line 562
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setae"},                                               // 599: 0f line 563
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "sete"},                                                // 600: 0f line 564
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setne"},                                               // 601: 0f line 565
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setbe"},                                               // 602: 0f line 566
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "seta"},                                                // 603: 0f line 567
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "sets"},                                                // 604: 0f line 568
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setns"},                                               // 605: 0f line 569
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setp"},                                                // 606: 0f line 570
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setnp"},                                               // 607: 0f line 571
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setl"},                                                // 608: 0f line 572
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setge"},                                               // 609: 0f line 573
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setle"},                                               // 610: 0f line 574
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szB, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "setg"},                                                // 611: 0f line 575
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opSeg, szNone, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                           // 612: 0f line 576
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opSeg, szNone, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                            // 613: 0f line 577
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x3, impW: 0xf, mnem: "cpuid"},                                                                       // 614: 0f line 578
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bt"},                             // 615: 0f line 579
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shld"},      // 616: 0f line 580
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shld"}, // 617: 0f line 581
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 618: 0f line 730
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 619: 0f line 731
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opSeg, szNone, accR, 0}}, impR: 0x10, impW: 0x10, mnem: "push"},                                           // 620: 0f line 582
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opSeg, szNone, accW, 0}}, impR: 0x10, impW: 0x10, mnem: "pop"},                                            // 621: 0f line 583
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "rsm"},                                                                         // 622: 0f line 584
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bts"},               // 623: 0f line 585
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shrd"},      // 624: 0f line 586
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}, {opFixed, szB, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "shrd"}, // 625: 0f line 587
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "fxsave"},                                        // 626: 0f line 588
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "fxrstor"},                                       // 627: 0f line 589
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},                                       // 628: 0f line 590
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},                                       // 629: 0f line 591
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xsave"},                                         // 630: 0f line 592
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xrstor"},                                        // 631: 0f line 593
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},                                      // 632: 0f line 594
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "clflush"},                                       // 633: 0f line 595
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 634: 0f line 611
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 635: 0f line 612
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 636: 0f line 613
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 637: 0f line 614
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                    // 638: 0f line 615
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "lfence"},                                                                      // 639: 0f line 608
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "mfence"},                                                                      // 640: 0f line 609
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "sfence"},                                                                      // 641: 0f line 610
-	{sel: selModRM, child: 564},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 643: 0f line 596
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 644: 0f line 597
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x5, impW: 0x0, mnem: "tpause"},           // 645: 0f line 606
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqb"},         // 566: 0f line 536
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqw"},         // 567: 0f line 537
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqd"},         // 568: 0f line 538
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "emms"},                  // 569: 0f line 539
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmread"},          // 570: 0f line 540
+	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 571: 0f line 541
+	{sel: selModRM, child: 552},
+	{flags: fAMD | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"}, // 573: 0f line 542
+	{sel: selPrefix, child: 568},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmwrite"},               // 575: 0f line 543
+	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 576: 0f line 544
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"},         // 577: 0f line 545
+	{sel: selPrefix, child: 572},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 579: 0f line 735
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 580: 0f line 736
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "haddpd"}, // 581: 0f line 546
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hsubpd"}, // 582: 0f line 547
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},   // 583: 0f line 548
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},   // 584: 0f line 549
+	{sel: selPrefix, child: 576},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},            // 586: 0f line 550
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},        // 587: 0f line 551
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"},       // 588: 0f line 552
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},        // 589: 0f line 553
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"},       // 590: 0f line 554
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},        // 591: 0f line 555
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"},       // 592: 0f line 556
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"},       // 593: 0f line 557
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},        // 594: 0f line 558
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},        // 595: 0f line 559
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"},       // 596: 0f line 560
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},        // 597: 0f line 561
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"},       // 598: 0f line 562
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},        // 599: 0f line 563
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"},       // 600: 0f line 564
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"},       // 601: 0f line 565
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},        // 602: 0f line 566
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seto"},            // 603: 0f line 567
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setno"},           // 604: 0f line 568
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setb"},            // 605: 0f line 569
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setae"},           // 606: 0f line 570
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sete"},            // 607: 0f line 571
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setne"},           // 608: 0f line 572
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setbe"},           // 609: 0f line 573
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seta"},            // 610: 0f line 574
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sets"},            // 611: 0f line 575
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setns"},           // 612: 0f line 576
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setp"},            // 613: 0f line 577
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setnp"},           // 614: 0f line 578
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setl"},            // 615: 0f line 579
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setge"},           // 616: 0f line 580
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setle"},           // 617: 0f line 581
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setg"},            // 618: 0f line 582
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 619: 0f line 583
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 620: 0f line 584
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0xf, mnem: "cpuid"},                 // 621: 0f line 585
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 622: 0f line 586
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shld"},               // 623: 0f line 587
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shld"},            // 624: 0f line 588
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 625: 0f line 737
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 626: 0f line 738
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 627: 0f line 589
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 628: 0f line 590
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsm"},                   // 629: 0f line 591
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 630: 0f line 592
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrd"},               // 631: 0f line 593
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shrd"},            // 632: 0f line 594
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxsave"},          // 633: 0f line 595
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxrstor"},         // 634: 0f line 596
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},         // 635: 0f line 597
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},         // 636: 0f line 598
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsave"},           // 637: 0f line 599
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstor"},          // 638: 0f line 600
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},        // 639: 0f line 601
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflush"},         // 640: 0f line 602
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 641: 0f line 618
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 642: 0f line 619
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 643: 0f line 620
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 644: 0f line 621
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 645: 0f line 622
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfence"},                // 646: 0f line 615
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mfence"},                // 647: 0f line 616
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sfence"},                // 648: 0f line 617
 	{sel: selModRM, child: 580},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ptwrite"},        // 647: 0f line 598
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 648: 0f line 616
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdfsbase"},       // 649: 0f line 599
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdgsbase"},       // 650: 0f line 600
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "wrfsbase"},       // 651: 0f line 601
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "wrgsbase"},       // 652: 0f line 602
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ptwrite"},        // 653: 0f line 603
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "incssp"},         // 654: 0f line 604
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "umonitor"},       // 655: 0f line 605
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 650: 0f line 603
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 651: 0f line 604
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "tpause"},     // 652: 0f line 613
 	{sel: selModRM, child: 596},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 657: 0f line 607
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 654: 0f line 605
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 655: 0f line 623
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdfsbase"}, // 656: 0f line 606
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdgsbase"}, // 657: 0f line 607
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrfsbase"}, // 658: 0f line 608
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrgsbase"}, // 659: 0f line 609
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 660: 0f line 610
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "incssp"},   // 661: 0f line 611
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "umonitor"}, // 662: 0f line 612
 	{sel: selModRM, child: 612},
-	{sel: selPrefix, child: 628},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "imul"},                // 660: 0f line 617
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 661: 0f line 618
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 662: 0f line 619
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lss"}, // 663: 0f line 620
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "btr"},     // 664: 0f line 621
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lfs"}, // 665: 0f line 622
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lgs"}, // 666: 0f line 623
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movzx"},                // 667: 0f line 624
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movzx"},                // 668: 0f line 625
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                 // 669: 0f line 627
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "popcnt"},               // 670: 0f line 626
-	{sel: selPrefix, child: 632},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ud1"},              // 672: 0f line 628
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                            // 673: 0f line 633
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                            // 674: 0f line 634
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                            // 675: 0f line 635
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                            // 676: 0f line 636
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bt"},               // 677: 0f line 629
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bts"}, // 678: 0f line 630
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "btr"}, // 679: 0f line 631
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "btc"}, // 680: 0f line 632
-	{sel: selModRM, child: 636},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "btc"}, // 682: 0f line 637
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 683: 0f line 638
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "tzcnt"},            // 684: 0f line 639
-	{sel: selPrefix, child: 652},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bsr"},  // 686: 0f line 640
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 687: 0f line 641
-	{sel: selPrefix, child: 656},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movsx"},                                  // 689: 0f line 642
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opE, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movsx"},                                  // 690: 0f line 643
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szB, accRW, 0}, {opG, szB, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xadd"},                     // 691: 0f line 644
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szV, accRW, 0}, {opG, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "xadd"},                     // 692: 0f line 645
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpps"},  // 693: 0f line 646
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movnti"},                                 // 694: 0f line 647
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pinsrw"},      // 695: 0f line 648
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szD, accW, 0}, {opVRMReg, szNone, accR, 1}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pextrw"},     // 696: 0f line 649
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shufps"}, // 697: 0f line 650
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                   // 698: 0f line 663
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"},                                 // 699: 0f line 651
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "-"},                                                                   // 700: 0f line 664
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xrstors"},                                               // 701: 0f line 652
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xsavec"},                                                // 702: 0f line 653
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x5, impW: 0x0, mnem: "xsaves"},                                                // 703: 0f line 654
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vmptrld"},                                               // 704: 0f line 655
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vmptrst"},                                               // 705: 0f line 656
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szV, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdrand"},                                                      // 706: 0f line 659
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szV, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdseed"},                                                      // 707: 0f line 660
-	{sel: selModRM, child: 660},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 709: 0f line 657
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 664: 0f line 614
+	{sel: selModRM, child: 628},
+	{sel: selPrefix, child: 644},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},                // 667: 0f line 624
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 668: 0f line 625
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 669: 0f line 626
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lss"},      // 670: 0f line 627
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"},     // 671: 0f line 628
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfs"},      // 672: 0f line 629
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgs"},      // 673: 0f line 630
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 674: 0f line 631
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 675: 0f line 632
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},         // 676: 0f line 634
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "popcnt"},              // 677: 0f line 633
+	{sel: selPrefix, child: 648},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud1"},           // 679: 0f line 635
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 680: 0f line 640
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 681: 0f line 641
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 682: 0f line 642
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 683: 0f line 643
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 684: 0f line 636
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 685: 0f line 637
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"}, // 686: 0f line 638
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 687: 0f line 639
+	{sel: selModRM, child: 652},
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 689: 0f line 644
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 690: 0f line 645
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzcnt"},           // 691: 0f line 646
+	{sel: selPrefix, child: 668},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsr"},   // 693: 0f line 647
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 694: 0f line 648
+	{sel: selPrefix, child: 672},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 696: 0f line 649
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 697: 0f line 650
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 698: 0f line 651
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 699: 0f line 652
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpps"},                    // 700: 0f line 653
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movnti"},                // 701: 0f line 654
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrw"},                   // 702: 0f line 655
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},                    // 703: 0f line 656
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shufps"},                   // 704: 0f line 657
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 705: 0f line 670
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"}, // 706: 0f line 658
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 707: 0f line 671
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstors"},               // 708: 0f line 659
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsavec"},                // 709: 0f line 660
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaves"},                // 710: 0f line 661
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrld"},               // 711: 0f line 662
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrst"},               // 712: 0f line 663
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdrand"},                // 713: 0f line 666
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdseed"},                // 714: 0f line 667
 	{sel: selModRM, child: 676},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vmxon"}, // 711: 0f line 658
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szQ, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "senduipi"},    // 712: 0f line 662
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szQ, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "rdpid"},       // 713: 0f line 661
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 716: 0f line 664
 	{sel: selModRM, child: 692},
-	{sel: selPrefix, child: 708},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 716: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 717: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 718: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 719: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 720: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 721: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 722: 0f line 665
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opZ, szV, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "bswap"},                                               // 723: 0f line 665
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "addsubpd"},       // 724: 0f line 666
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psrlw"},          // 725: 0f line 667
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psrld"},          // 726: 0f line 668
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psrlq"},          // 727: 0f line 669
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddq"},          // 728: 0f line 670
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmullw"},         // 729: 0f line 671
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movq"},            // 730: 0f line 672
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szD, accW, 0}, {opVRMReg, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},           // 731: 0f line 673
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubusb"},        // 732: 0f line 674
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubusw"},        // 733: 0f line 675
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pminub"},         // 734: 0f line 676
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pand"},           // 735: 0f line 677
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddusb"},        // 736: 0f line 678
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddusw"},        // 737: 0f line 679
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmaxub"},         // 738: 0f line 680
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pandn"},          // 739: 0f line 681
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pavgb"},          // 740: 0f line 682
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psraw"},          // 741: 0f line 683
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psrad"},          // 742: 0f line 684
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pavgw"},          // 743: 0f line 685
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},        // 744: 0f line 686
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmulhw"},         // 745: 0f line 687
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},       // 746: 0f line 688
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVRM, szNone, accW, 1}, {opVReg, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "movntq"},          // 747: 0f line 689
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubsb"},         // 748: 0f line 690
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubsw"},         // 749: 0f line 691
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pminsw"},         // 750: 0f line 692
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "por"},            // 751: 0f line 693
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddsb"},         // 752: 0f line 694
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddsw"},         // 753: 0f line 695
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},         // 754: 0f line 696
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pxor"},           // 755: 0f line 697
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "lddqu"},          // 756: 0f line 698
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psllw"},          // 757: 0f line 699
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pslld"},          // 758: 0f line 700
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psllq"},          // 759: 0f line 701
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmuludq"},        // 760: 0f line 702
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},        // 761: 0f line 703
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psadbw"},         // 762: 0f line 704
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 1}, {opVRMReg, szNone, accR, 1}}, impR: 0x80, impW: 0x0, mnem: "maskmovq"},    // 763: 0f line 705
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubb"},          // 764: 0f line 706
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubw"},          // 765: 0f line 707
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubd"},          // 766: 0f line 708
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "psubq"},          // 767: 0f line 709
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddb"},          // 768: 0f line 710
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddw"},          // 769: 0f line 711
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "paddd"},          // 770: 0f line 712
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "ud0"},                         // 771: 0f line 713
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sse"}, // 772: 0f38 line 734
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szQ, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "invept"},        // 773: 0f38 line 750
-	{sel: selPrefix, child: 712},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szQ, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 775: 0f38 line 751
-	{sel: selPrefix, child: 716},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szQ, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 777: 0f38 line 752
-	{sel: selPrefix, child: 720},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accW, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 779: 0f38 line 735
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szW, accW, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 780: 0f38 line 737
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szD, accRW, 0}, {opE, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "crc32"},             // 781: 0f38 line 739
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxon"},    // 718: 0f line 665
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "senduipi"}, // 719: 0f line 669
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdpid"},    // 720: 0f line 668
+	{sel: selModRM, child: 708},
 	{sel: selPrefix, child: 724},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accW, 0}, {opG, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 783: 0f38 line 736
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accW, 0}, {opG, szW, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 784: 0f38 line 738
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szD, accRW, 0}, {opE, szV, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "crc32"},             // 785: 0f38 line 740
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 723: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 724: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 725: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 726: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 727: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 728: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 729: 0f line 672
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 730: 0f line 672
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addsubpd"},         // 731: 0f line 673
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 732: 0f line 674
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},            // 733: 0f line 675
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},            // 734: 0f line 676
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddq"},            // 735: 0f line 677
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmullw"},           // 736: 0f line 678
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},             // 737: 0f line 679
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},          // 738: 0f line 680
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusb"},          // 739: 0f line 681
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusw"},          // 740: 0f line 682
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminub"},           // 741: 0f line 683
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pand"},             // 742: 0f line 684
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusb"},          // 743: 0f line 685
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusw"},          // 744: 0f line 686
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxub"},           // 745: 0f line 687
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pandn"},            // 746: 0f line 688
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgb"},            // 747: 0f line 689
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 748: 0f line 690
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},            // 749: 0f line 691
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgw"},            // 750: 0f line 692
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},          // 751: 0f line 693
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhw"},           // 752: 0f line 694
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},        // 753: 0f line 695
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntq"},           // 754: 0f line 696
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsb"},           // 755: 0f line 697
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsw"},           // 756: 0f line 698
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminsw"},           // 757: 0f line 699
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "por"},              // 758: 0f line 700
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsb"},           // 759: 0f line 701
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsw"},           // 760: 0f line 702
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},           // 761: 0f line 703
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pxor"},             // 762: 0f line 704
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lddqu"},            // 763: 0f line 705
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 764: 0f line 706
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},            // 765: 0f line 707
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},            // 766: 0f line 708
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmuludq"},          // 767: 0f line 709
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},          // 768: 0f line 710
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psadbw"},           // 769: 0f line 711
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "maskmovq"},         // 770: 0f line 712
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubb"},            // 771: 0f line 713
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubw"},            // 772: 0f line 714
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubd"},            // 773: 0f line 715
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubq"},            // 774: 0f line 716
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddb"},            // 775: 0f line 717
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddw"},            // 776: 0f line 718
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddd"},            // 777: 0f line 719
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud0"},               // 778: 0f line 720
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},   // 779: 0f38 line 741
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invept"}, // 780: 0f38 line 757
 	{sel: selPrefix, child: 728},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 787: 0f38 line 741
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 788: 0f38 line 742
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 782: 0f38 line 758
 	{sel: selPrefix, child: 732},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "wrss"},         // 790: 0f38 line 745
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accRW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 791: 0f38 line 743
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accRW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "adox"},           // 792: 0f38 line 744
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 784: 0f38 line 759
 	{sel: selPrefix, child: 736},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 794: 0f38 line 746
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 795: 0f38 line 748
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szV, accR, 0}, {opM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 796: 0f38 line 747
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 786: 0f38 line 742
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 787: 0f38 line 744
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 788: 0f38 line 746
 	{sel: selPrefix, child: 740},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 798: 0f38 line 749
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 790: 0f38 line 743
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 791: 0f38 line 745
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 792: 0f38 line 747
 	{sel: selPrefix, child: 744},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 800: 0f38 line 756
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "aor"}, // 801: 0f38 line 754
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "axor"},          // 802: 0f38 line 755
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "aand"},          // 803: 0f38 line 753
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 794: 0f38 line 748
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 795: 0f38 line 749
 	{sel: selPrefix, child: 748},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sse"},     // 805: 0f3a line 759
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pextrb"},                   // 806: 0f3a line 764
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pextrw"},                   // 807: 0f3a line 765
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pextrd"},                   // 808: 0f3a line 766
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "extractps"},                // 809: 0f3a line 767
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pinsrb"},                  // 810: 0f3a line 768
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opE, szY, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pinsrd"},                  // 811: 0f3a line 769
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 812: 0f3a line 760
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},           // 797: 0f38 line 752
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 798: 0f38 line 750
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adox"},           // 799: 0f38 line 751
 	{sel: selPrefix, child: 752},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 814: 0f3a line 761
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 801: 0f38 line 753
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 802: 0f38 line 755
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 803: 0f38 line 754
 	{sel: selPrefix, child: 756},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 816: 0f3a line 762
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 805: 0f38 line 756
 	{sel: selPrefix, child: 760},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 818: 0f3a line 763
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 807: 0f38 line 763
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aor"}, // 808: 0f38 line 761
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "axor"},          // 809: 0f38 line 762
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aand"},          // 810: 0f38 line 760
 	{sel: selPrefix, child: 764},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accRW, 1}, {opVRM, szNone, accR, 1}}, impR: 0x0, impW: 0x0, mnem: "3dnow"},                         // 820: 3dnow line 773
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx"}, // 821: vex1 line 777
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},           // 822: vex1 line 793
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},           // 823: vex1 line 794
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},      // 812: 0f3a line 766
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrb"},              // 813: 0f3a line 771
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},              // 814: 0f3a line 772
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrd"},              // 815: 0f3a line 773
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extractps"},           // 816: 0f3a line 774
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrb"},              // 817: 0f3a line 775
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrd"},              // 818: 0f3a line 776
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 819: 0f3a line 767
 	{sel: selPrefix, child: 768},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 825: vex1 line 795
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 826: vex1 line 796
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 821: 0f3a line 768
 	{sel: selPrefix, child: 772},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 828: vex1 line 797
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 829: vex1 line 798
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 823: 0f3a line 769
 	{sel: selPrefix, child: 776},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 5}, {opVVVV, szNone, accR, 5}, {opVRMReg, szNone, accR, 5}}, impR: 0x0, impW: 0x0, mnem: "kand"}, // 831: vex1 line 779
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 825: 0f3a line 770
 	{sel: selPrefix, child: 780},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},       // 833: vex1 line 788
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 834: vex1 line 789
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 827: 3dnow line 780
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 828: vex1 line 784
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 829: vex1 line 800
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 830: vex1 line 801
 	{sel: selPrefix, child: 784},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshuf"},     // 836: vex1 line 780
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 837: vex1 line 781
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 838: vex1 line 782
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 839: vex1 line 783
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},                                                                             // 840: vex1 line 778
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovd"},                     // 841: vex1 line 790
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 832: vex1 line 802
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 833: vex1 line 803
 	{sel: selPrefix, child: 788},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 5}, {opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 843: vex1 line 801
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 5}, {opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 844: vex1 line 802
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 5}, {opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 845: vex1 line 803
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 835: vex1 line 804
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 836: vex1 line 805
 	{sel: selPrefix, child: 792},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRMReg, szNone, accR, 5}}, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 847: vex1 line 804
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRMReg, szNone, accR, 5}}, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 848: vex1 line 805
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRMReg, szNone, accR, 5}}, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 849: vex1 line 806
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 838: vex1 line 786
 	{sel: selPrefix, child: 796},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 851: vex1 line 799
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 852: vex1 line 800
-	{sel: selModRM, child: 800},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcmp"},  // 854: vex1 line 784
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},    // 855: vex1 line 785
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szD, accW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                             // 856: vex1 line 786
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vshuf"}, // 857: vex1 line 787
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szD, accW, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},                                               // 858: vex1 line 791
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRMReg, szNone, accR, 0}}, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"},                            // 859: vex1 line 792
-	{sel: selPrefix, child: 816},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx"}, // 861: vex2 line 809
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},                                                           // 862: vex2 line 828
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 0, ops: [4]x86Operand{}, impR: 0x0, impW: 0x0, mnem: "tilerelease"},                                                                                       // 863: vex2 line 826
-	{sel: selRM, child: 820},
-	{sel: selModRM, child: 828},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 866: vex2 line 829
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 840: vex1 line 795
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 841: vex1 line 796
+	{sel: selPrefix, child: 800},
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 843: vex1 line 787
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 844: vex1 line 788
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 845: vex1 line 789
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 846: vex1 line 790
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 847: vex1 line 785
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 848: vex1 line 797
+	{sel: selPrefix, child: 804},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 850: vex1 line 808
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 851: vex1 line 809
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 852: vex1 line 810
+	{sel: selPrefix, child: 808},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 854: vex1 line 811
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 855: vex1 line 812
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 856: vex1 line 813
+	{sel: selPrefix, child: 812},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 858: vex1 line 806
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 859: vex1 line 807
+	{sel: selModRM, child: 816},
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 861: vex1 line 791
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 862: vex1 line 792
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 863: vex1 line 793
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 864: vex1 line 794
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 865: vex1 line 798
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 866: vex1 line 799
+	{sel: selPrefix, child: 832},
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 868: vex2 line 816
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 869: vex2 line 835
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 870: vex2 line 833
+	{sel: selRM, child: 836},
 	{sel: selModRM, child: 844},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opVReg, szNone, accW, 6}}, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 868: vex2 line 827
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 873: vex2 line 836
 	{sel: selModRM, child: 860},
-	{sel: selPrefix, child: 876},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 6}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "tileloadd"},                                      // 871: vex2 line 830
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opM, szNone, accNone, 0}, {opVVVV, szNone, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "vpgatherd"}, // 872: vex2 line 822
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opM, szNone, accNone, 0}, {opVVVV, szNone, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "vpgatherq"}, // 873: vex2 line 823
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opM, szNone, accNone, 0}, {opVVVV, szNone, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "vgatherdp"}, // 874: vex2 line 824
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accRW, 0}, {opM, szNone, accNone, 0}, {opVVVV, szNone, accRW, 0}}, impR: 0x0, impW: 0x0, mnem: "vgatherqp"}, // 875: vex2 line 825
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"},                 // 876: vex2 line 831
-	{sel: selPrefix, child: 880},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 878: vex2 line 831
-	{sel: selPrefix, child: 884},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 880: vex2 line 831
-	{sel: selPrefix, child: 888},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 882: vex2 line 831
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 875: vex2 line 834
+	{sel: selModRM, child: 876},
 	{sel: selPrefix, child: 892},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 884: vex2 line 831
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 878: vex2 line 837
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 879: vex2 line 829
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 880: vex2 line 830
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 881: vex2 line 831
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 882: vex2 line 832
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 883: vex2 line 838
 	{sel: selPrefix, child: 896},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 886: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 885: vex2 line 838
 	{sel: selPrefix, child: 900},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 888: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 887: vex2 line 838
 	{sel: selPrefix, child: 904},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 890: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 889: vex2 line 838
 	{sel: selPrefix, child: 908},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 892: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 891: vex2 line 838
 	{sel: selPrefix, child: 912},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 894: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 893: vex2 line 838
 	{sel: selPrefix, child: 916},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 896: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 895: vex2 line 838
 	{sel: selPrefix, child: 920},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 898: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 897: vex2 line 838
 	{sel: selPrefix, child: 924},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 900: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 899: vex2 line 838
 	{sel: selPrefix, child: 928},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 902: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 901: vex2 line 838
 	{sel: selPrefix, child: 932},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 904: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 903: vex2 line 838
 	{sel: selPrefix, child: 936},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opM, szY, accRW, 0}, {opG, szY, accRW, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 906: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 905: vex2 line 838
 	{sel: selPrefix, child: 940},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opB, szY, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "andn"}, // 908: vex2 line 810
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 907: vex2 line 838
 	{sel: selPrefix, child: 944},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 910: vex2 line 811
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 911: vex2 line 812
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 912: vex2 line 813
-	{sel: selModRM, child: 948},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 914: vex2 line 814
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opB, szY, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pext"}, // 915: vex2 line 815
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opB, szY, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 916: vex2 line 816
-	{sel: selPrefix, child: 964},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 918: vex2 line 817
-	{sel: selPrefix, child: 968},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 920: vex2 line 818
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 921: vex2 line 819
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 922: vex2 line 820
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opB, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 923: vex2 line 821
-	{sel: selPrefix, child: 972},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx"}, // 925: vex3 line 834
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                                        // 926: vex3 line 839
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                                        // 927: vex3 line 840
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                                        // 928: vex3 line 841
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vextractps"},                                     // 929: vex3 line 842
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},             // 930: vex3 line 843
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},             // 931: vex3 line 844
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"},                      // 932: vex3 line 835
-	{sel: selPrefix, child: 976},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 934: vex3 line 836
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 909: vex2 line 838
+	{sel: selPrefix, child: 948},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 911: vex2 line 838
+	{sel: selPrefix, child: 952},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 913: vex2 line 838
+	{sel: selPrefix, child: 956},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 915: vex2 line 817
+	{sel: selPrefix, child: 960},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 917: vex2 line 818
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 918: vex2 line 819
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 919: vex2 line 820
+	{sel: selModRM, child: 964},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 921: vex2 line 821
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 922: vex2 line 822
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 923: vex2 line 823
 	{sel: selPrefix, child: 980},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 936: vex3 line 837
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 925: vex2 line 824
 	{sel: selPrefix, child: 984},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 938: vex3 line 838
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 927: vex2 line 825
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 928: vex2 line 826
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 929: vex2 line 827
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 930: vex2 line 828
 	{sel: selPrefix, child: 988},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 940: vex3 line 845
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 932: vex3 line 841
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 933: vex3 line 846
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 934: vex3 line 847
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 935: vex3 line 848
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 936: vex3 line 849
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 937: vex3 line 850
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 938: vex3 line 851
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 939: vex3 line 842
 	{sel: selPrefix, child: 992},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 942: evex1 line 848
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},              // 943: evex1 line 859
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},              // 944: evex1 line 860
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 941: vex3 line 843
 	{sel: selPrefix, child: 996},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 946: evex1 line 861
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 947: evex1 line 862
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 943: vex3 line 844
 	{sel: selPrefix, child: 1000},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 949: evex1 line 863
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 950: evex1 line 864
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 945: vex3 line 845
 	{sel: selPrefix, child: 1004},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 952: evex1 line 857
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 947: vex3 line 852
 	{sel: selPrefix, child: 1008},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshuf"},  // 954: evex1 line 849
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 955: evex1 line 850
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 956: evex1 line 851
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVVVV, szNone, accW, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpshift"}, // 957: evex1 line 852
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"},                       // 958: evex1 line 865
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"},                       // 959: evex1 line 866
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 949: evex1 line 855
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 950: evex1 line 866
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 951: evex1 line 867
 	{sel: selPrefix, child: 1012},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 961: evex1 line 867
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 962: evex1 line 868
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 953: evex1 line 868
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 954: evex1 line 869
 	{sel: selPrefix, child: 1016},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 964: evex1 line 869
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 965: evex1 line 870
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 956: evex1 line 870
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 957: evex1 line 871
 	{sel: selPrefix, child: 1020},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 967: evex1 line 858
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 959: evex1 line 864
 	{sel: selPrefix, child: 1024},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 5}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcmp"},              // 969: evex1 line 853
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                // 970: evex1 line 854
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szD, accW, 0}, {opVRMReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                                         // 971: evex1 line 855
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vshuf"},             // 972: evex1 line 856
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx512"},                     // 973: evex2 line 873
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opR, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},                                                          // 974: evex2 line 874
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opR, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},                                                          // 975: evex2 line 875
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},                                                          // 976: evex2 line 876
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},                                               // 977: evex2 line 877
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},                                               // 978: evex2 line 878
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},                                               // 979: evex2 line 879
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},                                               // 980: evex2 line 880
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accNone, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},                                              // 981: evex2 line 881
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accNone, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},                                              // 982: evex2 line 882
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accNone, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},                                              // 983: evex2 line 883
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opM, szNone, accNone, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},                                              // 984: evex2 line 884
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},                                                                          // 985: evex2 line 885
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opM, szNone, accNone, 0}}, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},                                                                         // 986: evex2 line 886
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 987: evex3 line 889
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                                           // 988: evex3 line 890
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                                           // 989: evex3 line 891
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szY, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                                           // 990: evex3 line 892
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vextractps"},                                        // 991: evex3 line 893
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szD, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                // 992: evex3 line 894
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                // 993: evex3 line 895
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx512fp16"},                 // 994: evex5 line 898
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},                                  // 995: evex5 line 899
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 961: evex1 line 856
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 962: evex1 line 857
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 963: evex1 line 858
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 964: evex1 line 859
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 965: evex1 line 872
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 966: evex1 line 873
 	{sel: selPrefix, child: 1028},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 997: evex5 line 900
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 968: evex1 line 874
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 969: evex1 line 875
 	{sel: selPrefix, child: 1032},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 999: evex5 line 901
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 971: evex1 line 876
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 972: evex1 line 877
 	{sel: selPrefix, child: 1036},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opE, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1001: evex5 line 905
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 974: evex1 line 865
 	{sel: selPrefix, child: 1040},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1003: evex5 line 902
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 976: evex1 line 860
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 977: evex1 line 861
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 978: evex1 line 862
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 979: evex1 line 863
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 980: evex2 line 880
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 981: evex2 line 881
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 982: evex2 line 882
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 983: evex2 line 883
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 984: evex2 line 884
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 985: evex2 line 885
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 986: evex2 line 886
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 987: evex2 line 887
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 988: evex2 line 888
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 989: evex2 line 889
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 990: evex2 line 890
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 991: evex2 line 891
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 992: evex2 line 892
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 993: evex2 line 893
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 994: evex3 line 896
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 995: evex3 line 897
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 996: evex3 line 898
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 997: evex3 line 899
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 998: evex3 line 900
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 999: evex3 line 901
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1000: evex3 line 902
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1001: evex5 line 905
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1002: evex5 line 906
 	{sel: selPrefix, child: 1044},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opG, szY, accW, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1005: evex5 line 903
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1004: evex5 line 907
 	{sel: selPrefix, child: 1048},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accW, 0}, {opVVVV, szNone, accR, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1007: evex5 line 904
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1006: evex5 line 908
 	{sel: selPrefix, child: 1052},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opE, szD, accW, 0}, {opVReg, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1009: evex5 line 906
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1008: evex5 line 912
 	{sel: selPrefix, child: 1056},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "avx512fp16"},                     // 1011: evex6 line 909
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, nops: 4, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVVVV, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szB, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1012: xop8 line 913
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xop"},                                                // 1013: xop9 line 916
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blcfill"},                                                                  // 1014: xop9 line 917
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blsfill"},                                                                  // 1015: xop9 line 918
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blcs"},                                                                     // 1016: xop9 line 919
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "tzmsk"},                                                                    // 1017: xop9 line 920
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blcic"},                                                                    // 1018: xop9 line 921
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blsic"},                                                                    // 1019: xop9 line 922
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "t1mskc"},                                                                   // 1020: xop9 line 923
-	{sel: selModRM, child: 1060},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1022: xop9 line 924
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 2, ops: [4]x86Operand{{opB, szY, accW, 0}, {opE, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1023: xop9 line 925
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1010: evex5 line 909
+	{sel: selPrefix, child: 1060},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1012: evex5 line 910
+	{sel: selPrefix, child: 1064},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1014: evex5 line 911
+	{sel: selPrefix, child: 1068},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1016: evex5 line 913
+	{sel: selPrefix, child: 1072},
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1018: evex6 line 916
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1019: xop8 line 920
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1020: xop9 line 923
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1021: xop9 line 924
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1022: xop9 line 925
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1023: xop9 line 926
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1024: xop9 line 927
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1025: xop9 line 928
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1026: xop9 line 929
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1027: xop9 line 930
 	{sel: selModRM, child: 1076},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1025: xop9 line 926
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, nops: 1, ops: [4]x86Operand{{opR, szY, accW, 0}}, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1026: xop9 line 927
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1029: xop9 line 931
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1030: xop9 line 932
 	{sel: selModRM, child: 1092},
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opVReg, szNone, accR, 0}, {opVRM, szNone, accR, 0}, {opImm, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1028: xopa line 930
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opG, szY, accW, 0}, {opE, szY, accR, 0}, {opImm, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "bextr"},                     // 1029: xopa line 931
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opB, szY, accR, 0}, {opE, szD, accR, 0}, {opImm, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lwpins"},                    // 1030: xopa line 932
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, nops: 3, ops: [4]x86Operand{{opB, szY, accR, 0}, {opE, szD, accR, 0}, {opImm, szD, accR, 0}}, impR: 0x0, impW: 0x0, mnem: "lwpval"},                    // 1031: xopa line 933
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1032: xop9 line 933
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1033: xop9 line 934
 	{sel: selModRM, child: 1108},
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1035: xopa line 937
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1036: xopa line 938
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1037: xopa line 939
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1038: xopa line 940
+	{sel: selModRM, child: 1124},
 }
 
 // x86Children holds the children of selector nodes.
@@ -1064,54 +1071,55 @@ var x86Children = [...]uint16{
 	339, 340, 341, 342, 343, 344, 345, 346, 356, 357, 358, 359, 360, 361, 362, 363,
 	365, 366, 367, 368, 369, 369, 369, 370, 372, 373, 374, 374, 375, 376, 377, 378,
 	380, 381, 382, 383, 384, 385, 386, 387, 389, 390, 390, 390, 390, 390, 391, 392,
-	394, 395, 396, 397, 398, 399, 400, 400, 348, 349, 350, 351, 352, 353, 354, 355,
-	364, 371, 379, 388, 352, 393, 354, 401, 403, 390, 404, 390, 405, 406, 407, 408,
-	348, 349, 350, 351, 352, 353, 354, 355, 364, 371, 379, 388, 352, 409, 354, 401,
-	411, 412, 390, 390, 390, 390, 391, 392, 348, 349, 350, 351, 352, 353, 354, 355,
-	364, 371, 379, 388, 352, 413, 354, 401, 402, 402, 410, 414, 423, 423, 424, 423,
-	429, 430, 429, 429, 429, 429, 429, 429, 429, 430, 429, 429, 429, 429, 429, 429,
-	447, 447, 449, 450, 447, 447, 447, 447, 447, 447, 447, 447, 447, 447, 447, 447,
-	447, 448, 447, 447, 447, 447, 447, 451, 447, 447, 452, 447, 465, 465, 466, 467,
-	470, 470, 471, 472, 474, 474, 475, 476, 543, 543, 543, 543, 543, 543, 543, 543,
-	543, 543, 544, 543, 545, 543, 546, 543, 548, 548, 548, 548, 548, 548, 548, 548,
-	548, 548, 549, 548, 550, 548, 551, 548, 553, 553, 553, 553, 553, 553, 553, 553,
-	553, 553, 554, 555, 553, 553, 556, 557, 564, 0, 0, 0, 0, 0, 0, 0,
-	564, 0, 0, 0, 0, 0, 0, 0, 563, 565, 0, 566, 568, 569, 0, 570,
-	576, 576, 577, 576, 626, 627, 628, 629, 630, 631, 632, 633, 634, 635, 636, 637,
-	638, 639, 640, 641, 626, 627, 628, 629, 630, 631, 643, 644, 634, 635, 636, 637,
-	638, 639, 645, 641, 626, 627, 628, 629, 647, 631, 648, 633, 649, 650, 651, 652,
-	653, 654, 655, 641, 626, 627, 628, 629, 630, 631, 632, 633, 634, 635, 636, 637,
-	638, 639, 657, 641, 642, 646, 656, 658, 669, 669, 670, 669, 673, 674, 675, 676,
-	677, 678, 679, 680, 673, 674, 675, 676, 677, 678, 679, 680, 683, 683, 684, 683,
-	686, 686, 687, 686, 698, 699, 700, 701, 702, 703, 704, 705, 698, 0, 700, 0,
-	0, 0, 706, 707, 698, 699, 700, 701, 702, 703, 709, 705, 698, 0, 700, 0,
-	0, 0, 706, 707, 698, 699, 700, 701, 702, 703, 711, 705, 698, 0, 700, 0,
-	0, 0, 712, 713, 708, 710, 714, 708, 0, 773, 0, 0, 0, 775, 0, 0,
-	0, 777, 0, 0, 779, 780, 779, 781, 783, 784, 783, 785, 787, 788, 787, 787,
-	790, 791, 792, 0, 0, 794, 795, 796, 798, 0, 0, 0, 800, 801, 802, 803,
-	0, 812, 0, 0, 0, 814, 0, 0, 0, 816, 0, 0, 0, 818, 0, 0,
-	0, 0, 822, 823, 0, 0, 825, 826, 0, 0, 828, 829, 831, 0, 0, 0,
-	0, 834, 0, 0, 0, 841, 0, 0, 843, 844, 0, 845, 847, 848, 0, 849,
-	0, 0, 851, 852, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 859, 0, 0, 863, 0, 0, 0, 0, 0, 0, 0, 862, 0, 0, 0,
-	0, 0, 0, 0, 864, 0, 0, 0, 0, 0, 0, 0, 866, 0, 0, 0,
+	394, 395, 396, 397, 398, 399, 400, 401, 348, 349, 350, 351, 352, 353, 354, 355,
+	364, 371, 379, 388, 352, 393, 354, 402, 404, 390, 405, 390, 406, 407, 408, 409,
+	394, 395, 396, 397, 398, 399, 411, 412, 348, 349, 350, 351, 352, 353, 354, 355,
+	364, 371, 379, 388, 352, 410, 354, 413, 415, 416, 390, 390, 390, 390, 391, 392,
+	394, 395, 396, 397, 398, 399, 418, 419, 348, 349, 350, 351, 352, 353, 354, 355,
+	364, 371, 379, 388, 352, 417, 354, 420, 403, 403, 414, 421, 430, 430, 431, 430,
+	436, 437, 436, 436, 436, 436, 436, 436, 436, 437, 436, 436, 436, 436, 436, 436,
+	454, 454, 456, 457, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454,
+	454, 455, 454, 454, 454, 454, 454, 458, 454, 454, 459, 454, 472, 472, 473, 474,
+	477, 477, 478, 479, 481, 481, 482, 483, 550, 550, 550, 550, 550, 550, 550, 550,
+	550, 550, 551, 550, 552, 550, 553, 550, 555, 555, 555, 555, 555, 555, 555, 555,
+	555, 555, 556, 555, 557, 555, 558, 555, 560, 560, 560, 560, 560, 560, 560, 560,
+	560, 560, 561, 562, 560, 560, 563, 564, 571, 0, 0, 0, 0, 0, 0, 0,
+	571, 0, 0, 0, 0, 0, 0, 0, 570, 572, 0, 573, 575, 576, 0, 577,
+	583, 583, 584, 583, 633, 634, 635, 636, 637, 638, 639, 640, 641, 642, 643, 644,
+	645, 646, 647, 648, 633, 634, 635, 636, 637, 638, 650, 651, 641, 642, 643, 644,
+	645, 646, 652, 648, 633, 634, 635, 636, 654, 638, 655, 640, 656, 657, 658, 659,
+	660, 661, 662, 648, 633, 634, 635, 636, 637, 638, 639, 640, 641, 642, 643, 644,
+	645, 646, 664, 648, 649, 653, 663, 665, 676, 676, 677, 676, 680, 681, 682, 683,
+	684, 685, 686, 687, 680, 681, 682, 683, 684, 685, 686, 687, 690, 690, 691, 690,
+	693, 693, 694, 693, 705, 706, 707, 708, 709, 710, 711, 712, 705, 0, 707, 0,
+	0, 0, 713, 714, 705, 706, 707, 708, 709, 710, 716, 712, 705, 0, 707, 0,
+	0, 0, 713, 714, 705, 706, 707, 708, 709, 710, 718, 712, 705, 0, 707, 0,
+	0, 0, 719, 720, 715, 717, 721, 715, 0, 780, 0, 0, 0, 782, 0, 0,
+	0, 784, 0, 0, 786, 787, 786, 788, 790, 791, 790, 792, 794, 795, 794, 794,
+	797, 798, 799, 0, 0, 801, 802, 803, 805, 0, 0, 0, 807, 808, 809, 810,
+	0, 819, 0, 0, 0, 821, 0, 0, 0, 823, 0, 0, 0, 825, 0, 0,
+	0, 0, 829, 830, 0, 0, 832, 833, 0, 0, 835, 836, 838, 0, 0, 0,
+	0, 841, 0, 0, 0, 848, 0, 0, 850, 851, 0, 852, 854, 855, 0, 856,
+	0, 0, 858, 859, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+	0, 866, 0, 0, 870, 0, 0, 0, 0, 0, 0, 0, 869, 0, 0, 0,
+	0, 0, 0, 0, 871, 0, 0, 0, 0, 0, 0, 0, 873, 0, 0, 0,
 	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 868, 0, 0, 0, 0, 0, 0, 0, 865, 867, 0, 869,
-	0, 876, 0, 0, 0, 878, 0, 0, 0, 880, 0, 0, 0, 882, 0, 0,
-	0, 884, 0, 0, 0, 886, 0, 0, 0, 888, 0, 0, 0, 890, 0, 0,
-	0, 892, 0, 0, 0, 894, 0, 0, 0, 896, 0, 0, 0, 898, 0, 0,
-	0, 900, 0, 0, 0, 902, 0, 0, 0, 904, 0, 0, 0, 906, 0, 0,
-	908, 0, 0, 0, 0, 910, 911, 912, 0, 0, 0, 0, 0, 910, 911, 912,
-	0, 0, 0, 0, 914, 0, 915, 916, 0, 0, 0, 918, 920, 921, 922, 923,
-	0, 932, 0, 0, 0, 934, 0, 0, 0, 936, 0, 0, 0, 938, 0, 0,
-	0, 0, 0, 940, 0, 0, 943, 944, 0, 0, 946, 947, 0, 0, 949, 950,
-	0, 952, 0, 0, 0, 0, 958, 959, 0, 0, 961, 962, 0, 0, 964, 965,
-	0, 967, 0, 0, 0, 0, 995, 0, 0, 0, 997, 0, 0, 0, 999, 0,
-	0, 1001, 0, 0, 0, 0, 1003, 0, 0, 0, 1005, 0, 0, 0, 1007, 0,
-	0, 1009, 0, 0, 0, 1014, 1015, 1016, 1017, 1018, 1019, 1020, 0, 1014, 1015, 1016,
-	1017, 1018, 1019, 1020, 0, 1022, 0, 0, 0, 0, 1023, 0, 0, 1022, 0, 0,
-	0, 0, 1023, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1025, 1026, 0, 0,
-	0, 0, 0, 0, 1030, 1031, 0, 0, 0, 0, 0, 0, 1030, 1031, 0, 0,
+	0, 0, 0, 0, 875, 875, 875, 875, 875, 875, 875, 875, 872, 874, 0, 876,
+	0, 883, 0, 0, 0, 885, 0, 0, 0, 887, 0, 0, 0, 889, 0, 0,
+	0, 891, 0, 0, 0, 893, 0, 0, 0, 895, 0, 0, 0, 897, 0, 0,
+	0, 899, 0, 0, 0, 901, 0, 0, 0, 903, 0, 0, 0, 905, 0, 0,
+	0, 907, 0, 0, 0, 909, 0, 0, 0, 911, 0, 0, 0, 913, 0, 0,
+	915, 0, 0, 0, 0, 917, 918, 919, 0, 0, 0, 0, 0, 917, 918, 919,
+	0, 0, 0, 0, 921, 0, 922, 923, 0, 0, 0, 925, 927, 928, 929, 930,
+	0, 939, 0, 0, 0, 941, 0, 0, 0, 943, 0, 0, 0, 945, 0, 0,
+	0, 0, 0, 947, 0, 0, 950, 951, 0, 0, 953, 954, 0, 0, 956, 957,
+	0, 959, 0, 0, 0, 0, 965, 966, 0, 0, 968, 969, 0, 0, 971, 972,
+	0, 974, 0, 0, 0, 0, 1002, 0, 0, 0, 1004, 0, 0, 0, 1006, 0,
+	0, 1008, 0, 0, 0, 0, 1010, 0, 0, 0, 1012, 0, 0, 0, 1014, 0,
+	0, 1016, 0, 0, 0, 1021, 1022, 1023, 1024, 1025, 1026, 1027, 0, 1021, 1022, 1023,
+	1024, 1025, 1026, 1027, 0, 1029, 0, 0, 0, 0, 1030, 0, 0, 1029, 0, 0,
+	0, 0, 1030, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1032, 1033, 0, 0,
+	0, 0, 0, 0, 1037, 1038, 0, 0, 0, 0, 0, 0, 1037, 1038, 0, 0,
 	0, 0, 0, 0,
 }
 
@@ -1136,274 +1144,274 @@ var x86Index = [16][256]uint16{
 		0, 294, 0, 0, 295, 296, 305, 314, 315, 316, 317, 318, 319, 320, 329, 338,
 	},
 	{ // 0f
-		347, 415, 416, 417, 418, 419, 420, 421, 422, 425, 426, 427, 428, 431, 432, 0,
-		433, 434, 435, 436, 437, 438, 439, 440, 441, 442, 443, 444, 445, 446, 453, 454,
-		455, 456, 457, 458, 459, 460, 461, 462, 463, 464, 468, 469, 473, 477, 478, 479,
-		480, 481, 482, 483, 484, 485, 486, 487, 0, 488, 0, 489, 490, 491, 492, 493,
-		494, 495, 496, 497, 498, 499, 500, 501, 502, 503, 504, 505, 506, 507, 508, 509,
-		510, 511, 512, 513, 514, 515, 516, 517, 518, 519, 520, 521, 522, 523, 524, 525,
-		526, 527, 528, 529, 530, 531, 532, 533, 534, 535, 536, 537, 538, 539, 540, 541,
-		542, 547, 552, 558, 559, 560, 561, 562, 567, 571, 572, 573, 574, 575, 578, 579,
-		580, 581, 582, 583, 584, 585, 586, 587, 588, 589, 590, 591, 592, 593, 594, 595,
-		596, 597, 598, 599, 600, 601, 602, 603, 604, 605, 606, 607, 608, 609, 610, 611,
-		612, 613, 614, 615, 616, 617, 618, 619, 620, 621, 622, 623, 624, 625, 659, 660,
-		661, 662, 663, 664, 665, 666, 667, 668, 671, 672, 681, 682, 685, 688, 689, 690,
-		691, 692, 693, 694, 695, 696, 697, 715, 716, 717, 718, 719, 720, 721, 722, 723,
-		724, 725, 726, 727, 728, 729, 730, 731, 732, 733, 734, 735, 736, 737, 738, 739,
-		740, 741, 742, 743, 744, 745, 746, 747, 748, 749, 750, 751, 752, 753, 754, 755,
-		756, 757, 758, 759, 760, 761, 762, 763, 764, 765, 766, 767, 768, 769, 770, 771,
+		347, 422, 423, 424, 425, 426, 427, 428, 429, 432, 433, 434, 435, 438, 439, 0,
+		440, 441, 442, 443, 444, 445, 446, 447, 448, 449, 450, 451, 452, 453, 460, 461,
+		462, 463, 464, 465, 466, 467, 468, 469, 470, 471, 475, 476, 480, 484, 485, 486,
+		487, 488, 489, 490, 491, 492, 493, 494, 0, 495, 0, 496, 497, 498, 499, 500,
+		501, 502, 503, 504, 505, 506, 507, 508, 509, 510, 511, 512, 513, 514, 515, 516,
+		517, 518, 519, 520, 521, 522, 523, 524, 525, 526, 527, 528, 529, 530, 531, 532,
+		533, 534, 535, 536, 537, 538, 539, 540, 541, 542, 543, 544, 545, 546, 547, 548,
+		549, 554, 559, 565, 566, 567, 568, 569, 574, 578, 579, 580, 581, 582, 585, 586,
+		587, 588, 589, 590, 591, 592, 593, 594, 595, 596, 597, 598, 599, 600, 601, 602,
+		603, 604, 605, 606, 607, 608, 609, 610, 611, 612, 613, 614, 615, 616, 617, 618,
+		619, 620, 621, 622, 623, 624, 625, 626, 627, 628, 629, 630, 631, 632, 666, 667,
+		668, 669, 670, 671, 672, 673, 674, 675, 678, 679, 688, 689, 692, 695, 696, 697,
+		698, 699, 700, 701, 702, 703, 704, 722, 723, 724, 725, 726, 727, 728, 729, 730,
+		731, 732, 733, 734, 735, 736, 737, 738, 739, 740, 741, 742, 743, 744, 745, 746,
+		747, 748, 749, 750, 751, 752, 753, 754, 755, 756, 757, 758, 759, 760, 761, 762,
+		763, 764, 765, 766, 767, 768, 769, 770, 771, 772, 773, 774, 775, 776, 777, 778,
 	},
 	{ // 0f38
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		774, 776, 778, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772, 772,
-		782, 786, 772, 772, 772, 789, 793, 772, 797, 799, 772, 772, 804, 772, 772, 772,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		781, 783, 785, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779, 779,
+		789, 793, 779, 779, 779, 796, 800, 779, 804, 806, 779, 779, 811, 779, 779, 779,
 	},
 	{ // 0f3a
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 806, 807, 808, 809, 805, 805, 805, 805, 805, 805, 805, 805,
-		810, 805, 811, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		813, 815, 817, 819, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
-		805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805, 805,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 813, 814, 815, 816, 812, 812, 812, 812, 812, 812, 812, 812,
+		817, 812, 818, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		820, 822, 824, 826, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
+		812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812, 812,
 	},
 	{ // 3dnow
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
-		820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820, 820,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
+		827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827, 827,
 	},
 	{ // vex1
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 824, 821, 827, 830, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 832, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		833, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 835, 821,
-		836, 837, 838, 839, 821, 821, 821, 840, 821, 821, 821, 821, 821, 821, 842, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 846, 850, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 853, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 854, 821, 855, 856, 857, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 858, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821, 821,
-		821, 821, 821, 821, 821, 821, 821, 860, 821, 821, 821, 821, 821, 821, 821, 821,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 831, 828, 834, 837, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 839, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		840, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 842, 828,
+		843, 844, 845, 846, 828, 828, 828, 847, 828, 828, 828, 828, 828, 828, 849, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 853, 857, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 860, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 861, 828, 862, 863, 864, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 865, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 867, 828, 828, 828, 828, 828, 828, 828, 828,
 	},
 	{ // vex2
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 870, 861, 871, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		872, 873, 874, 875, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861, 861,
-		877, 879, 881, 883, 885, 887, 889, 891, 893, 895, 897, 899, 901, 903, 905, 907,
-		861, 861, 909, 913, 861, 917, 919, 924, 861, 861, 861, 861, 861, 861, 861, 861,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 877, 868, 878, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		879, 880, 881, 882, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
+		884, 886, 888, 890, 892, 894, 896, 898, 900, 902, 904, 906, 908, 910, 912, 914,
+		868, 868, 916, 920, 868, 924, 926, 931, 868, 868, 868, 868, 868, 868, 868, 868,
 	},
 	{ // vex3
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 926, 927, 928, 929, 925, 925, 925, 925, 925, 925, 925, 925,
-		930, 925, 931, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		933, 935, 937, 939, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
-		941, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925, 925,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 933, 934, 935, 936, 932, 932, 932, 932, 932, 932, 932, 932,
+		937, 932, 938, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		940, 942, 944, 946, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		948, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
 	},
 	{ // evex1
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 945, 942, 948, 951, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 953, 942,
-		954, 955, 956, 957, 942, 942, 942, 942, 960, 963, 942, 966, 942, 942, 968, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 969, 942, 970, 971, 972, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
-		942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942, 942,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 952, 949, 955, 958, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 960, 949,
+		961, 962, 963, 964, 949, 949, 949, 949, 967, 970, 949, 973, 949, 949, 975, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 976, 949, 977, 978, 979, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
 	},
 	{ // evex2
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 974, 975, 976, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		977, 978, 979, 980, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		981, 982, 983, 984, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 985, 986, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
-		973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973, 973,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 981, 982, 983, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		984, 985, 986, 987, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		988, 989, 990, 991, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 992, 993, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
 	},
 	{ // evex3
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 988, 989, 990, 991, 987, 987, 987, 987, 987, 987, 987, 987,
-		992, 987, 993, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
-		987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987, 987,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 995, 996, 997, 998, 994, 994, 994, 994, 994, 994, 994, 994,
+		999, 994, 1000, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
 	},
 	{ // evex5
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 996, 994, 998, 1000, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 1002, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 1004, 1006, 994, 1008, 994, 994, 1010, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1003, 1001, 1005, 1007, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1009, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1011, 1013, 1001, 1015, 1001, 1001, 1017, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
 	},
 	{ // evex6
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
-		1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011, 1011,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
 	},
 	{ // xop8
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
-		1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012, 1012,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
 	},
 	{ // xop9
-		1013, 1021, 1024, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1027, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
-		1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013, 1013,
+		1020, 1028, 1031, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1034, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
 	},
 	{ // xopa
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1029, 1028, 1032, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
-		1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028, 1028,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1036, 1035, 1039, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
 	},
 }
 

@@ -57,7 +57,7 @@ func (l *line) specificity() int {
 		return 3
 	case l.reg >= 0 && l.mod >= 0:
 		return 2
-	case l.reg >= 0:
+	case l.reg >= 0 || l.mod >= 0:
 		return 1
 	}
 	return 0
@@ -197,10 +197,14 @@ func parseKey(key string, l *line) ([]int, error) {
 	} else if i := strings.IndexByte(key, '/'); i >= 0 {
 		sel := key[i+1:]
 		key = key[:i]
-		if sel == "" || sel[0] < '0' || sel[0] > '7' {
+		switch {
+		case sel != "" && sel[0] >= '0' && sel[0] <= '7':
+			l.reg = int(sel[0] - '0')
+		case sel == "*m" || sel == "*r":
+			// any reg; the mod restriction follows
+		default:
 			return nil, fmt.Errorf("bad group selector %q", sel)
 		}
-		l.reg = int(sel[0] - '0')
 		switch sel[1:] {
 		case "":
 		case "m":
@@ -593,7 +597,6 @@ func (g *gen) leafLiteral(l *line) (string, error) {
 	}
 	imm := []string{"immNone", "immNone"}
 	ni := 0
-	var ops []string
 	for _, o := range l.ops {
 		switch o.kind {
 		case "opImm", "opRel", "opIs4":
@@ -613,57 +616,79 @@ func (g *gen) leafLiteral(l *line) (string, error) {
 			imm[ni] = "immMoffs"
 			ni++
 		}
-		acc := map[byte]string{'r': "accR", 'w': "accW", '+': "accRW", '&': "accNone"}[o.access]
-		size := "sz" + strings.ToUpper(o.size)
-		switch o.size {
-		case "b", "w", "d", "q", "v", "y", "z":
-		default:
-			size = "szNone"
-		}
-		if o.kind == "opFixed" {
-			switch o.text {
-			case "AL", "CL", "DL", "BL":
-				size = "szB"
-			case "AH", "CH", "DH", "BH":
-				size = "szBH"
-			case "AX", "CX", "DX", "BX":
-				size = "szW"
-			case "eAX":
-				size = "szZ"
-			default:
-				size = "szV"
-			}
-		}
-		reg := max(o.fixed, 0)
-		switch o.kind {
-		case "opVReg", "opVRM", "opVRMReg", "opVVVV":
-			reg = regClass(o.text)
-		}
-		ops = append(ops, fmt.Sprintf("{%s, %s, %s, %d}", o.kind, size, acc, reg))
 	}
-	return fmt.Sprintf("{flags: %s, imm: [2]uint8{%s, %s}, branch: %s, nops: %d, ops: [4]x86Operand{%s}, impR: %#x, impW: %#x, mnem: %q}",
-		orZero(flags), imm[0], imm[1], br, len(ops), strings.Join(ops, ", "), l.impR, l.impW, l.mnem), nil
+	srcR, srcW, srcB, impR, impW := l.sources()
+	return fmt.Sprintf("{flags: %s, imm: [2]uint8{%s, %s}, branch: %s, srcR: %#x, srcW: %#x, srcByte: %#x, impR: %#x, impW: %#x, mnem: %q}",
+		orZero(flags), imm[0], imm[1], br, srcR, srcW, srcB, impR, impW, l.mnem), nil
 }
 
-// regClass names the register file of a non-general-purpose operand:
-// 0 vector (xmm/ymm/zmm by vector length), 1 mmx, 2 segment, 3 control,
-// 4 debug, 5 opmask, 6 tile.
-func regClass(tok string) int {
-	switch {
-	case tok[0] == 'K' || strings.HasSuffix(tok, "k"):
-		return 5
-	case tok[0] == 'T':
-		return 6
-	case tok[0] == 'P' || tok[0] == 'Q' || tok[0] == 'N':
-		return 1
-	case tok[0] == 'S':
-		return 2
-	case tok[0] == 'C':
-		return 3
-	case tok[0] == 'D':
-		return 4
+// Register sources, as bits of the srcR, srcW and srcByte masks of an
+// entry (they must match the src* constants of package decode).
+const (
+	srcReg  = 1 << iota // ModRM.reg
+	srcRM               // ModRM.rm when mod == 3
+	srcVVVV             // VEX/EVEX/XOP vvvv
+	srcZ                // the opcode's low three bits
+	srcMem              // base and index of the memory operand (read)
+)
+
+// sources folds the operands into masks: which register fields are read,
+// written, and name byte registers; string operands and fixed registers go
+// into the implicit masks.
+func (l *line) sources() (r, w, byt uint8, impR, impW uint32) {
+	impR, impW = l.impR, l.impW
+	for _, o := range l.ops {
+		var src uint8
+		switch o.kind {
+		case "opE", "opR":
+			src = srcRM
+			r |= srcMem
+		case "opM", "opVRM":
+			r |= srcMem
+			continue
+		case "opG":
+			src = srcReg
+		case "opB":
+			src = srcVVVV
+		case "opZ":
+			src = srcZ
+		case "opX":
+			impR |= 1 << 6
+			impW |= 1 << 6
+			continue
+		case "opY":
+			impR |= 1 << 7
+			impW |= 1 << 7
+			continue
+		case "opFixed":
+			bit := uint32(1) << o.fixed
+			switch o.access {
+			case 'r':
+				impR |= bit
+			case 'w':
+				impW |= bit
+			case '+':
+				impR |= bit
+				impW |= bit
+			}
+			continue
+		default:
+			continue
+		}
+		switch o.access {
+		case 'r':
+			r |= src
+		case 'w':
+			w |= src
+		case '+':
+			r |= src
+			w |= src
+		}
+		if o.size == "b" {
+			byt |= src
+		}
 	}
-	return 0
+	return
 }
 
 func orZero(f []string) string {

@@ -3,6 +3,10 @@ module github.com/probeopt/probeopt
 go 1.26.0
 
 require (
-	golang.org/x/arch v0.33.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
+	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
+	golang.org/x/arch v0.33.0
+	golang.org/x/sys v0.50.0
 )
+
+require github.com/inconshreveable/mousetrap v1.1.0 // indirect

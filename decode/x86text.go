@@ -41,8 +41,20 @@ func (inst *X86Inst) x86asmText(syntax string) (string, bool) {
 		return "", false
 	}
 	ripArg := false
-	for _, a := range xi.Args {
-		if m, ok := a.(x86asm.Mem); ok && m.Base == x86asm.RIP {
+	for k, a := range xi.Args {
+		m, ok := a.(x86asm.Mem)
+		if !ok {
+			continue
+		}
+		if m.Base == x86asm.RIP {
+			ripArg = true
+		}
+		// x86asm reads VEX and EVEX RIP-relative operands as absolute
+		// addresses: put the RIP base back.
+		if inst.RIPRel && (inst.Encoding == EncVEX2 || inst.Encoding == EncVEX3 || inst.Encoding == EncEVEX) &&
+			m.Base == 0 && m.Index == 0 && m.Disp == inst.Disp {
+			m.Base = x86asm.RIP
+			xi.Args[k] = m
 			ripArg = true
 		}
 	}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"time"
+)
+
+// isTerminal reports whether w is a terminal (a character device), where a
+// progress line can be redrawn in place.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progress draws "label: done/total" on one terminal line, at most ten times
+// a second. A nil *progress does nothing, so callers need not check.
+type progress struct {
+	w     io.Writer
+	label string
+	total int
+	last  time.Time
+	drawn bool
+}
+
+func newProgress(w io.Writer, label string, total int) *progress {
+	return &progress{w: w, label: label, total: total, last: time.Now()}
+}
+
+// update records that done items are finished.
+func (p *progress) update(done int) {
+	if p == nil || done%256 != 0 {
+		return
+	}
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
+		p.last = now
+		p.drawn = true
+		fmt.Fprintf(p.w, "\r%s: %d/%d functions (%d%%)", p.label, done, p.total, 100*done/max(p.total, 1))
+	}
+}
+
+// done erases the progress line.
+func (p *progress) done() {
+	if p == nil || !p.drawn {
+		return
+	}
+	fmt.Fprint(p.w, "\r\033[K")
+}

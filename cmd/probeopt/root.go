@@ -1,0 +1,139 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses of the probeopt command.
+const (
+	exitOK     = 0 // everything asked for was done
+	exitFailed = 1 // some inputs failed (reported on stderr or in the JSON "error" field)
+	exitUsage  = 2 // the command line was wrong: unknown command or flag, bad flag value, missing argument
+)
+
+// usageError marks a mistake in the command line. It makes the exit status 2
+// and adds a hint about --help to the message.
+type usageError struct{ err error }
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// usagef returns a usageError with a formatted message.
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Errorf(format, args...)}
+}
+
+// runError marks an error that happened while a command ran, after its
+// command line was accepted. It makes the exit status 1.
+type runError struct{ err error }
+
+func (e *runError) Error() string { return e.err.Error() }
+func (e *runError) Unwrap() error { return e.err }
+
+// errReported is returned by a command that has already reported every
+// failure itself (one message per failed input): the exit status is 1 and
+// nothing more is printed.
+var errReported = errors.New("some inputs failed")
+
+// runE adapts a command body so that its errors count as run-time failures
+// (exit status 1) unless they are usage errors. Errors that cobra returns on
+// its own (unknown command or flag, wrong number of arguments) never pass
+// through here and count as usage errors.
+func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		err := f(cmd, args)
+		var ue *usageError
+		if err == nil || errors.As(err, &ue) || errors.Is(err, errReported) {
+			return err
+		}
+		return &runError{err}
+	}
+}
+
+// argsRange returns an argument validator that accepts between lo and hi
+// positional arguments (hi < 0: no upper bound); want describes them for the
+// message, such as "HEX" or "PATH". Its complaints are usage errors.
+func argsRange(lo, hi int, want string) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		switch {
+		case len(args) < lo:
+			return usagef("%s: missing %s argument", cmd.Name(), want)
+		case hi == 0 && len(args) > 0:
+			return usagef("%s takes no arguments, got %q", cmd.Name(), args)
+		case hi >= 0 && len(args) > hi:
+			return usagef("%s takes at most %d %s argument, got %d", cmd.Name(), hi, want, len(args))
+		}
+		return nil
+	}
+}
+
+// newRootCmd builds the whole command tree. Each call returns a fresh tree,
+// so tests can run commands in-process without sharing flag state.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "probeopt",
+		Short: "Decode instructions and find how to probe them, on x86-64 and arm64 Linux",
+		Long: `probeopt decodes x86-64 and arm64 machine instructions exactly enough to
+probe them, and scans ELF binaries to show which instructions sit at the
+places a user-space probe would go.
+
+Exit status: 0 when everything asked for was done; 1 when some inputs failed
+(each failure is reported on stderr, or in the "error" field with --json);
+2 on a usage error (unknown command or flag, bad flag value, missing argument).`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+		CompletionOptions: cobra.CompletionOptions{
+			DisableDefaultCmd: true,
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &usageError{err}
+	})
+	root.AddCommand(
+		newDecodeCmd(),
+		newScanCmd(),
+		newVersionCmd(),
+		newGendocsCmd(),
+	)
+	return root
+}
+
+// run executes the command line args (without the program name) and returns
+// the exit status. Output goes to stdout, messages and errors to stderr.
+func run(args []string, stdout, stderr io.Writer) int {
+	if args == nil {
+		args = []string{} // a nil slice would make cobra read os.Args
+	}
+	root := newRootCmd()
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	cmd, err := root.ExecuteC()
+	return exitStatus(cmd, err, stderr)
+}
+
+// exitStatus reports err (if it has not been reported yet) and maps it to
+// an exit status.
+func exitStatus(cmd *cobra.Command, err error, stderr io.Writer) int {
+	if err == nil {
+		return exitOK
+	}
+	if errors.Is(err, errReported) {
+		return exitFailed
+	}
+	var re *runError
+	if errors.As(err, &re) {
+		fmt.Fprintf(stderr, "probeopt: %v\n", err)
+		return exitFailed
+	}
+	path := "probeopt"
+	if cmd != nil {
+		path = cmd.CommandPath()
+	}
+	fmt.Fprintf(stderr, "probeopt: %v\nRun '%s --help' for usage.\n", err, path)
+	return exitUsage
+}

@@ -107,8 +107,8 @@ func vectorHex(v x86Vector) string {
 	return fmt.Sprintf("% x", v.input)
 }
 
-// offSize parses "O:S".
-func offSize(s string) (int, int, error) {
+// parseOffSize parses "O:S".
+func parseOffSize(s string) (int, int, error) {
 	a, b, ok := strings.Cut(s, ":")
 	if !ok {
 		return 0, 0, fmt.Errorf("%q is not offset:size", s)
@@ -173,14 +173,14 @@ func checkX86Vector(v x86Vector, vendor decode.Vendor) []string {
 				}
 				continue
 			}
-			o, n, err := offSize(val)
+			o, n, err := parseOffSize(val)
 			if err != nil {
 				badf("bad rel=%s", val)
 			} else if inst.RelOff != o || inst.RelSize != n {
 				badf("RelOff:RelSize = %d:%d, want %d:%d", inst.RelOff, inst.RelSize, o, n)
 			}
 		case "disp", "imm", "imm2":
-			o, n, err := offSize(val)
+			o, n, err := parseOffSize(val)
 			if err != nil {
 				badf("bad %s=%s", k, val)
 				continue

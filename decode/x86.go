@@ -634,6 +634,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	inst.Written = written
 	inst.RegsApprox = flags&fDefault != 0
 	inst.Mnemonic = mnem
+	inst.form = id
 	inst.Bytes = [15]byte{}
 	copy(inst.Bytes[:i], b)
 	return nil

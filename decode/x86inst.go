@@ -172,10 +172,13 @@ type X86Inst struct {
 	// reads and writes, explicitly and implicitly, including address
 	// registers. RSP appears for stack operations.
 	Read, Written RegSet
-	// RegsApprox is set when the register sets are a conservative guess
-	// (every register) because the tables do not describe this opcode's
-	// register operands.
+	// RegsApprox is set when the instruction is one of a map's default
+	// (vector) forms, described as a class rather than one by one: the sets
+	// then hold only the address registers, and a rare member of the class
+	// could use a general-purpose register the tables do not list.
 	RegsApprox bool
 
 	Mnemonic string // the decoder's own mnemonic from its tables
+
+	form uint16 // the table entry of the form, for rendering
 }

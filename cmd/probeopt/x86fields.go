@@ -241,7 +241,7 @@ func (f *x86Fields) lines() []field {
 	}
 	regs := fmt.Sprintf("read %s; written %s", regList(f.RegsRead), regList(f.RegsWritten))
 	if f.RegsApprox {
-		regs += " (approximate: every register assumed)"
+		regs += " (approximate: a vector form described as a class; only address registers listed)"
 	}
 	add("registers", "%s", regs)
 	return out

@@ -715,6 +715,18 @@ func (g *gen) render(index [][256]int) ([]byte, error) {
 		}
 		fmt.Fprintf(&b, "\t%s,\n", g.nodes[id])
 	}
+	b.WriteString("}\n\n// x86Forms holds each leaf's operands as written in x86map.txt, for the\n// decoder's own rendering; selector nodes have none.\nvar x86Forms = [...]string{\n\t\"\",\n")
+	for id := 1; id < len(g.order); id++ {
+		form := ""
+		if l := g.order[id]; l != nil {
+			var ops []string
+			for _, o := range l.ops {
+				ops = append(ops, o.text)
+			}
+			form = strings.Join(ops, ",")
+		}
+		fmt.Fprintf(&b, "\t%q,\n", form)
+	}
 	b.WriteString("}\n\n// x86Children holds the children of selector nodes.\nvar x86Children = [...]uint16{")
 	for i, c := range g.sels {
 		if i%16 == 0 {

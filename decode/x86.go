@@ -134,21 +134,16 @@ const (
 // store forwarding, which costs more than the decoding itself.
 func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	var (
-		i           int
-		rex, rep    byte
-		lastSeg     byte
-		prefixes    X86Prefixes
-		nprefix     int
-		enc         = EncLegacy
-		w, r, x, bb bool
-		r4, x4, b4  bool
-		v4          bool
-		vvvv, l, pp uint8
-		aaa         uint8
-		ez, eb      bool
-		mp          = Map1Byte
-		tbl         = tbl1byte
-		vexLike     bool
+		i        int
+		rex, rep byte
+		lastSeg  byte
+		prefixes X86Prefixes
+		nprefix  int
+		enc      = EncLegacy
+		ext      uint32 // extension fields, packed (see the ext* constants)
+		mp       = Map1Byte
+		tbl      = tbl1byte
+		vexLike  bool
 	)
 	// Legacy prefixes and REX. A REX followed by a legacy prefix is ignored.
 	for {
@@ -177,7 +172,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		break
 	}
 	if rex != 0 {
-		w, r, x, bb = rex&8 != 0, rex&4 != 0, rex&2 != 0, rex&1 != 0
+		ext = uint32(rex & 0xF) // W R X B are the low bits of REX and of ext
 	}
 	has66 := prefixes&PrefixData != 0
 	switch c := b[i]; c {
@@ -190,8 +185,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		}
 		p := b[i+1]
 		enc = EncREX2
-		w, r, x, bb = p&8 != 0, p&4 != 0, p&2 != 0, p&1 != 0
-		r4, x4, b4 = p&0x40 != 0, p&0x20 != 0, p&0x10 != 0
+		ext = uint32(p&0xF) | uint32(p&0x70) // W R X B, then B4 X4 R4
 		i += 2
 		if p&0x80 != 0 {
 			tbl, mp = tbl0f, Map0F
@@ -208,10 +202,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			}
 			p := b[i+1]
 			enc = EncVEX2
-			r = p&0x80 == 0
-			vvvv = (^p >> 3) & 0xF
-			l = (p >> 2) & 1
-			pp = p & 3
+			ext = uint32(^p>>7&1)<<2 | uint32(^p>>3&0xF)<<extVVVVShift | uint32(p>>2&1)<<extLShift | uint32(p&3)<<extPPShift
 			mp = Map0F
 			i += 2
 		case 0xC4:
@@ -220,17 +211,14 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			}
 			p1, p2 := b[i+1], b[i+2]
 			enc = EncVEX3
-			r, x, bb = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
+			ext = uint32(^p1>>7&1)<<2 | uint32(^p1>>6&1)<<1 | uint32(^p1>>5&1)
 			switch p1 & 0x1F {
 			case 1, 2, 3:
 				mp = X86Map(p1 & 0x1F)
 			default:
 				return ErrInvalid
 			}
-			w = p2&0x80 != 0
-			vvvv = (^p2 >> 3) & 0xF
-			l = (p2 >> 2) & 1
-			pp = p2 & 3
+			ext |= uint32(p2>>7)<<3 | uint32(^p2>>3&0xF)<<extVVVVShift | uint32(p2>>2&1)<<extLShift | uint32(p2&3)<<extPPShift
 			i += 3
 		case 0x62:
 			if err := need(b, i+4); err != nil {
@@ -238,8 +226,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			}
 			p0, p1, p2 := b[i+1], b[i+2], b[i+3]
 			enc = EncEVEX
-			r, x, bb, r4 = p0&0x80 == 0, p0&0x40 == 0, p0&0x20 == 0, p0&0x10 == 0
-			b4 = p0&0x08 != 0
+			ext = uint32(^p0>>7&1)<<2 | uint32(^p0>>6&1)<<1 | uint32(^p0>>5&1) | uint32(^p0>>4&1)*extR4 | uint32(p0>>3&1)*extB4
 			switch p0 & 7 {
 			case 1, 2, 3, 5, 6:
 				mp = X86Map(p0 & 7)
@@ -251,14 +238,9 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			if p1&0x04 == 0 {
 				return ErrInvalid
 			}
-			w = p1&0x80 != 0
-			vvvv = (^p1 >> 3) & 0xF
-			pp = p1 & 3
-			ez = p2&0x80 != 0
-			l = (p2 >> 5) & 3
-			eb = p2&0x10 != 0
-			v4 = p2&0x08 == 0
-			aaa = p2 & 7
+			ext |= uint32(p1>>7)<<3 | uint32(^p1>>3&0xF)<<extVVVVShift | uint32(p1&3)<<extPPShift |
+				uint32(p2>>7)*extEZ | uint32(p2>>5&3)<<extLShift | uint32(p2>>4&1)*extEB | uint32(^p2>>3&1)*extV4 |
+				uint32(p2&7)<<extAAAShift
 			i += 4
 		}
 	case 0x8F:
@@ -278,7 +260,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		p2 := b[i+2]
 		vexLike = true
 		enc = EncXOP
-		r, x, bb = p1&0x80 == 0, p1&0x40 == 0, p1&0x20 == 0
+		ext = uint32(^p1>>7&1)<<2 | uint32(^p1>>6&1)<<1 | uint32(^p1>>5&1)
 		switch p1 & 0x1F {
 		case 8:
 			mp = MapXOP8
@@ -289,10 +271,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		default:
 			return ErrInvalid
 		}
-		w = p2&0x80 != 0
-		vvvv = (^p2 >> 3) & 0xF
-		l = (p2 >> 2) & 1
-		pp = p2 & 3
+		ext |= uint32(p2>>7)<<3 | uint32(^p2>>3&0xF)<<extVVVVShift | uint32(p2>>2&1)<<extLShift | uint32(p2&3)<<extPPShift
 		i += 3
 	}
 
@@ -319,15 +298,15 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 		case EncXOP:
 			tbl = tblXop8 + int(mp-MapXOP8)
 		}
-		mand = [4]byte{0, 0x66, 0xF3, 0xF2}[pp]
+		mand = [4]byte{0, 0x66, 0xF3, 0xF2}[ext>>extPPShift&3]
 	} else {
 		if enc == EncREX2 {
 			if tbl == tbl1byte {
 				switch {
 				case op == 0x0F || pfxTab[op] != 0 || op == 0xC4 || op == 0xC5 || op == 0x62 || op == 0xD5:
 					return ErrInvalid
-				case op == 0xA1 && !w:
-					return d.jmpabs(b, addr, i, op, inst, prefixes, nprefix, lastSeg, r4, x4, b4, r, x, bb)
+				case op == 0xA1 && ext&extW == 0:
+					return d.jmpabs(b, addr, i, op, inst, prefixes, nprefix, lastSeg, ext)
 				}
 			} else if op == 0x38 || op == 0x3A || op == 0x0F {
 				return ErrInvalid
@@ -466,6 +445,8 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	}
 	flags := e.flags
 	if flags&fInvalid != 0 ||
+		(flags&fAMD != 0 && d.Vendor == VendorIntel) ||
+		(enc == Enc3DNow && d.Vendor == VendorIntel) ||
 		(flags&fMemOnly != 0 && mod == 3) ||
 		(enc == EncREX2 && flags&fNoREX2 != 0) ||
 		(prefixes&PrefixLock != 0 && (flags&fLockable == 0 || mod == 3 || !hasModRM)) {
@@ -475,7 +456,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	// Operand and address size.
 	opSize := 32
 	switch {
-	case w:
+	case ext&extW != 0:
 		opSize = 64
 	case has66 && flags&fMand66 == 0 && !vexLike:
 		opSize = 16
@@ -485,7 +466,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	case flags&(fD64|fF64) != 0:
 		opSize = 64
 	}
-	vendorDep := flags&fAMD != 0 || (flags&fF64 != 0 && has66 && !vexLike)
+	vendorDep := flags&fAMD != 0 || enc == Enc3DNow || (flags&fF64 != 0 && has66 && !vexLike)
 	addrSize := 64
 	if prefixes&PrefixAddr != 0 {
 		addrSize = 32
@@ -549,37 +530,54 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	mnem := e.mnem
 	if op == 0x90 && tbl == tbl1byte {
 		switch {
-		case bb:
+		case ext&extB != 0:
 			mnem = "xchg"
 		case rep == 0xF3:
 			mnem = "pause"
 		}
 	}
-	rc := regCtx{
-		reg:  int(reg) | bit(r, 8) | bit(r4, 16),
-		rm:   int(rm) | bit(bb, 8) | bit(b4, 16),
-		z:    int(op&7) | bit(bb, 8) | bit(b4, 16),
-		vvvv: int(vvvv) | bit(v4, 16),
-		base: -1, index: -1,
-		mod3:   mod == 3,
-		hasMem: hasModRM && mod != 3,
-		noREX:  rex == 0 && enc != EncREX2,
-		xchgR8: op == 0x90 && tbl == tbl1byte && bb,
-		rep:    prefixes&(PrefixREP|PrefixREPNE) != 0,
-	}
-	if rc.hasMem && !ripRel {
-		if hasSIB {
-			if base := int(sib & 7); base != 5 || mod != 0 {
-				rc.base = base | bit(bb, 8) | bit(b4, 16)
+	// General-purpose registers read and written. Computed here rather
+	// than in a helper taking a struct: copying a struct just built field
+	// by field stalls on store forwarding.
+	read, written := RegSet(e.impR), RegSet(e.impW)
+	noREX := rex == 0 && enc != EncREX2
+	if all := e.srcR | e.srcW; all != 0 {
+		if all&srcReg != 0 {
+			read, written = addSrc(e, srcReg, int(reg)|int(ext>>2&1)<<3|int(ext>>6&1)<<4, noREX, read, written)
+		}
+		if mod == 3 {
+			if all&srcRM != 0 {
+				read, written = addSrc(e, srcRM, int(rm)|int(ext&1)<<3|int(ext>>4&1)<<4, noREX, read, written)
 			}
-			if idx := int(sib>>3&7) | bit(x, 8) | bit(x4, 16); idx != 4 && flags&fVSIB == 0 {
-				rc.index = idx
+		} else if hasModRM && !ripRel && e.srcR&srcMem != 0 {
+			if hasSIB {
+				if base := int(sib & 7); base != 5 || mod != 0 {
+					read |= 1 << uint(base|int(ext&1)<<3|int(ext>>4&1)<<4)
+				}
+				if idx := int(sib>>3&7) | int(ext>>1&1)<<3 | int(ext>>5&1)<<4; idx != 4 && flags&fVSIB == 0 {
+					read |= 1 << uint(idx)
+				}
+			} else {
+				read |= 1 << uint(int(rm)|int(ext&1)<<3|int(ext>>4&1)<<4)
 			}
-		} else {
-			rc.base = rc.rm
+		}
+		if all&srcVVVV != 0 {
+			read, written = addSrc(e, srcVVVV, int(ext>>extVVVVShift&0xF)|int(ext>>7&1)<<4, false, read, written)
+		}
+		if all&srcZ != 0 {
+			read, written = addSrc(e, srcZ, int(op&7)|int(ext&1)<<3|int(ext>>4&1)<<4, noREX, read, written)
 		}
 	}
-	read, written := rc.regs(e)
+	if op == 0x90 && tbl == tbl1byte && ext&extB != 0 {
+		// 90 with REX.B is xchg r8, rax.
+		m := RegSet(1)<<uint(R8|int(ext>>4&1)<<4) | 1<<RAX
+		read |= m
+		written |= m
+	}
+	if flags&fString != 0 && prefixes&(PrefixREP|PrefixREPNE) != 0 {
+		read |= 1 << RCX
+		written |= 1 << RCX
+	}
 
 	// Every field is stored (none is read back), so inst needs no zeroing.
 	inst.Addr = addr
@@ -590,20 +588,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	inst.MandPrefix = mand
 	inst.Encoding = enc
 	inst.REX = rex
-	inst.W = w
-	inst.R = r
-	inst.X = x
-	inst.B = bb
-	inst.R4 = r4
-	inst.X4 = x4
-	inst.B4 = b4
-	inst.V4 = v4
-	inst.VVVV = vvvv
-	inst.L = l
-	inst.PP = pp
-	inst.EVEXaaa = aaa
-	inst.EVEXz = ez
-	inst.EVEXb = eb
+	inst.setExt(ext)
 	inst.Map = mp
 	inst.Opcode = opcode
 	inst.HasModRM = hasModRM
@@ -635,9 +620,46 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	inst.RegsApprox = flags&fDefault != 0
 	inst.Mnemonic = mnem
 	inst.form = id
-	inst.Bytes = [15]byte{}
-	copy(inst.Bytes[:i], b)
+	setRawBytes(&inst.Bytes, b, i)
 	return nil
+}
+
+// Bits and fields of the packed extension word ext used while decoding:
+// REX/REX2/VEX/EVEX/XOP bits, then vvvv, L, pp and the EVEX mask register.
+const (
+	extB  = 1 << 0
+	extX  = 1 << 1
+	extR  = 1 << 2
+	extW  = 1 << 3
+	extB4 = 1 << 4
+	extX4 = 1 << 5
+	extR4 = 1 << 6
+	extV4 = 1 << 7
+	extEZ = 1 << 8
+	extEB = 1 << 9
+
+	extVVVVShift = 12
+	extLShift    = 16
+	extPPShift   = 18
+	extAAAShift  = 20
+)
+
+// setExt stores the packed extension fields into inst.
+func (inst *X86Inst) setExt(ext uint32) {
+	inst.B = ext&extB != 0
+	inst.X = ext&extX != 0
+	inst.R = ext&extR != 0
+	inst.W = ext&extW != 0
+	inst.B4 = ext&extB4 != 0
+	inst.X4 = ext&extX4 != 0
+	inst.R4 = ext&extR4 != 0
+	inst.V4 = ext&extV4 != 0
+	inst.EVEXz = ext&extEZ != 0
+	inst.EVEXb = ext&extEB != 0
+	inst.VVVV = uint8(ext >> extVVVVShift & 0xF)
+	inst.L = uint8(ext >> extLShift & 3)
+	inst.PP = uint8(ext >> extPPShift & 3)
+	inst.EVEXaaa = uint8(ext >> extAAAShift & 7)
 }
 
 // mandIndex maps a mandatory prefix byte (low five bits) to the child of a
@@ -664,7 +686,7 @@ var immSizes = [...][3]uint8{
 }
 
 // jmpabs decodes APX JMPABS: REX2 (M0=0, W=0), A1, imm64.
-func (d X86Decoder) jmpabs(b []byte, addr uint64, i int, op byte, inst *X86Inst, prefixes X86Prefixes, nprefix int, lastSeg byte, r4, x4, b4, r, x, bb bool) error {
+func (d X86Decoder) jmpabs(b []byte, addr uint64, i int, op byte, inst *X86Inst, prefixes X86Prefixes, nprefix int, lastSeg byte, ext uint32) error {
 	if err := need(b, i+8); err != nil {
 		return err
 	}
@@ -676,20 +698,48 @@ func (d X86Decoder) jmpabs(b []byte, addr uint64, i int, op byte, inst *X86Inst,
 		NumPrefixes: nprefix,
 		LastSeg:     lastSeg,
 		Encoding:    EncREX2,
-		R:           r, X: x, B: bb, R4: r4, X4: x4, B4: b4,
-		Map:      Map1Byte,
-		Opcode:   op,
-		Imm:      imm,
-		ImmOff:   i,
-		ImmSize:  8,
-		Branch:   BranchJmpAbs,
-		Target:   imm,
-		Mnemonic: "jmpabs",
-		OpSize:   64,
-		AddrSize: 64,
+		Map:         Map1Byte,
+		Opcode:      op,
+		Imm:         imm,
+		ImmOff:      i,
+		ImmSize:     8,
+		Branch:      BranchJmpAbs,
+		Target:      imm,
+		Mnemonic:    "jmpabs",
+		OpSize:      64,
+		AddrSize:    64,
 	}
+	inst.setExt(ext)
 	copy(inst.Bytes[:i+8], b)
 	return nil
+}
+
+// setRawBytes stores the first n (1-15) bytes of b into out, zero-padded.
+// With 16 bytes at hand it stores two overlapping words instead of calling
+// memmove.
+func setRawBytes(out *[15]byte, b []byte, n int) {
+	if len(b) < 16 {
+		*out = [15]byte{}
+		copy(out[:n], b)
+		return
+	}
+	lo, hi := le64(b), le64(b[7:])
+	if n < 8 {
+		lo &= 1<<(8*uint(n)) - 1
+	}
+	if n <= 7 {
+		hi = 0
+	} else if n < 15 {
+		hi &= 1<<(8*uint(n-7)) - 1
+	}
+	putLE64(out[7:], hi)
+	putLE64(out[:8], lo)
+}
+
+func putLE64(b []byte, v uint64) {
+	_ = b[7]
+	b[0], b[1], b[2], b[3] = byte(v), byte(v>>8), byte(v>>16), byte(v>>24)
+	b[4], b[5], b[6], b[7] = byte(v>>32), byte(v>>40), byte(v>>48), byte(v>>56)
 }
 
 func le32(b []byte) uint32 {

@@ -834,216 +834,281 @@ var x86Entries = [...]x86Entry{
 	{sel: selPrefix, child: 780},
 	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 827: 3dnow line 780
 	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 828: vex1 line 784
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 829: vex1 line 800
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 830: vex1 line 801
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 829: vex1 line 806
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 830: vex1 line 807
 	{sel: selPrefix, child: 784},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 832: vex1 line 802
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 833: vex1 line 803
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 832: vex1 line 808
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 833: vex1 line 809
 	{sel: selPrefix, child: 788},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 835: vex1 line 804
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 836: vex1 line 805
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 835: vex1 line 810
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 836: vex1 line 811
 	{sel: selPrefix, child: 792},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 838: vex1 line 786
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 838: vex1 line 792
 	{sel: selPrefix, child: 796},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 840: vex1 line 795
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 841: vex1 line 796
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 840: vex1 line 801
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 841: vex1 line 802
 	{sel: selPrefix, child: 800},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 843: vex1 line 787
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 844: vex1 line 788
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 845: vex1 line 789
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 846: vex1 line 790
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 847: vex1 line 785
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 848: vex1 line 797
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 843: vex1 line 793
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 844: vex1 line 794
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 845: vex1 line 795
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 846: vex1 line 796
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 847: vex1 line 791
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 848: vex1 line 803
 	{sel: selPrefix, child: 804},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 850: vex1 line 808
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 851: vex1 line 809
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 852: vex1 line 810
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 850: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 851: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 852: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 853: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 854: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 855: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 856: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 857: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 858: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 859: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 860: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 861: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 862: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 863: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 864: vex1 line 787
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 865: vex1 line 787
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 866: vex1 line 814
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 867: vex1 line 815
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 868: vex1 line 816
 	{sel: selPrefix, child: 808},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 854: vex1 line 811
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 855: vex1 line 812
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 856: vex1 line 813
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 870: vex1 line 817
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 871: vex1 line 818
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 872: vex1 line 819
 	{sel: selPrefix, child: 812},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 858: vex1 line 806
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 859: vex1 line 807
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 874: vex1 line 788
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 875: vex1 line 789
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 876: vex1 line 812
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 877: vex1 line 813
 	{sel: selModRM, child: 816},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 861: vex1 line 791
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 862: vex1 line 792
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 863: vex1 line 793
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 864: vex1 line 794
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 865: vex1 line 798
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 866: vex1 line 799
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 879: vex1 line 790
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 880: vex1 line 797
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 881: vex1 line 798
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 882: vex1 line 799
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 883: vex1 line 800
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 884: vex1 line 804
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 885: vex1 line 805
 	{sel: selPrefix, child: 832},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 868: vex2 line 816
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 869: vex2 line 835
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 870: vex2 line 833
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 887: vex2 line 822
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 888: vex2 line 841
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 889: vex2 line 839
 	{sel: selRM, child: 836},
 	{sel: selModRM, child: 844},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 873: vex2 line 836
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 892: vex2 line 842
 	{sel: selModRM, child: 860},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 875: vex2 line 834
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 894: vex2 line 840
 	{sel: selModRM, child: 876},
 	{sel: selPrefix, child: 892},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 878: vex2 line 837
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 879: vex2 line 829
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 880: vex2 line 830
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 881: vex2 line 831
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 882: vex2 line 832
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 883: vex2 line 838
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 897: vex2 line 843
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 898: vex2 line 835
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 899: vex2 line 836
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 900: vex2 line 837
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 901: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 902: vex2 line 844
 	{sel: selPrefix, child: 896},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 885: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 904: vex2 line 844
 	{sel: selPrefix, child: 900},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 887: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 906: vex2 line 844
 	{sel: selPrefix, child: 904},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 889: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 908: vex2 line 844
 	{sel: selPrefix, child: 908},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 891: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 910: vex2 line 844
 	{sel: selPrefix, child: 912},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 893: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 912: vex2 line 844
 	{sel: selPrefix, child: 916},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 895: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 914: vex2 line 844
 	{sel: selPrefix, child: 920},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 897: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 916: vex2 line 844
 	{sel: selPrefix, child: 924},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 899: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 918: vex2 line 844
 	{sel: selPrefix, child: 928},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 901: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 920: vex2 line 844
 	{sel: selPrefix, child: 932},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 903: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 922: vex2 line 844
 	{sel: selPrefix, child: 936},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 905: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 924: vex2 line 844
 	{sel: selPrefix, child: 940},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 907: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 926: vex2 line 844
 	{sel: selPrefix, child: 944},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 909: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 928: vex2 line 844
 	{sel: selPrefix, child: 948},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 911: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 930: vex2 line 844
 	{sel: selPrefix, child: 952},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 913: vex2 line 838
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 932: vex2 line 844
 	{sel: selPrefix, child: 956},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 915: vex2 line 817
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 934: vex2 line 823
 	{sel: selPrefix, child: 960},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 917: vex2 line 818
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 918: vex2 line 819
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 919: vex2 line 820
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 936: vex2 line 824
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 937: vex2 line 825
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 938: vex2 line 826
 	{sel: selModRM, child: 964},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 921: vex2 line 821
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 922: vex2 line 822
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 923: vex2 line 823
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 940: vex2 line 827
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 941: vex2 line 828
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 942: vex2 line 829
 	{sel: selPrefix, child: 980},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 925: vex2 line 824
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 944: vex2 line 830
 	{sel: selPrefix, child: 984},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 927: vex2 line 825
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 928: vex2 line 826
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 929: vex2 line 827
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 930: vex2 line 828
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 946: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 947: vex2 line 832
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 948: vex2 line 833
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 949: vex2 line 834
 	{sel: selPrefix, child: 988},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 932: vex3 line 841
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 933: vex3 line 846
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 934: vex3 line 847
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 935: vex3 line 848
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 936: vex3 line 849
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 937: vex3 line 850
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 938: vex3 line 851
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 939: vex3 line 842
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 951: vex3 line 847
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 952: vex3 line 852
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 953: vex3 line 853
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 954: vex3 line 854
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 955: vex3 line 855
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 956: vex3 line 856
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 957: vex3 line 857
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 958: vex3 line 848
 	{sel: selPrefix, child: 992},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 941: vex3 line 843
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 960: vex3 line 849
 	{sel: selPrefix, child: 996},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 943: vex3 line 844
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 962: vex3 line 850
 	{sel: selPrefix, child: 1000},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 945: vex3 line 845
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 964: vex3 line 851
 	{sel: selPrefix, child: 1004},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 947: vex3 line 852
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 966: vex3 line 858
 	{sel: selPrefix, child: 1008},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 949: evex1 line 855
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 950: evex1 line 866
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 951: evex1 line 867
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 968: evex1 line 861
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 969: evex1 line 876
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 970: evex1 line 877
 	{sel: selPrefix, child: 1012},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 953: evex1 line 868
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 954: evex1 line 869
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 972: evex1 line 878
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 973: evex1 line 879
 	{sel: selPrefix, child: 1016},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 956: evex1 line 870
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 957: evex1 line 871
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 975: evex1 line 880
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 976: evex1 line 881
 	{sel: selPrefix, child: 1020},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 959: evex1 line 864
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 978: evex1 line 874
 	{sel: selPrefix, child: 1024},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 961: evex1 line 856
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 962: evex1 line 857
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 963: evex1 line 858
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 964: evex1 line 859
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 965: evex1 line 872
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 966: evex1 line 873
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 980: evex1 line 866
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 981: evex1 line 867
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 982: evex1 line 868
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 983: evex1 line 869
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 984: evex1 line 882
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 985: evex1 line 883
 	{sel: selPrefix, child: 1028},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 968: evex1 line 874
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 969: evex1 line 875
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 987: evex1 line 884
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 988: evex1 line 885
 	{sel: selPrefix, child: 1032},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 971: evex1 line 876
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 972: evex1 line 877
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 990: evex1 line 886
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 991: evex1 line 887
 	{sel: selPrefix, child: 1036},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 974: evex1 line 865
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 993: evex1 line 875
 	{sel: selPrefix, child: 1040},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 976: evex1 line 860
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 977: evex1 line 861
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 978: evex1 line 862
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 979: evex1 line 863
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 980: evex2 line 880
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 981: evex2 line 881
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 982: evex2 line 882
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 983: evex2 line 883
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 984: evex2 line 884
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 985: evex2 line 885
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 986: evex2 line 886
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 987: evex2 line 887
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 988: evex2 line 888
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 989: evex2 line 889
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 990: evex2 line 890
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 991: evex2 line 891
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 992: evex2 line 892
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 993: evex2 line 893
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 994: evex3 line 896
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 995: evex3 line 897
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 996: evex3 line 898
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 997: evex3 line 899
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 998: evex3 line 900
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 999: evex3 line 901
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1000: evex3 line 902
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1001: evex5 line 905
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1002: evex5 line 906
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 995: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 996: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 997: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 998: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 999: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1000: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1001: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1002: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1003: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1004: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1005: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1006: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1007: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1008: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1009: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1010: evex1 line 862
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1011: evex1 line 863
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1012: evex1 line 864
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1013: evex1 line 865
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 1014: evex1 line 870
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 1015: evex1 line 871
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 1016: evex1 line 872
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 1017: evex1 line 873
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 1018: evex2 line 890
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 1019: evex2 line 891
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 1020: evex2 line 892
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 1021: evex2 line 893
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 1022: evex2 line 894
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 1023: evex2 line 895
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 1024: evex2 line 896
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 1025: evex2 line 897
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 1026: evex2 line 898
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 1027: evex2 line 899
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 1028: evex2 line 900
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 1029: evex2 line 901
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 1030: evex2 line 902
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 1031: evex2 line 903
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 1032: evex3 line 906
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 1033: evex3 line 907
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 1034: evex3 line 908
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 1035: evex3 line 909
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 1036: evex3 line 910
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 1037: evex3 line 911
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1038: evex3 line 912
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1039: evex5 line 915
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1040: evex5 line 924
 	{sel: selPrefix, child: 1044},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1004: evex5 line 907
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1042: evex5 line 925
 	{sel: selPrefix, child: 1048},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1006: evex5 line 908
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1044: evex5 line 926
 	{sel: selPrefix, child: 1052},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1008: evex5 line 912
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1046: evex5 line 930
 	{sel: selPrefix, child: 1056},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1010: evex5 line 909
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1048: evex5 line 917
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1049: evex5 line 917
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1050: evex5 line 917
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1051: evex5 line 917
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1052: evex5 line 927
 	{sel: selPrefix, child: 1060},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1012: evex5 line 910
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1054: evex5 line 928
 	{sel: selPrefix, child: 1064},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1014: evex5 line 911
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1056: evex5 line 929
 	{sel: selPrefix, child: 1068},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1016: evex5 line 913
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1058: evex5 line 931
 	{sel: selPrefix, child: 1072},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1018: evex6 line 916
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1019: xop8 line 920
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1020: xop9 line 923
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1021: xop9 line 924
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1022: xop9 line 925
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1023: xop9 line 926
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1024: xop9 line 927
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1025: xop9 line 928
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1026: xop9 line 929
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1027: xop9 line 930
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1060: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1061: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1062: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1063: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1064: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1065: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1066: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1067: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1068: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1069: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1070: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1071: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1072: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1073: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1074: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1075: evex5 line 918
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1076: evex5 line 919
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1077: evex5 line 920
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1078: evex5 line 921
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1079: evex5 line 922
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1080: evex5 line 923
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1081: evex5 line 923
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1082: evex5 line 923
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1083: evex6 line 934
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1084: xop8 line 938
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1085: xop9 line 941
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1086: xop9 line 942
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1087: xop9 line 943
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1088: xop9 line 944
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1089: xop9 line 945
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1090: xop9 line 946
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1091: xop9 line 947
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1092: xop9 line 948
 	{sel: selModRM, child: 1076},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1029: xop9 line 931
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1030: xop9 line 932
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1094: xop9 line 949
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1095: xop9 line 950
 	{sel: selModRM, child: 1092},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1032: xop9 line 933
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1033: xop9 line 934
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1097: xop9 line 951
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1098: xop9 line 952
 	{sel: selModRM, child: 1108},
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1035: xopa line 937
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1036: xopa line 938
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1037: xopa line 939
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1038: xopa line 940
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1100: xopa line 955
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1101: xopa line 956
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1102: xopa line 957
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1103: xopa line 958
 	{sel: selModRM, child: 1124},
 }
 
@@ -1900,6 +1965,22 @@ var x86Forms = [...]string{
 	"",
 	"Ey,V",
 	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
 	"K,Ry",
 	"K,Ry",
 	"K,Ry",
@@ -1908,8 +1989,11 @@ var x86Forms = [...]string{
 	"Gy,Uk",
 	"Gy,Uk",
 	"",
+	"",
+	"",
 	"M",
 	"M",
+	"",
 	"",
 	"V,H,W,Ib",
 	"V,H,Ed,Ib",
@@ -2026,6 +2110,25 @@ var x86Forms = [...]string{
 	"",
 	"Ey,V",
 	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
 	"K,H,W,Ib",
 	"V,H,Ed,Ib",
 	"Gd,U,Ib",
@@ -2060,6 +2163,10 @@ var x86Forms = [...]string{
 	"",
 	"V,Ed",
 	"",
+	"",
+	"",
+	"",
+	"",
 	"Gy,W",
 	"",
 	"Gy,W",
@@ -2067,6 +2174,29 @@ var x86Forms = [...]string{
 	"V,H,Ey",
 	"",
 	"Ed,V",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
+	"",
 	"",
 	"V,H,W",
 	"V,H,W,Ib",
@@ -2139,33 +2269,33 @@ var x86Children = [...]uint16{
 	693, 693, 694, 693, 705, 706, 707, 708, 709, 710, 711, 712, 705, 0, 707, 0,
 	0, 0, 713, 714, 705, 706, 707, 708, 709, 710, 716, 712, 705, 0, 707, 0,
 	0, 0, 713, 714, 705, 706, 707, 708, 709, 710, 718, 712, 705, 0, 707, 0,
-	0, 0, 719, 720, 715, 717, 721, 715, 0, 780, 0, 0, 0, 782, 0, 0,
-	0, 784, 0, 0, 786, 787, 786, 788, 790, 791, 790, 792, 794, 795, 794, 794,
-	797, 798, 799, 0, 0, 801, 802, 803, 805, 0, 0, 0, 807, 808, 809, 810,
-	0, 819, 0, 0, 0, 821, 0, 0, 0, 823, 0, 0, 0, 825, 0, 0,
-	0, 0, 829, 830, 0, 0, 832, 833, 0, 0, 835, 836, 838, 0, 0, 0,
-	0, 841, 0, 0, 0, 848, 0, 0, 850, 851, 0, 852, 854, 855, 0, 856,
-	0, 0, 858, 859, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 866, 0, 0, 870, 0, 0, 0, 0, 0, 0, 0, 869, 0, 0, 0,
-	0, 0, 0, 0, 871, 0, 0, 0, 0, 0, 0, 0, 873, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 875, 875, 875, 875, 875, 875, 875, 875, 872, 874, 0, 876,
-	0, 883, 0, 0, 0, 885, 0, 0, 0, 887, 0, 0, 0, 889, 0, 0,
-	0, 891, 0, 0, 0, 893, 0, 0, 0, 895, 0, 0, 0, 897, 0, 0,
-	0, 899, 0, 0, 0, 901, 0, 0, 0, 903, 0, 0, 0, 905, 0, 0,
-	0, 907, 0, 0, 0, 909, 0, 0, 0, 911, 0, 0, 0, 913, 0, 0,
-	915, 0, 0, 0, 0, 917, 918, 919, 0, 0, 0, 0, 0, 917, 918, 919,
-	0, 0, 0, 0, 921, 0, 922, 923, 0, 0, 0, 925, 927, 928, 929, 930,
-	0, 939, 0, 0, 0, 941, 0, 0, 0, 943, 0, 0, 0, 945, 0, 0,
-	0, 0, 0, 947, 0, 0, 950, 951, 0, 0, 953, 954, 0, 0, 956, 957,
-	0, 959, 0, 0, 0, 0, 965, 966, 0, 0, 968, 969, 0, 0, 971, 972,
-	0, 974, 0, 0, 0, 0, 1002, 0, 0, 0, 1004, 0, 0, 0, 1006, 0,
-	0, 1008, 0, 0, 0, 0, 1010, 0, 0, 0, 1012, 0, 0, 0, 1014, 0,
-	0, 1016, 0, 0, 0, 1021, 1022, 1023, 1024, 1025, 1026, 1027, 0, 1021, 1022, 1023,
-	1024, 1025, 1026, 1027, 0, 1029, 0, 0, 0, 0, 1030, 0, 0, 1029, 0, 0,
-	0, 0, 1030, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1032, 1033, 0, 0,
-	0, 0, 0, 0, 1037, 1038, 0, 0, 0, 0, 0, 0, 1037, 1038, 0, 0,
-	0, 0, 0, 0,
+	0, 0, 719, 720, 715, 717, 721, 715, 779, 780, 779, 779, 779, 782, 779, 779,
+	779, 784, 779, 779, 786, 787, 786, 788, 790, 791, 790, 792, 794, 795, 794, 794,
+	797, 798, 799, 779, 779, 801, 802, 803, 805, 779, 779, 779, 807, 808, 809, 810,
+	812, 819, 812, 812, 812, 821, 812, 812, 812, 823, 812, 812, 812, 825, 812, 812,
+	828, 828, 829, 830, 828, 828, 832, 833, 828, 828, 835, 836, 838, 828, 828, 828,
+	828, 841, 828, 828, 828, 848, 828, 828, 866, 867, 828, 868, 870, 871, 828, 872,
+	828, 828, 876, 877, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+	828, 885, 828, 828, 889, 887, 887, 887, 887, 887, 887, 887, 888, 887, 887, 887,
+	887, 887, 887, 887, 890, 887, 887, 887, 887, 887, 887, 887, 892, 887, 887, 887,
+	887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+	887, 887, 887, 887, 894, 894, 894, 894, 894, 894, 894, 894, 891, 893, 887, 895,
+	887, 902, 887, 887, 887, 904, 887, 887, 887, 906, 887, 887, 887, 908, 887, 887,
+	887, 910, 887, 887, 887, 912, 887, 887, 887, 914, 887, 887, 887, 916, 887, 887,
+	887, 918, 887, 887, 887, 920, 887, 887, 887, 922, 887, 887, 887, 924, 887, 887,
+	887, 926, 887, 887, 887, 928, 887, 887, 887, 930, 887, 887, 887, 932, 887, 887,
+	934, 887, 887, 887, 887, 936, 937, 938, 887, 887, 887, 887, 887, 936, 937, 938,
+	887, 887, 887, 887, 940, 887, 941, 942, 887, 887, 887, 944, 946, 947, 948, 949,
+	951, 958, 951, 951, 951, 960, 951, 951, 951, 962, 951, 951, 951, 964, 951, 951,
+	951, 951, 951, 966, 968, 968, 969, 970, 968, 968, 972, 973, 968, 968, 975, 976,
+	968, 978, 968, 968, 968, 968, 984, 985, 968, 968, 987, 988, 968, 968, 990, 991,
+	968, 993, 968, 968, 1039, 1039, 1040, 1039, 1039, 1039, 1042, 1039, 1039, 1039, 1044, 1039,
+	1039, 1046, 1039, 1039, 1039, 1039, 1052, 1039, 1039, 1039, 1054, 1039, 1039, 1039, 1056, 1039,
+	1039, 1058, 1039, 1039, 1085, 1086, 1087, 1088, 1089, 1090, 1091, 1092, 1085, 1086, 1087, 1088,
+	1089, 1090, 1091, 1092, 1085, 1094, 1085, 1085, 1085, 1085, 1095, 1085, 1085, 1094, 1085, 1085,
+	1085, 1085, 1095, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1097, 1098, 1085, 1085,
+	1085, 1085, 1085, 1085, 1102, 1103, 1100, 1100, 1100, 1100, 1100, 1100, 1102, 1103, 1100, 1100,
+	1100, 1100, 1100, 1100,
 }
 
 // x86Index maps (table, opcode) to the root entry of its decision tree.
@@ -2269,194 +2399,194 @@ var x86Index = [16][256]uint16{
 		840, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
 		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 842, 828,
 		843, 844, 845, 846, 828, 828, 828, 847, 828, 828, 828, 828, 828, 828, 849, 828,
+		850, 851, 852, 853, 854, 855, 856, 857, 858, 859, 860, 861, 862, 863, 864, 865,
+		828, 828, 869, 873, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 874, 828, 828, 828, 828, 828, 828, 828, 875, 828, 878, 828,
+		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 879, 828, 828, 828, 828, 828,
+		828, 828, 880, 828, 881, 882, 883, 828, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 884, 828, 828, 828, 828, 828, 828, 828, 828,
 		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 853, 857, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 860, 828,
-		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 861, 828, 862, 863, 864, 828, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 828, 828, 828, 828, 828, 865, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828, 828,
-		828, 828, 828, 828, 828, 828, 828, 867, 828, 828, 828, 828, 828, 828, 828, 828,
+		828, 828, 828, 828, 828, 828, 828, 886, 828, 828, 828, 828, 828, 828, 828, 828,
 	},
 	{ // vex2
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 877, 868, 878, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		879, 880, 881, 882, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868, 868,
-		884, 886, 888, 890, 892, 894, 896, 898, 900, 902, 904, 906, 908, 910, 912, 914,
-		868, 868, 916, 920, 868, 924, 926, 931, 868, 868, 868, 868, 868, 868, 868, 868,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 896, 887, 897, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		898, 899, 900, 901, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887, 887,
+		903, 905, 907, 909, 911, 913, 915, 917, 919, 921, 923, 925, 927, 929, 931, 933,
+		887, 887, 935, 939, 887, 943, 945, 950, 887, 887, 887, 887, 887, 887, 887, 887,
 	},
 	{ // vex3
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 933, 934, 935, 936, 932, 932, 932, 932, 932, 932, 932, 932,
-		937, 932, 938, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		940, 942, 944, 946, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
-		948, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932, 932,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 952, 953, 954, 955, 951, 951, 951, 951, 951, 951, 951, 951,
+		956, 951, 957, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		959, 961, 963, 965, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
+		967, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951, 951,
 	},
 	{ // evex1
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 952, 949, 955, 958, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 960, 949,
-		961, 962, 963, 964, 949, 949, 949, 949, 967, 970, 949, 973, 949, 949, 975, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 976, 949, 977, 978, 979, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
-		949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949, 949,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 971, 968, 974, 977, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 979, 968,
+		980, 981, 982, 983, 968, 968, 968, 968, 986, 989, 968, 992, 968, 968, 994, 968,
+		995, 996, 997, 998, 999, 1000, 1001, 1002, 1003, 1004, 1005, 1006, 1007, 1008, 1009, 1010,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 1011, 968, 968, 968, 968, 968, 968, 968, 1012, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 1013, 968, 968, 968, 968, 968,
+		968, 968, 1014, 968, 1015, 1016, 1017, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
+		968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968, 968,
 	},
 	{ // evex2
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 981, 982, 983, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		984, 985, 986, 987, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		988, 989, 990, 991, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 992, 993, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
-		980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980, 980,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1019, 1020, 1021, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1022, 1023, 1024, 1025, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1026, 1027, 1028, 1029, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1030, 1031, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
 	},
 	{ // evex3
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 995, 996, 997, 998, 994, 994, 994, 994, 994, 994, 994, 994,
-		999, 994, 1000, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
-		994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994, 994,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1033, 1034, 1035, 1036, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1037, 1032, 1038, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
+		1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032, 1032,
 	},
 	{ // evex5
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1003, 1001, 1005, 1007, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1009, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1011, 1013, 1001, 1015, 1001, 1001, 1017, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
-		1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001, 1001,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1041, 1039, 1043, 1045, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1047, 1039,
+		1048, 1049, 1050, 1051, 1039, 1039, 1039, 1039, 1053, 1055, 1039, 1057, 1039, 1039, 1059, 1039,
+		1060, 1061, 1062, 1063, 1064, 1065, 1066, 1067, 1068, 1069, 1070, 1071, 1072, 1073, 1074, 1075,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1076, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1077, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1078, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1079, 1039, 1080, 1081, 1082, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
+		1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039, 1039,
 	},
 	{ // evex6
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
-		1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018, 1018,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
+		1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083, 1083,
 	},
 	{ // xop8
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
-		1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019, 1019,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
+		1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084, 1084,
 	},
 	{ // xop9
-		1020, 1028, 1031, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1034, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
-		1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020, 1020,
+		1085, 1093, 1096, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1099, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
+		1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085, 1085,
 	},
 	{ // xopa
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1036, 1035, 1039, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
-		1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035, 1035,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1101, 1100, 1104, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
+		1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100, 1100,
 	},
 }
 

@@ -351,7 +351,7 @@ func leafNode(l *line) *node {
 // choose picks the line for a prefix and ModRM value.
 func choose(cands []*line, prefix, modrm int) *line {
 	var best *line
-	bestScore := -1
+	bestScore := -2
 	for _, l := range cands {
 		if l.prefix >= 0 && l.prefix != prefix {
 			continue
@@ -362,6 +362,9 @@ func choose(cands []*line, prefix, modrm int) *line {
 		s := l.specificity()
 		if l.prefix >= 0 {
 			s += 10
+		}
+		if l.isDef {
+			s = -1 // the map's default yields to every listed form
 		}
 		if s > bestScore {
 			best, bestScore = l, s
@@ -442,10 +445,7 @@ func Generate(src []byte) ([]byte, error) {
 	for _, m := range mapNames {
 		var row [256]int
 		for op := 0; op < 256; op++ {
-			cands := byMapOp[m][op]
-			if len(cands) == 0 {
-				cands = defaults[m]
-			}
+			cands := append(append([]*line(nil), byMapOp[m][op]...), defaults[m]...)
 			if len(cands) == 0 {
 				if m == "0f" {
 					undefined = append(undefined, fmt.Sprintf("%02X", op))

@@ -1032,15 +1032,20 @@ func templates() []tmpl {
 		"fxsave [rax]", "fxrstor64 [rax]", "ldmxcsr dword ptr [rax]", "stmxcsr dword ptr [rip + sym]",
 		"vmxoff", "vmread rax, rcx", "vmwrite rax, qword ptr [rax]", "vmptrld qword ptr [rax]",
 		"vmclear qword ptr [rax]", "vmxon qword ptr [rax]",
-		"monitor", "mwait", "monitorx", "mwaitx", "clzero", "invlpga", "vmload", "vmsave", "stgi", "clgi", "push fs", "pop gs", "bswap r10",
+		"monitor", "mwait", "push fs", "pop gs", "bswap r10",
 		"clac", "stac", "xend", "xtest", "wrpkru", "rdpkru",
 		"ptwrite dword ptr [rax]", "ptwrite rax",
-		"psmash", "rmpupdate", "pvalidate", "rmpadjust", "invlpgb", "tlbsync",
 	)
+	// AMD-only system instructions: an Intel CPU raises #UD for them, so
+	// the decoder with Intel rules must reject them.
+	group{cat: "0f", enc: "legacy", mp: "0f", branch: "none", vendor: "amd"}.add(&ts,
+		"monitorx", "mwaitx", "clzero", "invlpga", "vmload", "vmsave", "stgi", "clgi",
+		"psmash", "rmpupdate", "pvalidate", "rmpadjust", "invlpgb", "tlbsync")
+	group{cat: "0f", enc: "legacy", mp: "0f", vendor: "amd"}.add(&ts, "vmrun", "vmmcall", "skinit")
 	// Traps, exits to another privilege level and undefined opcodes: the
 	// branch kind is not asserted, since the BranchKind list leaves it open.
 	group{cat: "0f", enc: "legacy", mp: "0f"}.add(&ts, "ud2", "ud1 eax, dword ptr [rax]", "rsm", "getsec", "vmcall", "vmlaunch",
-		"vmresume", "vmfunc", "vmrun", "vmmcall", "skinit", "encls", "enclu", "enclv")
+		"vmresume", "vmfunc", "encls", "enclu", "enclv")
 	for _, cc := range []string{"o", "b", "e", "ne", "a", "s", "l", "g"} {
 		of.add(&ts, "cmov"+cc+" eax, ecx", "cmov"+cc+" rax, qword ptr [rip + sym]", "set"+cc+" al", "set"+cc+" byte ptr [rax + %d8]")
 	}
@@ -1065,10 +1070,13 @@ func templates() []tmpl {
 		"movshdup xmm1, xmm2", "cvtpd2ps xmm1, xmm2", "cvtss2sd xmm1, dword ptr [rax]", "movhps xmm1, qword ptr [rax]", "movlps qword ptr [rax], xmm1",
 		"paddb mm0, mm1", "movq mm0, qword ptr [rax]", "movd mm1, eax", "pshufw mm0, mm1, %i8", "psrlw mm0, %i8", "pmaddwd mm0, qword ptr [rip + sym]",
 		"movq2dq xmm1, mm0", "movdq2q mm0, xmm1", "cvtpi2ps xmm1, mm0", "maskmovq mm0, mm1", "movntq qword ptr [rax], mm0",
-		"pinsrw mm0, eax, %i8", "pextrw eax, mm0, %i8", "extrq xmm1, %i8, %j8", "insertq xmm1, xmm2, %i8, %j8", "extrq xmm1, xmm2", "insertq xmm1, xmm2",
+		"pinsrw mm0, eax, %i8", "pextrw eax, mm0, %i8",
 		"movntss dword ptr [rax], xmm1", "movntsd qword ptr [rax], xmm1",
 	}
 	of.add(&ts, sse0f...)
+	// SSE4a (AMD): 66/F2 0F 78/79; on Intel these bytes are #UD.
+	group{cat: "0f", enc: "legacy", mp: "0f", branch: "none", vendor: "amd"}.add(&ts,
+		"extrq xmm1, %i8, %j8", "insertq xmm1, xmm2, %i8, %j8", "extrq xmm1, xmm2", "insertq xmm1, xmm2")
 	o38.add(&ts,
 		"pshufb xmm1, xmm2", "phaddw xmm1, xmm2", "phaddd xmm1, xmm2", "pmaddubsw xmm1, xmm2", "pmulhrsw xmm1, xmm2", "psignb xmm1, xmm2",
 		"pabsb xmm1, xmm2", "pblendvb xmm1, xmm2, xmm0", "ptest xmm1, xmm2", "pmovsxbw xmm1, xmm2", "pmovzxbd xmm1, dword ptr [rax]",

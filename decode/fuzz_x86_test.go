@@ -60,6 +60,7 @@ func FuzzDecodeX86(f *testing.F) {
 				t.Fatalf("% x: decoding the instruction's own bytes differs", b)
 			}
 		}
+		checkLayout(t, b, addr)
 		if (errA == nil) != (errI == nil) || amd.Len != intel.Len {
 			if !amd.VendorDependent && !intel.VendorDependent &&
 				!(errA == ErrTruncated || errI == ErrTruncated || errA == ErrTooLong || errI == ErrTooLong) {

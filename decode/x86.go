@@ -358,6 +358,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	}
 	var (
 		hasModRM, hasSIB, ripRel bool
+		modrmOff                 int
 		modrm, sib               byte
 		mod, reg, rm             uint8
 		dispOff, dispSize        int
@@ -368,6 +369,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			return need(b, i+1)
 		}
 		modrm = b[i]
+		modrmOff = i
 		hasModRM = true
 		mod, reg, rm = modrm>>6, (modrm>>3)&7, modrm&7
 		i++
@@ -620,6 +622,7 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 	inst.RegsApprox = flags&fDefault != 0
 	inst.Mnemonic = mnem
 	inst.form = id
+	inst.modrmOff = uint8(modrmOff)
 	setRawBytes(&inst.Bytes, b, i)
 	return nil
 }

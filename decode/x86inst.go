@@ -180,5 +180,6 @@ type X86Inst struct {
 
 	Mnemonic string // the decoder's own mnemonic from its tables
 
-	form uint16 // the table entry of the form, for rendering
+	form     uint16 // the table entry of the form, for rendering
+	modrmOff uint8  // offset of the ModRM byte, 0 if none
 }

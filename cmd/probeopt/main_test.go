@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -46,6 +47,7 @@ func TestMain(m *testing.M) {
 	if binDir != "" {
 		os.RemoveAll(binDir)
 	}
+	fixture.Cleanup()
 	os.Exit(code)
 }
 
@@ -119,8 +121,12 @@ func TestBinaryExitStatus(t *testing.T) {
 		{[]string{"decode", "--syntax", "plan9", "00"}, exitUsage, false},
 		{[]string{"decode", "--addr", "0xzz", "00"}, exitUsage, false},
 		{[]string{"decode", "--no-such-flag", "00"}, exitUsage, false},
-		{[]string{"scan", "a", "b"}, exitUsage, false},
-		{[]string{"scan", "--limit", "-2"}, exitUsage, false},
+		{[]string{"scan", "a", "b"}, exitFailed, false},
+		{[]string{"scan", "--policy", "nope"}, exitUsage, false},
+		{[]string{"scan", "--sites", "usdt:a:b:c"}, exitUsage, false},
+		{[]string{"explain", notELF, "main"}, exitFailed, false},
+		{[]string{"explain", "main"}, exitUsage, false},
+		{[]string{"explain"}, exitUsage, false},
 		{[]string{"version", "extra"}, exitUsage, false},
 		{[]string{"no-such-command"}, exitUsage, false},
 	}

@@ -18,29 +18,31 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// progress draws "label: done/total" on one terminal line, at most ten times
-// a second. A nil *progress does nothing, so callers need not check.
+// progress draws "label: done/total unit (percent)" on one terminal line, at
+// most ten times a second. A nil *progress does nothing, so callers need not
+// check.
 type progress struct {
 	w     io.Writer
 	label string
+	unit  string
 	total int
 	last  time.Time
 	drawn bool
 }
 
-func newProgress(w io.Writer, label string, total int) *progress {
-	return &progress{w: w, label: label, total: total, last: time.Now()}
+func newProgress(w io.Writer, label, unit string, total int) *progress {
+	return &progress{w: w, label: label, unit: unit, total: total}
 }
 
 // update records that done items are finished.
 func (p *progress) update(done int) {
-	if p == nil || done%256 != 0 {
+	if p == nil {
 		return
 	}
 	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
 		p.last = now
 		p.drawn = true
-		fmt.Fprintf(p.w, "\r%s: %d/%d functions (%d%%)", p.label, done, p.total, 100*done/max(p.total, 1))
+		fmt.Fprintf(p.w, "\r%s: %d/%d %s (%d%%)", p.label, done, p.total, p.unit, 100*done/max(p.total, 1))
 	}
 }
 

@@ -78,8 +78,10 @@ func newRootCmd() *cobra.Command {
 		Use:   "probeopt",
 		Short: "Decode instructions and find how to probe them, on x86-64 and arm64 Linux",
 		Long: `probeopt decodes x86-64 and arm64 machine instructions exactly enough to
-probe them, and scans ELF binaries to show which instructions sit at the
-places a user-space probe would go.
+probe them, scans ELF binaries for probe sites (function entries, USDT
+probes), and says how each site would be probed: what Linux uprobes would do
+with it, and the best strategy probeopt supports (emulate, single-step out
+of line, a trampoline, or reject), with a reason.
 
 Exit status: 0 when everything asked for was done; 1 when some inputs failed
 (each failure is reported on stderr, or in the "error" field with --json);
@@ -95,6 +97,7 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 	})
 	root.AddCommand(
 		newDecodeCmd(),
+		newExplainCmd(),
 		newScanCmd(),
 		newVersionCmd(),
 		newGendocsCmd(),

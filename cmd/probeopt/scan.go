@@ -1,365 +1,821 @@
 package main
 
 import (
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/plan"
 )
 
 type scanOptions struct {
-	json   bool
-	limit  int
-	top    int
-	vendor string
+	json    bool
+	summary bool
+	sites   []string
+	policy  string
+	vendor  string
 }
 
 func newScanCmd() *cobra.Command {
 	var o scanOptions
 	cmd := &cobra.Command{
-		Use:   "scan [PATH]",
-		Short: "Decode every function of an ELF file and summarize",
-		Long: `Open an ELF64 little-endian file for x86-64 or arm64, take the function
-symbols of its executable sections (from .symtab; from .dynsym when the file
-is stripped; from the Go function table of a stripped Go binary), decode each
-function linearly from its start to its size, and print a summary: functions,
-instructions, bytes, the functions whose sweep met bytes that do not decode
-(with the first few of them and the error), the most common first
-instructions and their branch kinds, and the time taken.
+		Use:   "scan [PATH...]",
+		Short: "List the probe sites of ELF files and how each policy would probe them",
+		Long: `Scan ELF64 little-endian executables, PIEs and shared libraries for x86-64
+and arm64: find the probe sites (by default the entry of every function and
+every USDT probe), decode the instruction at each, and say how each policy
+would probe it: the strategy (reject, emulate, xol, trampoline-nop,
+trampoline-detour) and a stable reason code.
 
-Without PATH, scan reads probeopt's own executable. A file that is not ELF,
-is 32-bit or big-endian, is for another machine, is truncated or has no
-function symbols is an error (exit status 1). Functions that do not decode are
-part of the report, not an error.
+Policies: linux-uprobes predicts what the Linux 6.18 kernel's uprobes do
+(refuse, emulate, single-step out of line, or optimize a nop5 into a call to
+its trampoline); probeopt is the best correct strategy probeopt supports
+today. "probeopt explain PATH SPEC" shows one site in depth.
 
-This is a preliminary scan: the probe planner (which strategy each site
-gets, and why) comes later.`,
+Without PATH, scan reads its own executable. A PATH may be a directory: the
+regular files below it are scanned, and those that are not ELF, or ELF files
+of another kind (32-bit, another machine), are skipped and counted. Every
+function is decoded linearly from its start; functions whose sweep meets
+bytes that do not decode are counted.
+
+--sites takes a comma-separated list (the flag may be repeated) of:
+  entries   the first instruction of every function (PLT stubs excepted)
+  usdt      every USDT probe (.note.stapsdt)
+  all       every instruction of every function, and every USDT probe
+  SPEC      SYM, SYM+OFF, 0xADDR, usdt:PROVIDER:NAME, with globs (tcp_*,
+            usdt:postgresql:*), or the bpftrace forms uprobe:PATH:SYM and
+            usdt:PATH:PROVIDER:NAME (such a spec also names the file to
+            scan when no PATH is given)
+
+Output: a table per file (address, kind, symbol, instruction, length, and a
+strategy and reason per policy), then a summary; --summary prints only the
+summary (counts and percentages per strategy and policy, and per reason).
+--json prints one JSON object per site, one per line, then one summary
+object with "summary": true; the fields are described in the README.
+
+A file that cannot be read is reported on stderr (or as a JSON object with
+"file" and "error") and makes the exit status 1; the other files are still
+scanned. Progress is shown on stderr when several files are scanned and
+stderr is a terminal.`,
 		Example: `  probeopt scan
-  probeopt scan ./a.out
-  probeopt scan --json --limit 20 libfoo.so`,
-		Args: argsRange(0, 1, "PATH"),
+  probeopt scan --summary /usr/lib/x86_64-linux-gnu/libLLVM-15.so.1
+  probeopt scan --sites usdt --policy linux-uprobes /usr/lib/postgresql/15/bin/postgres
+  probeopt scan --sites 'usdt:python:*' --json /usr/bin/python3.11
+  probeopt scan --sites 'main,parse_*+0x10' ./a.out
+  probeopt scan --sites uprobe:/bin/bash:readline
+  probeopt scan --summary /usr/bin`,
+		Args: argsRange(0, -1, "PATH"),
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			return runScan(cmd, &o, args)
 		}),
 	}
 	f := cmd.Flags()
-	f.BoolVar(&o.json, "json", false, "print the summary as one JSON object")
-	f.IntVar(&o.limit, "limit", 5, "list at most `N` functions that do not decode (-1: all)")
-	f.IntVar(&o.top, "top", 10, "show the `N` most common first mnemonics and branch kinds")
-	f.StringVar(&o.vendor, "vendor", "amd", "follow `VENDOR` where x86-64 CPUs decode differently: amd, intel, or host")
+	f.BoolVar(&o.json, "json", false, "print one JSON object per site, one per line, then a summary object")
+	f.BoolVar(&o.summary, "summary", false, "print only the summary: counts and percentages per strategy and policy")
+	f.StringArrayVar(&o.sites, "sites", nil, "probe sites: entries, usdt, all, or SPECs, comma-separated (default entries,usdt)")
+	f.StringVar(&o.policy, "policy", "both", "decide under `POLICY`: linux-uprobes, probeopt or both")
+	f.StringVar(&o.vendor, "vendor", "amd", "follow `VENDOR` where x86-64 CPUs decode differently (probeopt policy): amd, intel, or host")
 	return cmd
 }
 
-// scanReport is the summary of one scan; it is also the JSON output.
-type scanReport struct {
-	Path         string `json:"path"`
-	Arch         string `json:"arch"`
-	Symbols      string `json:"symbols"` // where the functions came from: .symtab, .dynsym or .gopclntab
-	Functions    int    `json:"functions"`
-	Aliases      int    `json:"aliases"` // function symbols at an address already counted
-	Instructions int    `json:"instructions"`
-	Bytes        uint64 `json:"bytes"`         // bytes of all functions
-	BytesDecoded uint64 `json:"bytes_decoded"` // bytes covered by decoded instructions
-	// UndecodableFuncs counts the functions whose sweep stopped at bytes
-	// that do not decode; Undecodable lists the first --limit of them.
-	UndecodableFuncs int              `json:"undecodable_functions"`
-	Undecodable      []undecodable    `json:"undecodable"`
-	FirstMnemonics   []histogramEntry `json:"first_mnemonics"`
-	FirstBranches    []histogramEntry `json:"first_branch_kinds"`
-	Seconds          float64          `json:"seconds"`
-
-	errCounts map[string]int
+// siteSelector is the parsed --sites.
+type siteSelector struct {
+	entries, usdt, all bool
+	specs              []elfscan.Spec
 }
 
-// undecodable is one function whose sweep failed.
-type undecodable struct {
-	Name   string `json:"name"`
-	Addr   string `json:"addr"`   // function start
-	Offset uint64 `json:"offset"` // where decoding failed, from the function start
-	Bytes  string `json:"bytes"`  // up to 15 bytes from there, hex
-	Error  string `json:"error"`
+// specPaths returns the files named by bpftrace-form specs.
+func (s *siteSelector) specPaths() []string {
+	var out []string
+	seen := map[string]bool{}
+	for _, sp := range s.specs {
+		if sp.Path != "" && !seen[sp.Path] {
+			seen[sp.Path] = true
+			out = append(out, sp.Path)
+		}
+	}
+	return out
 }
 
-type histogramEntry struct {
-	Name  string `json:"name"`
-	Count int    `json:"count"`
+// parseSites parses the --sites values.
+func parseSites(vals []string) (siteSelector, error) {
+	var sel siteSelector
+	if len(vals) == 0 {
+		vals = []string{"entries,usdt"}
+	}
+	for _, v := range vals {
+		for _, item := range splitList(v) {
+			switch item {
+			case "entries":
+				sel.entries = true
+			case "usdt":
+				sel.usdt = true
+			case "all":
+				sel.all, sel.usdt = true, true
+			case "":
+				return sel, usagef("invalid --sites %q: empty item", v)
+			default:
+				sp, err := elfscan.ParseSpec(item)
+				if err != nil {
+					return sel, usagef("invalid --sites: %v", err)
+				}
+				sel.specs = append(sel.specs, sp)
+			}
+		}
+	}
+	return sel, nil
+}
+
+// splitList splits on commas outside brackets, so that a C++ name such as
+// "f(int, int)" stays whole.
+func splitList(s string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '(', '<', '[':
+			depth++
+		case ')', '>', ']':
+			if depth > 0 {
+				depth--
+			}
+		case ',':
+			if depth == 0 {
+				out = append(out, strings.TrimSpace(s[start:i]))
+				start = i + 1
+			}
+		}
+	}
+	return append(out, strings.TrimSpace(s[start:]))
+}
+
+// parsePolicies parses --policy.
+func parsePolicies(s string) ([]plan.Policy, error) {
+	if s == "both" {
+		return plan.Policies(), nil
+	}
+	p, err := plan.ParsePolicy(s)
+	if err != nil {
+		return nil, usagef("invalid --policy %q: want linux-uprobes, probeopt or both", s)
+	}
+	return []plan.Policy{p}, nil
+}
+
+// verdict is one policy's decision in the output.
+type verdict struct {
+	Strategy plan.Strategy `json:"strategy"`
+	Reason   plan.Reason   `json:"reason"`
+	Detail   string        `json:"detail"`
+}
+
+// siteResult is one line of output. Addresses and offsets are integers in
+// JSON (virtual address and file offset).
+type siteResult struct {
+	File      string             `json:"file"`
+	Kind      elfscan.SiteKind   `json:"kind"`
+	Symbol    string             `json:"symbol"`
+	Demangled string             `json:"demangled,omitempty"`
+	SymOffset uint64             `json:"symbol_offset"`
+	Provider  string             `json:"provider,omitempty"`
+	Name      string             `json:"name,omitempty"`
+	Args      string             `json:"args,omitempty"`
+	Semaphore uint64             `json:"semaphore,omitempty"`
+	SemOffset uint64             `json:"semaphore_offset,omitempty"`
+	SiteInsn  elfscan.SiteInsn   `json:"site,omitempty"`
+	Addr      uint64             `json:"addr"`
+	Offset    uint64             `json:"offset"`
+	Bytes     string             `json:"bytes"`
+	Len       int                `json:"len"`
+	Text      string             `json:"text"`
+	Verdicts  map[string]verdict `json:"verdicts"`
+	// SweepError is set when the function's linear sweep met bytes that do
+	// not decode (at SweepStop, a virtual address).
+	SweepError string `json:"sweep_error,omitempty"`
+	SweepStop  uint64 `json:"sweep_stop,omitempty"`
+	Error      string `json:"error,omitempty"`
+
+	order int // USDT note order, to keep probes at one address in order
+}
+
+// fileReport is the result of scanning one file.
+type fileReport struct {
+	Path        string
+	Arch        string
+	Kind        string
+	FuncSource  string
+	Functions   int
+	Undecodable int
+	// UndecodableFuncs describes the first few functions whose sweep met
+	// bytes that do not decode.
+	UndecodableFuncs []string
+	USDT             int
+	Sites            []siteResult
+	// Warnings are reported and change nothing (a spec that matches no
+	// symbol); Errors are reported and make the exit status 1 (damaged USDT
+	// notes), though the other sites are still listed.
+	Warnings []string
+	Errors   []string
+}
+
+// summary accumulates counts over every file.
+type summary struct {
+	Summary     bool                                  `json:"summary"`
+	Files       int                                   `json:"files"`
+	Skipped     int                                   `json:"skipped"`
+	SkippedWhy  map[string]int                        `json:"skipped_by_reason"`
+	Failed      int                                   `json:"failed"`
+	Functions   int                                   `json:"functions"`
+	Undecodable int                                   `json:"undecodable_functions"`
+	Sites       int                                   `json:"sites"`
+	Kinds       map[elfscan.SiteKind]int              `json:"kinds"`
+	Strategies  map[plan.Policy]map[plan.Strategy]int `json:"strategies"`
+	Reasons     map[plan.Policy]map[plan.Reason]int   `json:"reasons"`
+	Seconds     float64                               `json:"seconds"`
+	policies    []plan.Policy
+}
+
+func newSummary(policies []plan.Policy) *summary {
+	s := &summary{Summary: true, SkippedWhy: map[string]int{}, Kinds: map[elfscan.SiteKind]int{},
+		Strategies: map[plan.Policy]map[plan.Strategy]int{}, Reasons: map[plan.Policy]map[plan.Reason]int{}, policies: policies}
+	for _, p := range policies {
+		s.Strategies[p] = map[plan.Strategy]int{}
+		s.Reasons[p] = map[plan.Reason]int{}
+	}
+	return s
+}
+
+func (s *summary) add(rep *fileReport) {
+	s.Files++
+	s.Functions += rep.Functions
+	s.Undecodable += rep.Undecodable
+	for i := range rep.Sites {
+		r := &rep.Sites[i]
+		s.Sites++
+		s.Kinds[r.Kind]++
+		for p, v := range r.Verdicts {
+			s.Strategies[plan.Policy(p)][v.Strategy]++
+			s.Reasons[plan.Policy(p)][v.Reason]++
+		}
+	}
+}
+
+// scanner scans files with fixed settings.
+type scanner struct {
+	sel      siteSelector
+	policies []plan.Policy
+	vendor   decode.Vendor
+	text     bool // render instruction text (not needed for --summary)
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
-	if o.limit < -1 {
-		return usagef("invalid --limit %d: want a count, or -1 for all", o.limit)
+	sel, err := parseSites(o.sites)
+	if err != nil {
+		return err
 	}
-	if o.top < 0 {
-		return usagef("invalid --top %d: want a count", o.top)
+	policies, err := parsePolicies(o.policy)
+	if err != nil {
+		return err
 	}
 	if err := checkVendorName(o.vendor); err != nil {
 		return err
 	}
-	var err error
-	path := ""
-	if len(args) == 1 {
-		path = args[0]
-	} else {
-		path, err = os.Executable()
+	vendor, err := parseVendor(o.vendor)
+	if err != nil {
+		return err
+	}
+	if len(args) == 0 {
+		args = sel.specPaths()
+	}
+	if len(args) == 0 {
+		exe, err := os.Executable()
 		if err != nil {
 			return fmt.Errorf("find own executable: %w", err)
 		}
+		args = []string{exe}
 	}
-	img, err := openELF(path)
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", path, err)
-	}
-	defer img.Close()
-	var dec decode.X86Decoder
-	if img.Arch == decode.X86_64 {
-		if dec.Vendor, err = parseVendor(o.vendor); err != nil {
-			return err
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	start := time.Now()
+	sum := newSummary(policies)
+	targets, walkErrs := expandPaths(args, sum.SkippedWhy)
+	enc := json.NewEncoder(stdout)
+	failed := 0
+	fail := func(path string, err error) {
+		failed++
+		if o.json {
+			enc.Encode(map[string]string{"file": path, "error": err.Error()})
+		} else {
+			fmt.Fprintf(stderr, "probeopt: scan %s: %v\n", path, err)
 		}
 	}
-
+	for _, err := range walkErrs {
+		var pe *os.PathError
+		path := ""
+		if errors.As(err, &pe) {
+			path = pe.Path
+		}
+		fail(path, err)
+	}
+	sc := &scanner{sel: sel, policies: policies, vendor: vendor, text: !o.summary}
 	var prog *progress
-	if isTerminal(cmd.ErrOrStderr()) && !o.json {
-		prog = newProgress(cmd.ErrOrStderr(), "scan", len(img.Funcs))
+	if len(targets) > 1 && isTerminal(stderr) {
+		prog = newProgress(stderr, "scan", "files", len(targets))
 	}
-	rep, err := sweep(img, dec, o.limit, prog)
+	for i, t := range targets {
+		prog.update(i)
+		rep, err := sc.scanFile(t.path)
+		if err != nil {
+			if why := skipReason(err); t.walked && why != "" {
+				sum.SkippedWhy[why]++
+				continue
+			}
+			fail(t.path, err)
+			continue
+		}
+		sum.add(rep)
+		for _, w := range rep.Warnings {
+			if !o.json {
+				fmt.Fprintf(stderr, "probeopt: scan %s: %s\n", t.path, w)
+			}
+		}
+		for _, e := range rep.Errors {
+			fail(t.path, errors.New(e))
+		}
+		if o.summary {
+			continue
+		}
+		if o.json {
+			for i := range rep.Sites {
+				if err := enc.Encode(&rep.Sites[i]); err != nil {
+					return fmt.Errorf("write JSON: %w", err)
+				}
+			}
+		} else if err := printFileTable(stdout, rep, policies); err != nil {
+			return fmt.Errorf("write output: %w", err)
+		}
+	}
 	prog.done()
-	if err != nil {
-		return fmt.Errorf("scan %s: %w", path, err)
-	}
+	sum.Failed = failed
+	sum.Skipped = skipCounts(sum.SkippedWhy).total()
+	sum.Seconds = time.Since(start).Seconds()
 	if o.json {
-		rep.FirstMnemonics = topN(rep.FirstMnemonics, -1)
-		rep.FirstBranches = topN(rep.FirstBranches, -1)
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
+		if err := enc.Encode(sum); err != nil {
 			return fmt.Errorf("write JSON: %w", err)
 		}
-		return nil
-	}
-	if err := printScanHuman(cmd.OutOrStdout(), rep, o.top, o.limit); err != nil {
+	} else if err := printSummary(stdout, sum); err != nil {
 		return fmt.Errorf("write output: %w", err)
+	}
+	if failed > 0 {
+		return errReported
 	}
 	return nil
 }
 
-// firstInfo describes the first instruction of a function, for the
-// histograms.
-type firstInfo struct {
-	mnemonic string
-	branch   decode.BranchKind
+// funcSites holds the sites that fall in one function.
+type funcSites struct {
+	idx []int // indexes into the site list
 }
 
-// decodeFunc decodes one instruction of b at addr and returns its length;
-// when first is set it also describes it.
-type decodeFunc func(b []byte, addr uint64, first bool) (int, firstInfo, error)
+// scanFile scans one file: it finds the sites, sweeps every function (on
+// every CPU, a chunk of functions per goroutine) and decides each site.
+func (sc *scanner) scanFile(path string) (*fileReport, error) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	rep := &fileReport{Path: path, Arch: f.Arch.String(), Kind: f.Kind()}
+	funcs, err := f.Funcs()
+	switch {
+	case errors.Is(err, elfscan.ErrNoFunctions):
+		rep.Warnings = append(rep.Warnings, "no function symbols: only USDT sites and addresses can be planned")
+	case err != nil:
+		return nil, err
+	}
+	rep.Functions = len(funcs)
+	rep.FuncSource = f.FuncSource()
 
-// sweeper returns the instruction decoder for the image's architecture.
-func sweeper(arch decode.Arch, dec decode.X86Decoder) decodeFunc {
-	if arch == decode.ARM64 {
-		return func(b []byte, addr uint64, first bool) (int, firstInfo, error) {
-			a, err := decodeARM64(b, addr, first)
-			if err != nil {
-				return 0, firstInfo{}, err
-			}
-			return a.Len, firstInfo{mnemonic: a.Mnemonic, branch: a.Branch}, nil
-		}
+	sites, warnings, errs, err := sc.gatherSites(f)
+	if err != nil {
+		return nil, err
 	}
-	var inst decode.X86Inst
-	return func(b []byte, addr uint64, first bool) (int, firstInfo, error) {
-		if err := dec.Decode(b, addr, &inst); err != nil {
-			return 0, firstInfo{}, err
-		}
-		if inst.Len <= 0 || inst.Len > len(b) {
-			return 0, firstInfo{}, fmt.Errorf("decoder returned length %d for %d bytes", inst.Len, len(b))
-		}
-		if !first {
-			return inst.Len, firstInfo{}, nil
-		}
-		return inst.Len, firstInfo{mnemonic: x86Mnemonic(&inst), branch: inst.Branch}, nil
+	rep.Warnings = append(rep.Warnings, warnings...)
+	rep.Errors = errs
+	if probes, err := f.USDT(); err == nil {
+		rep.USDT = len(probes)
 	}
-}
 
-// sweep decodes every function of img linearly and builds the report.
-func sweep(img *elfImage, dec decode.X86Decoder, limit int, prog *progress) (*scanReport, error) {
-	start := time.Now()
-	rep := &scanReport{
-		Path:        img.Path,
-		Arch:        img.Arch.String(),
-		Symbols:     img.Symtab,
-		Functions:   len(img.Funcs),
-		Aliases:     img.Aliases,
-		Undecodable: []undecodable{},
-		errCounts:   map[string]int{},
-	}
-	decodeOne := sweeper(img.Arch, dec)
-	mnemonics := map[string]int{}
-	branches := map[string]int{}
-	for i := range img.Funcs {
-		prog.update(i)
-		fn := &img.Funcs[i]
-		rep.Bytes += fn.Size
-		code, err := img.funcBytes(fn)
-		if err != nil {
-			if errors.Is(err, errTruncatedELF) || errors.Is(err, errMalformedELF) {
-				return nil, err
-			}
-			rep.addUndecodable(fn, 0, nil, err, limit)
+	// Sites by function: sites[i].Func points into funcs.
+	byFunc := make([]funcSites, len(funcs))
+	var loose []int
+	for i := range sites {
+		fn := sites[i].Func
+		if fn == nil {
+			loose = append(loose, i)
 			continue
 		}
-		for off := 0; off < len(code); {
-			n, info, err := decodeOne(code[off:], fn.Addr+uint64(off), off == 0)
-			if err != nil {
-				rep.addUndecodable(fn, uint64(off), code[off:], err, limit)
-				break
-			}
-			if off == 0 {
-				mnemonics[info.mnemonic]++
-				branches[info.branch.String()]++
-			}
-			rep.Instructions++
-			rep.BytesDecoded += uint64(n)
-			off += n
-		}
+		fi := sort.Search(len(funcs), func(j int) bool { return funcs[j].Addr >= fn.Addr })
+		byFunc[fi].idx = append(byFunc[fi].idx, i)
 	}
-	rep.FirstMnemonics = histogram(mnemonics)
-	rep.FirstBranches = histogram(branches)
-	rep.Seconds = time.Since(start).Seconds()
+
+	results := make([]siteResult, len(sites))
+	chunks := chunkFuncs(funcs, runtime.GOMAXPROCS(0)*8)
+	extra := make([][]siteResult, len(chunks))
+	var undecodable atomic.Int64
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	next := atomic.Int64{}
+	for w := 0; w < runtime.GOMAXPROCS(0); w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				c := int(next.Add(1) - 1)
+				if c >= len(chunks) {
+					return
+				}
+				for fi := chunks[c][0]; fi < chunks[c][1]; fi++ {
+					fn := &funcs[fi]
+					an := sc.analyze(f, fn)
+					if an != nil && an.Err != nil && !fn.PLT {
+						if undecodable.Add(1) <= maxListed {
+							mu.Lock()
+							rep.UndecodableFuncs = append(rep.UndecodableFuncs, fmt.Sprintf("%s at %#x: %v", fn.Name, an.Addr+uint64(an.Decoded), an.Err))
+							mu.Unlock()
+						}
+					}
+					for _, i := range byFunc[fi].idx {
+						results[i] = sc.decide(f, &sites[i], an)
+					}
+					if sc.sel.all && an != nil && !fn.PLT {
+						extra[c] = append(extra[c], sc.allSites(f, fn, an)...)
+					}
+				}
+			}
+		}()
+	}
+	for _, i := range loose {
+		results[i] = sc.decide(f, &sites[i], nil)
+	}
+	wg.Wait()
+	rep.Undecodable = int(undecodable.Load())
+	sort.Strings(rep.UndecodableFuncs)
+	for _, e := range extra {
+		results = append(results, e...)
+	}
+	sort.SliceStable(results, func(i, j int) bool {
+		a, b := &results[i], &results[j]
+		if a.Addr != b.Addr {
+			return a.Addr < b.Addr
+		}
+		return a.order < b.order
+	})
+	rep.Sites = results
 	return rep, nil
 }
 
-func (rep *scanReport) addUndecodable(fn *elfFunc, off uint64, rest []byte, err error, limit int) {
-	rep.UndecodableFuncs++
-	rep.errCounts[err.Error()]++
-	if limit >= 0 && len(rep.Undecodable) >= limit {
-		return
-	}
-	rest = rest[:min(len(rest), 15)]
-	rep.Undecodable = append(rep.Undecodable, undecodable{
-		Name:   fn.Name,
-		Addr:   hexAddr(fn.Addr),
-		Offset: off,
-		Bytes:  fmt.Sprintf("%x", rest),
-		Error:  err.Error(),
-	})
-}
+// maxListed is how many undecodable functions a report names.
+const maxListed = 10
 
-// histogram sorts counts by decreasing count, then name.
-func histogram(m map[string]int) []histogramEntry {
-	h := make([]histogramEntry, 0, len(m))
-	for k, v := range m {
-		h = append(h, histogramEntry{k, v})
+// chunkFuncs splits the functions into about n ranges of similar byte size.
+func chunkFuncs(funcs []elfscan.Func, n int) [][2]int {
+	var total uint64
+	for i := range funcs {
+		total += funcs[i].End - funcs[i].Addr
 	}
-	sort.Slice(h, func(i, j int) bool {
-		if h[i].Count != h[j].Count {
-			return h[i].Count > h[j].Count
+	per := total/uint64(max(n, 1)) + 1
+	var out [][2]int
+	start := 0
+	var acc uint64
+	for i := range funcs {
+		acc += funcs[i].End - funcs[i].Addr
+		if acc >= per || i-start >= 4096 {
+			out = append(out, [2]int{start, i + 1})
+			start, acc = i+1, 0
 		}
-		return h[i].Name < h[j].Name
-	})
-	return h
-}
-
-// topN keeps the first n entries; n < 0 keeps all.
-func topN(h []histogramEntry, n int) []histogramEntry {
-	if n >= 0 && len(h) > n {
-		return h[:n]
 	}
-	return h
+	if start < len(funcs) {
+		out = append(out, [2]int{start, len(funcs)})
+	}
+	return out
 }
 
-func printScanHuman(w io.Writer, rep *scanReport, top, limit int) error {
+// gatherSites lists the sites the selector names in f, without duplicates.
+// It returns warnings (specs that match nothing) and errors (damaged USDT
+// notes) besides the sites it could find.
+func (sc *scanner) gatherSites(f *elfscan.File) (sites []elfscan.Site, warnings, errs []string, err error) {
+	if sc.sel.entries && !sc.sel.all {
+		s, err := f.EntrySites()
+		if err != nil && !errors.Is(err, elfscan.ErrNoFunctions) {
+			return nil, nil, nil, err
+		}
+		sites = append(sites, s...)
+	}
+	if sc.sel.usdt {
+		s, err := f.USDTSites()
+		if err != nil {
+			errs = append(errs, fmt.Sprintf("USDT notes: %v", err))
+		}
+		sites = append(sites, s...)
+	}
+	for _, sp := range sc.sel.specs {
+		if sp.Path != "" && !samePath(sp.Path, f.Path) {
+			continue
+		}
+		s, err := f.Resolve(sp)
+		switch {
+		case errors.Is(err, elfscan.ErrNoSymbol) || errors.Is(err, elfscan.ErrBadSpec):
+			warnings = append(warnings, err.Error())
+			continue
+		case err != nil:
+			errs = append(errs, err.Error())
+			continue
+		}
+		sites = append(sites, s...)
+	}
+	// Drop duplicates: the same kind of site at the same address (and the
+	// same USDT probe).
+	type key struct {
+		kind elfscan.SiteKind
+		addr uint64
+		usdt *elfscan.USDTProbe
+	}
+	seen := map[key]bool{}
+	out := sites[:0]
+	for _, s := range sites {
+		k := key{s.Kind, s.Addr, s.USDT}
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, s)
+		}
+	}
+	return out, warnings, errs, nil
+}
+
+// samePath reports whether two paths name the same file.
+func samePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
+}
+
+// analyze sweeps one function, or returns nil when its bytes are not in an
+// executable segment.
+func (sc *scanner) analyze(f *elfscan.File, fn *elfscan.Func) *plan.Function {
+	code, err := f.Code(fn.Addr, fn.End-fn.Addr)
+	if err != nil || len(code) == 0 {
+		return nil
+	}
+	if f.Arch == decode.ARM64 {
+		return plan.AnalyzeARM64(fn.Addr, code)
+	}
+	return plan.AnalyzeX86(fn.Addr, code, decode.X86Decoder{Vendor: sc.vendor})
+}
+
+// allSites decides every instruction of a swept function.
+func (sc *scanner) allSites(f *elfscan.File, fn *elfscan.Func, an *plan.Function) []siteResult {
+	var out []siteResult
+	for addr := range an.Starts() {
+		kind := elfscan.SiteInst
+		if addr == fn.Addr {
+			kind = elfscan.SiteEntry
+		}
+		site := elfscan.Site{Kind: kind, Addr: addr, Func: fn}
+		site.Offset, site.OffsetErr = f.TextOffset(addr)
+		out = append(out, sc.decide(f, &site, an))
+	}
+	return out
+}
+
+// decide plans one site under every policy.
+func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) siteResult {
+	r := siteResult{File: f.Path, Kind: s.Kind, Addr: s.Addr, Offset: s.Offset, Verdicts: map[string]verdict{}}
+	if fn := s.Func; fn != nil {
+		r.Symbol, r.SymOffset = fn.Name, s.Addr-fn.Addr
+		if sc.text {
+			r.Demangled = fn.Demangled()
+		}
+	}
+	if p := s.USDT; p != nil {
+		r.Provider, r.Name, r.Args, r.SiteInsn = p.Provider, p.Name, p.Args, p.Site
+		r.Semaphore, r.SemOffset = p.SemaphoreAddr, p.SemaphoreOffset
+		r.order = 1
+	}
+	if s.OffsetErr != nil {
+		r.Error = s.OffsetErr.Error()
+	}
+	if an != nil && an.Err != nil {
+		r.SweepError, r.SweepStop = an.Err.Error(), an.Addr+uint64(an.Decoded)
+	}
+	code, err := f.Code(s.Addr, 16)
+	if err != nil {
+		r.Error = err.Error()
+	}
+	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT}
+	opts := &plan.Options{Vendor: sc.vendor}
+	for _, p := range sc.policies {
+		d := plan.Decide(p, &site, opts)
+		r.Verdicts[string(p)] = verdict{Strategy: d.Strategy, Reason: d.Reason, Detail: d.Detail}
+	}
+	r.Len, r.Text = instText(f.Arch, sc.vendor, s.Addr, code, sc.text)
+	n := r.Len
+	if n == 0 { // undecodable: show what is there, for a report
+		n = min(len(code), 15)
+	}
+	r.Bytes = hex.EncodeToString(code[:n])
+	return r
+}
+
+var arm64TextMu sync.Mutex
+
+// instText returns the length of the instruction at the start of code and,
+// when text is set, its assembly text.
+func instText(arch decode.Arch, vendor decode.Vendor, addr uint64, code []byte, text bool) (int, string) {
+	if arch == decode.ARM64 {
+		inst, err := decode.DecodeARM64(code, addr)
+		if err != nil {
+			return 0, "(bad)"
+		}
+		if !text {
+			return inst.Len, ""
+		}
+		// arm64asm, behind Text, records which of its forms matched in a
+		// package variable without a lock: one goroutine at a time.
+		arm64TextMu.Lock()
+		defer arm64TextMu.Unlock()
+		return inst.Len, inst.Text()
+	}
+	var inst decode.X86Inst
+	if err := (decode.X86Decoder{Vendor: vendor}).Decode(code, addr, &inst); err != nil {
+		return 0, "(bad)"
+	}
+	if !text {
+		return inst.Len, ""
+	}
+	return inst.Len, inst.Text("gnu")
+}
+
+// symbolColumn is the SYMBOL cell of a site: the function (demangled) and
+// the offset into it, or PROVIDER:NAME for a USDT probe.
+func symbolColumn(r *siteResult) string {
+	if r.Kind == elfscan.SiteUSDT {
+		return r.Provider + ":" + r.Name
+	}
+	name := r.Demangled
+	if name == "" {
+		name = r.Symbol
+	}
+	if name == "" {
+		return "-"
+	}
+	const maxLen = 60
+	if len(name) > maxLen {
+		name = name[:maxLen-3] + "..."
+	}
+	if r.SymOffset != 0 {
+		name += fmt.Sprintf("+%#x", r.SymOffset)
+	}
+	return name
+}
+
+// printFileTable prints the sites of one file.
+func printFileTable(w io.Writer, rep *fileReport, policies []plan.Policy) error {
+	fmt.Fprintf(w, "%s: %s %s, %d functions (%s), %d USDT probes, %d sites\n",
+		rep.Path, rep.Arch, rep.Kind, rep.Functions, orNone(rep.FuncSource), rep.USDT, len(rep.Sites))
+	if len(rep.Sites) == 0 {
+		fmt.Fprintln(w)
+		return nil
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "file\t%s\n", rep.Path)
-	fmt.Fprintf(tw, "arch\t%s (functions from %s)\n", rep.Arch, rep.Symbols)
-	fmt.Fprintf(tw, "functions\t%d\n", rep.Functions)
-	fmt.Fprintf(tw, "instructions\t%d\n", rep.Instructions)
-	fmt.Fprintf(tw, "bytes\t%d in functions, %d decoded (%s)\n", rep.Bytes, rep.BytesDecoded, percent(int(rep.BytesDecoded), int(rep.Bytes)))
-	fmt.Fprintf(tw, "undecodable\t%d functions (%s)\n", rep.UndecodableFuncs, percent(rep.UndecodableFuncs, rep.Functions))
-	rate := ""
-	if rep.Seconds > 0 {
-		rate = fmt.Sprintf(" (%.1f M instructions/s)", float64(rep.Instructions)/rep.Seconds/1e6)
+	fmt.Fprint(tw, "  ADDRESS\tKIND\tSYMBOL\tINSTRUCTION\tLEN")
+	for _, p := range policies {
+		fmt.Fprintf(tw, "\t%s\tREASON", strings.ToUpper(string(p)))
 	}
-	fmt.Fprintf(tw, "time\t%s%s\n", time.Duration(rep.Seconds*float64(time.Second)).Round(time.Microsecond), rate)
+	fmt.Fprintln(tw)
+	for i := range rep.Sites {
+		r := &rep.Sites[i]
+		text := r.Text
+		if r.Error != "" && r.Len == 0 {
+			text = "(" + r.Error + ")"
+		}
+		fmt.Fprintf(tw, "  %#x\t%s\t%s\t%s\t%d", r.Addr, r.Kind, symbolColumn(r), text, r.Len)
+		for _, p := range policies {
+			v := r.Verdicts[string(p)]
+			fmt.Fprintf(tw, "\t%s\t%s", v.Strategy, v.Reason)
+		}
+		fmt.Fprintln(tw)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if rep.Undecodable > 0 {
+		fmt.Fprintf(w, "  %s whose sweep met bytes that do not decode (probeopt rejects their sites past that point):\n", plural(rep.Undecodable, "function"))
+		for _, u := range rep.UndecodableFuncs {
+			fmt.Fprintf(w, "    %s\n", u)
+		}
+	}
+	_, err := fmt.Fprintln(w)
+	return err
+}
 
-	if rep.UndecodableFuncs > 0 {
-		fmt.Fprintf(w, "\nErrors:\n")
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, e := range histogram(rep.errCounts) {
-			fmt.Fprintf(tw, "  %d\t%s\n", e.Count, e.Name)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+func orNone(s string) string {
+	if s == "" || s == "none" {
+		return "no symbols"
 	}
-	if len(rep.Undecodable) > 0 {
-		fmt.Fprintf(w, "\nUndecodable functions (first %d of %d):\n", len(rep.Undecodable), rep.UndecodableFuncs)
-		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		for _, u := range rep.Undecodable {
-			fmt.Fprintf(tw, "  %s\t%s+%#x\t%s\t%s\n", u.Addr, u.Name, u.Offset, u.Error, spacedHexString(u.Bytes))
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-	} else if rep.UndecodableFuncs > 0 && limit == 0 {
-		fmt.Fprintf(w, "\n(use --limit N to list undecodable functions)\n")
-	}
+	return "from " + s
+}
 
-	decodedFirst := 0
-	for _, e := range rep.FirstMnemonics {
-		decodedFirst += e.Count
+// printSummary prints the counts over every file.
+func printSummary(w io.Writer, s *summary) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	skipped := ""
+	if s.Skipped > 0 {
+		skipped = " (" + skipCounts(s.SkippedWhy).String() + ")"
 	}
-	if top > 0 && decodedFirst > 0 {
-		fmt.Fprintf(w, "\nFirst instruction of %d functions:\n", decodedFirst)
-		ms, bs := topN(rep.FirstMnemonics, top), topN(rep.FirstBranches, top)
-		mw, bw := nameWidth("mnemonic", ms), nameWidth("branch kind", bs)
-		fmt.Fprintf(w, "  %-*s %7s %6s    %-*s %7s %6s\n", mw, "mnemonic", "count", "share", bw, "branch kind", "count", "share")
-		for i := 0; i < max(len(ms), len(bs)); i++ {
-			left := strings.Repeat(" ", mw+15)
-			if i < len(ms) {
-				left = fmt.Sprintf("%-*s %7d %6s", mw, ms[i].Name, ms[i].Count, percent(ms[i].Count, decodedFirst))
+	fmt.Fprintf(tw, "files\t%d scanned, %d skipped%s, %d failed\n", s.Files, s.Skipped, skipped, s.Failed)
+	fmt.Fprintf(tw, "functions\t%d, %d whose sweep met bytes that do not decode\n", s.Functions, s.Undecodable)
+	var kinds []string
+	for _, k := range []elfscan.SiteKind{elfscan.SiteEntry, elfscan.SiteUSDT, elfscan.SiteInst} {
+		if n := s.Kinds[k]; n > 0 {
+			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
+		}
+	}
+	fmt.Fprintf(tw, "sites\t%d (%s)\n", s.Sites, strings.Join(kinds, ", "))
+	fmt.Fprintf(tw, "time\t%s\n", time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if s.Sites == 0 {
+		return nil
+	}
+	fmt.Fprintf(w, "\n%-18s", "strategy")
+	for _, p := range s.policies {
+		fmt.Fprintf(w, "%18s", p)
+	}
+	fmt.Fprintln(w)
+	for _, st := range plan.Strategies() {
+		fmt.Fprintf(w, "%-18s", st)
+		for _, p := range s.policies {
+			n := s.Strategies[p][st]
+			fmt.Fprintf(w, "%10d %7s", n, percent(n, s.Sites))
+		}
+		fmt.Fprintln(w)
+	}
+	for _, p := range s.policies {
+		fmt.Fprintf(w, "\nreasons (%s):\n", p)
+		counts := sortedCounts(s.Reasons[p])
+		width := 0
+		for _, e := range counts {
+			width = max(width, len(e.name))
+		}
+		for _, e := range counts {
+			if _, err := fmt.Fprintf(w, "  %-*s %9d %7s\n", width, e.name, e.count, percent(e.count, s.Sites)); err != nil {
+				return err
 			}
-			right := ""
-			if i < len(bs) {
-				right = fmt.Sprintf("    %-*s %7d %6s", bw, bs[i].Name, bs[i].Count, percent(bs[i].Count, decodedFirst))
-			}
-			fmt.Fprintf(w, "  %s%s\n", left, right)
 		}
 	}
 	return nil
 }
 
-// nameWidth is the width of the name column of a histogram table.
-func nameWidth(title string, h []histogramEntry) int {
-	n := len(title)
-	for _, e := range h {
-		n = max(n, len(e.Name))
+type countEntry struct {
+	name  string
+	count int
+}
+
+// sortedCounts orders counts by decreasing count, then name.
+func sortedCounts[K ~string](m map[K]int) []countEntry {
+	out := make([]countEntry, 0, len(m))
+	for k, v := range m {
+		out = append(out, countEntry{string(k), v})
 	}
-	return n
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].count != out[j].count {
+			return out[i].count > out[j].count
+		}
+		return out[i].name < out[j].name
+	})
+	return out
 }
 
 func percent(n, total int) string {
 	if total == 0 {
-		return "0%"
+		return "0.0%"
 	}
 	return fmt.Sprintf("%.1f%%", 100*float64(n)/float64(total))
-}
-
-// spacedHexString turns "f30f" into "f3 0f".
-func spacedHexString(h string) string {
-	var parts []string
-	for i := 0; i+1 < len(h); i += 2 {
-		parts = append(parts, h[i:i+2])
-	}
-	return strings.Join(parts, " ")
 }

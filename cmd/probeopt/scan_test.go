@@ -1,25 +1,29 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
-	"errors"
-	"io"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
-	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
+	"github.com/probeopt/probeopt/plan"
 )
 
 // elfHeader returns a 64-byte ELF file header with no sections or segments.
 func elfHeader(class elf.Class, data elf.Data, machine elf.Machine) []byte {
-	h := make([]byte, elfHeaderSize)
+	h := make([]byte, 64)
 	copy(h, elf.ELFMAG)
 	h[elf.EI_CLASS] = byte(class)
 	h[elf.EI_DATA] = byte(data)
@@ -31,230 +35,363 @@ func elfHeader(class elf.Class, data elf.Data, machine elf.Machine) []byte {
 	bo.PutUint16(h[0x10:], uint16(elf.ET_EXEC))
 	bo.PutUint16(h[0x12:], uint16(machine))
 	bo.PutUint32(h[0x14:], uint32(elf.EV_CURRENT))
-	bo.PutUint16(h[0x34:], elfHeaderSize) // e_ehsize
-	bo.PutUint16(h[0x3a:], 64)            // e_shentsize
+	bo.PutUint16(h[0x34:], 64)
 	return h
 }
 
-func writeFile(t *testing.T, name string, b []byte) string {
+func writeFile(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
-	p := filepath.Join(t.TempDir(), name)
+	p := filepath.Join(dir, name)
 	if err := os.WriteFile(p, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-// selfPrefix returns the first n bytes of the test binary.
-func selfPrefix(t *testing.T, n int64) []byte {
-	t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, n))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// TestOpenELFErrors checks that each kind of unusable file gets its own
-// typed error, and that scan reports it with exit status 1.
-func TestOpenELFErrors(t *testing.T) {
-	tests := []struct {
-		name    string
-		content []byte
-		want    error
-		machine elf.Machine // for a machineError
-		msg     string
-	}{
-		{"script", []byte("#!/bin/sh\necho hello\n"), errNotELF, 0, "not an ELF file"},
-		{"empty", nil, errNotELF, 0, "not an ELF file"},
-		{"magic-only", []byte("\x7fELF"), errTruncatedELF, 0, "truncated"},
-		{"elf32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_386), errELF32, 0, "32-bit"},
-		{"big-endian", elfHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.EM_PPC64), errBigEndian, 0, "big-endian"},
-		{"header-cut", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_X86_64)[:40], errTruncatedELF, 0, "truncated"},
-		{"riscv", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_RISCV), nil, elf.EM_RISCV, "EM_RISCV"},
-		{"no-symbols", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_X86_64), errNoSymbols, 0, "no function symbols"},
-		// The start of a real executable: its section headers are at the end.
-		{"truncated-self", selfPrefix(t, 4096), errTruncatedELF, 0, "truncated"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			path := writeFile(t, tt.name, tt.content)
-			img, err := openELF(path)
-			if err == nil {
-				img.Close()
-				t.Fatalf("openELF succeeded, want an error")
-			}
-			if tt.want != nil && !errors.Is(err, tt.want) {
-				t.Errorf("openELF error = %v, want %v", err, tt.want)
-			}
-			if tt.machine != 0 {
-				var me *machineError
-				if !errors.As(err, &me) || me.Machine != tt.machine {
-					t.Errorf("openELF error = %v, want a machineError for %v", err, tt.machine)
-				}
-			}
-			_, stderr, code := runCLI(t, "scan", path)
-			if code != exitFailed {
-				t.Errorf("scan: exit status %d, want %d", code, exitFailed)
-			}
-			if !strings.Contains(stderr, tt.msg) || !strings.Contains(stderr, path) {
-				t.Errorf("scan: stderr %q, want the path and %q", stderr, tt.msg)
-			}
-		})
-	}
-	// A directory is not an ELF file either.
-	if _, err := openELF(t.TempDir()); !errors.Is(err, errNotELF) {
-		t.Errorf("openELF(directory) error = %v, want errNotELF", err)
-	}
-}
-
-// scanJSON runs scan --json and parses the report.
-func scanJSON(t *testing.T, args ...string) scanReport {
+// scanLines runs scan --json with args and returns the site objects and
+// the summary object.
+func scanLines(t *testing.T, args ...string) ([]siteResult, summary) {
 	t.Helper()
 	stdout, stderr, code := runCLI(t, append([]string{"scan", "--json"}, args...)...)
 	if code != exitOK {
 		t.Fatalf("scan %q: exit status %d: %s", args, code, stderr)
 	}
-	var rep scanReport
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("scan --json output is not one JSON object: %v\n%s", err, stdout)
+	var sites []siteResult
+	var sum summary
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	for i, l := range lines {
+		if i == len(lines)-1 {
+			if err := json.Unmarshal([]byte(l), &sum); err != nil || !sum.Summary {
+				t.Fatalf("last line is not the summary: %v\n%s", err, l)
+			}
+			break
+		}
+		var r siteResult
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("line %d is not a site object: %v\n%s", i+1, err, l)
+		}
+		sites = append(sites, r)
 	}
-	return rep
+	return sites, sum
+}
+
+// TestScanBadFiles checks the exit status and message for each kind of
+// unusable file named on the command line.
+func TestScanBadFiles(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		data []byte
+		msg  string
+	}{
+		{"script", []byte("#!/bin/sh\necho hello\n"), "not an ELF file"},
+		{"empty", nil, "not an ELF file"},
+		{"elf32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_386), "32-bit"},
+		{"big-endian", elfHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.EM_PPC64), "big-endian"},
+		{"riscv", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_RISCV), "EM_RISCV"},
+		{"cut", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_X86_64)[:40], "truncated"},
+	} {
+		p := writeFile(t, dir, tt.name, tt.data)
+		_, stderr, code := runCLI(t, "scan", p)
+		if code != exitFailed || !strings.Contains(stderr, tt.msg) || !strings.Contains(stderr, p) {
+			t.Errorf("%s: exit %d, stderr %q; want %d and %q", tt.name, code, stderr, exitFailed, tt.msg)
+		}
+		stdout, _, code := runCLI(t, "scan", "--json", p)
+		if code != exitFailed || !strings.Contains(stdout, `"error"`) || !strings.Contains(stdout, `"summary":true`) {
+			t.Errorf("%s --json: exit %d, stdout %q", tt.name, code, stdout)
+		}
+	}
+	// One bad file does not stop the others.
+	good := fixture.Path(t, "x86_64", "funcs-pie")
+	stdout, _, code := runCLI(t, "scan", "--summary", filepath.Join(dir, "script"), good)
+	if code != exitFailed || !strings.Contains(stdout, "1 scanned") || !strings.Contains(stdout, "1 failed") {
+		t.Errorf("bad + good: exit %d\n%s", code, stdout)
+	}
 }
 
 // TestScanSelf scans the test binary itself, which is what scan does
 // without a PATH.
 func TestScanSelf(t *testing.T) {
-	rep := scanJSON(t, "--limit", "3")
+	sites, sum := scanLines(t)
 	exe, _ := os.Executable()
-	if rep.Path != exe {
-		t.Errorf("path %q, want the test binary %q", rep.Path, exe)
+	if sum.Files != 1 || sum.Sites != len(sites) || sum.Functions < 1000 {
+		t.Fatalf("summary %+v, %d sites", sum, len(sites))
 	}
-	wantArch := map[string]string{"amd64": decode.X86_64.String(), "arm64": decode.ARM64.String()}
-	if a, ok := wantArch[runtime.GOARCH]; ok && rep.Arch != a {
-		t.Errorf("arch %q, want %q", rep.Arch, a)
-	}
-	// go test strips the symbol table; the Go function table remains.
-	if rep.Symbols != ".symtab" && rep.Symbols != ".gopclntab" {
-		t.Errorf("symbols from %q, want .symtab or .gopclntab", rep.Symbols)
-	}
-	// A Go test binary has thousands of functions.
-	if rep.Functions < 1000 || rep.Bytes < 100000 {
-		t.Errorf("functions %d, bytes %d: want at least 1000 and 100000", rep.Functions, rep.Bytes)
-	}
-	if rep.UndecodableFuncs < len(rep.Undecodable) || len(rep.Undecodable) > 3 {
-		t.Errorf("undecodable %d listed of %d, with --limit 3", len(rep.Undecodable), rep.UndecodableFuncs)
-	}
-	if rep.Seconds <= 0 {
-		t.Errorf("seconds %v, want > 0", rep.Seconds)
-	}
-	if rep.Arch != decode.X86_64.String() {
-		return
-	}
-	needX86Decoder(t)
-	// The linear sweep of compiler output decodes; allow a few hand-written
-	// assembly functions that embed data.
-	if rep.UndecodableFuncs*100 > rep.Functions {
-		t.Errorf("%d of %d functions do not decode; first: %+v", rep.UndecodableFuncs, rep.Functions, rep.Undecodable)
-	}
-	if rep.Instructions < rep.Functions || rep.BytesDecoded*100 < rep.Bytes*99 {
-		t.Errorf("instructions %d, bytes decoded %d of %d", rep.Instructions, rep.BytesDecoded, rep.Bytes)
-	}
-	// Both histograms count the functions whose first instruction decoded.
-	sumM, sumB := 0, 0
-	for _, e := range rep.FirstMnemonics {
-		sumM += e.Count
-	}
-	for _, e := range rep.FirstBranches {
-		sumB += e.Count
-	}
-	if sumM != sumB || sumM < rep.Functions-rep.UndecodableFuncs || sumM > rep.Functions {
-		t.Errorf("histograms count %d mnemonics and %d branch kinds of %d functions", sumM, sumB, rep.Functions)
-	}
-}
-
-// TestScanHuman checks the human summary of the test binary.
-func TestScanHuman(t *testing.T) {
-	stdout, stderr, code := runCLI(t, "scan")
-	if code != exitOK {
-		t.Fatalf("exit status %d: %s", code, stderr)
-	}
-	for _, want := range []string{"file", "functions", "instructions", "bytes", "undecodable", "time"} {
-		if !strings.Contains(stdout, want) {
-			t.Errorf("summary lacks %q:\n%s", want, stdout)
+	for _, s := range sites {
+		if s.File != exe {
+			t.Fatalf("file %q, want %q", s.File, exe)
 		}
 	}
-	if stderr != "" {
-		t.Errorf("stderr is not a terminal, yet something was written to it: %q", stderr)
+	if runtime.GOARCH == "amd64" && sum.Undecodable*100 > sum.Functions {
+		t.Errorf("%d of %d functions do not decode", sum.Undecodable, sum.Functions)
 	}
 }
 
-// TestScanCObject compiles a small C file with CET enabled and checks that
-// every function's first instruction is endbr64.
-func TestScanCObject(t *testing.T) {
-	cc := testenv.MustHaveTool(t, "gcc")
-	if runtime.GOARCH != "amd64" {
-		t.Skip("the host compiler does not target x86-64")
-	}
-	needX86Decoder(t)
-	obj := compileC(t, cc, "-O2", "-fcf-protection=full")
-	rep := scanJSON(t, "--limit", "-1", obj)
-	if rep.Arch != "x86-64" || rep.Functions != 3 {
-		t.Fatalf("arch %s, %d functions; want x86-64 and 3", rep.Arch, rep.Functions)
-	}
-	if rep.UndecodableFuncs != 0 {
-		t.Errorf("undecodable functions: %+v", rep.Undecodable)
-	}
-	if len(rep.FirstMnemonics) != 1 || rep.FirstMnemonics[0].Name != "endbr64" || rep.FirstMnemonics[0].Count != 3 {
-		t.Errorf("first mnemonics %+v, want endbr64 x3", rep.FirstMnemonics)
-	}
-}
+var readelfLocation = regexp.MustCompile(`Location: (0x[0-9a-f]+)`)
 
-// TestScanARM64Object compiles a small C file for arm64 and scans it.
-func TestScanARM64Object(t *testing.T) {
-	cc := testenv.MustHaveTool(t, "aarch64-linux-gnu-gcc")
-	obj := compileC(t, cc, "-O2")
-	rep := scanJSON(t, "--limit", "-1", obj)
-	if rep.Arch != "arm64" || rep.Functions != 3 {
-		t.Fatalf("arch %s, %d functions; want arm64 and 3", rep.Arch, rep.Functions)
+// TestScanJSON checks the JSON fields of a scan of the USDT fixture, and
+// that its USDT sites are readelf's.
+func TestScanJSON(t *testing.T) {
+	path := fixture.Path(t, "x86_64", "usdt-pie")
+	sites, sum := scanLines(t, path)
+	var usdt, entries int
+	for _, s := range sites {
+		if s.File != path || s.Bytes == "" || s.Len == 0 || s.Text == "" || len(s.Verdicts) != 2 {
+			t.Errorf("site %+v", s)
+		}
+		if s.Offset != s.Addr { // a PIE whose text sits at its file offset
+			t.Errorf("%#x: offset %#x", s.Addr, s.Offset)
+		}
+		for _, p := range plan.Policies() {
+			if v, ok := s.Verdicts[string(p)]; !ok || v.Strategy == "" || v.Reason == "" || v.Detail == "" {
+				t.Errorf("%#x: verdict %s = %+v", s.Addr, p, v)
+			}
+		}
+		switch s.Kind {
+		case "usdt":
+			usdt++
+			if s.Provider != "demo" || s.Name == "" || s.Symbol == "" || s.SiteInsn != "nop" {
+				t.Errorf("usdt site %+v", s)
+			}
+		case "entry":
+			entries++
+			if s.Symbol == "" || s.SymOffset != 0 {
+				t.Errorf("entry site %+v", s)
+			}
+		}
 	}
-	if rep.UndecodableFuncs != 0 {
-		t.Errorf("undecodable functions: %+v", rep.Undecodable)
+	if sum.Kinds["usdt"] != usdt || sum.Kinds["entry"] != entries {
+		t.Errorf("summary kinds %v, counted %d usdt %d entries", sum.Kinds, usdt, entries)
 	}
-	if rep.Instructions != int(rep.Bytes/4) {
-		t.Errorf("%d instructions in %d bytes, want one per 4 bytes", rep.Instructions, rep.Bytes)
-	}
-}
-
-// fixtureC is three small functions: a leaf, a loop and a call.
-const fixtureC = `
-int leaf(int a, int b) { return a * b + 7; }
-long sum(const long *p, int n) { long s = 0; for (int i = 0; i < n; i++) s += p[i]; return s; }
-extern int ext(int);
-int caller(int x) { return ext(x) + ext(x + 1); }
-`
-
-// compileC compiles fixtureC to an object file with cc and flags.
-func compileC(t *testing.T, cc string, flags ...string) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join(dir, "fixture.c")
-	if err := os.WriteFile(src, []byte(fixtureC), 0o644); err != nil {
+	// The same USDT addresses as readelf -n.
+	readelf := testenv.MustHaveTool(t, "readelf")
+	out, err := exec.Command(readelf, "-n", path).Output()
+	if err != nil {
 		t.Fatal(err)
 	}
-	obj := filepath.Join(dir, "fixture.o")
-	args := append(append([]string{}, flags...), "-c", "-o", obj, src)
-	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
-		t.Fatalf("%s %q: %v\n%s", cc, args, err, out)
+	want := map[uint64]int{}
+	for _, m := range readelfLocation.FindAllStringSubmatch(string(out), -1) {
+		a, _ := strconv.ParseUint(m[1], 0, 64)
+		want[a]++
 	}
-	return obj
+	got := map[uint64]int{}
+	for _, s := range sites {
+		if s.Kind == "usdt" {
+			got[s.Addr]++
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("USDT addresses %v, readelf %v", got, want)
+	}
+}
+
+// TestScanSummaryCounts checks that the summary counts the sites printed.
+func TestScanSummaryCounts(t *testing.T) {
+	path := fixture.Path(t, "x86_64", "kinds")
+	sites, sum := scanLines(t, "--sites", "all", path)
+	counts := map[string]map[string]int{}
+	for _, s := range sites {
+		for p, v := range s.Verdicts {
+			if counts[p] == nil {
+				counts[p] = map[string]int{}
+			}
+			counts[p][string(v.Strategy)]++
+		}
+	}
+	for p, m := range sum.Strategies {
+		total := 0
+		for st, n := range m {
+			total += n
+			if counts[string(p)][string(st)] != n {
+				t.Errorf("%s %s: summary %d, sites %d", p, st, n, counts[string(p)][string(st)])
+			}
+		}
+		if total != len(sites) {
+			t.Errorf("%s: %d sites in the summary, %d printed", p, total, len(sites))
+		}
+	}
+	stdout, _, code := runCLI(t, "scan", "--summary", "--json", "--sites", "all", path)
+	var only summary
+	if code != exitOK || json.Unmarshal([]byte(stdout), &only) != nil || only.Sites != sum.Sites {
+		t.Errorf("--summary --json: exit %d, %q", code, stdout)
+	}
+}
+
+// TestScanAllSites checks that --sites all gives one site per instruction
+// objdump shows in the functions.
+func TestScanAllSites(t *testing.T) {
+	objdump := testenv.MustHaveTool(t, "objdump")
+	path := fixture.Path(t, "x86_64", "funcs-nopie")
+	sites, _ := scanLines(t, "--sites", "all", "--policy", "probeopt", path)
+	out, err := exec.Command(objdump, "-d", "--no-show-raw-insn", "-j", ".text", "-j", ".init", "-j", ".fini", path).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]bool{}
+	insn := regexp.MustCompile(`^\s+([0-9a-f]+):\t`)
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if m := insn.FindStringSubmatch(sc.Text()); m != nil {
+			a, _ := strconv.ParseUint(m[1], 16, 64)
+			want[a] = true
+		}
+	}
+	got := map[uint64]bool{}
+	for _, s := range sites {
+		if s.Kind == "entry" || s.Kind == "inst" {
+			got[s.Addr] = true
+		}
+		if _, ok := s.Verdicts["linux-uprobes"]; ok {
+			t.Fatalf("--policy probeopt printed a linux-uprobes verdict")
+		}
+	}
+	// objdump also lists the padding between functions; every site must be
+	// one of its instructions, and the count is that of the functions'.
+	for a := range got {
+		if !want[a] {
+			t.Errorf("site %#x is not an instruction objdump shows", a)
+		}
+	}
+	if len(got) < 100 {
+		t.Errorf("only %d instruction sites", len(got))
+	}
+}
+
+// TestScanSites checks the --sites forms.
+func TestScanSites(t *testing.T) {
+	mangled := fixture.Path(t, "x86_64", "mangled")
+	usdt := fixture.Path(t, "x86_64", "usdt-pie")
+	count := func(args ...string) (n int, kinds map[string]int) {
+		sites, _ := scanLines(t, args...)
+		kinds = map[string]int{}
+		for _, s := range sites {
+			kinds[string(s.Kind)]++
+		}
+		return len(sites), kinds
+	}
+	if n, k := count("--sites", "demo::Widget::*", mangled); n != 4 || k["entry"] != 4 {
+		t.Errorf("demo::Widget::*: %d sites %v", n, k)
+	}
+	if n, k := count("--sites", "main+4,plain_c", mangled); n != 2 || k["inst"] != 1 || k["entry"] != 1 {
+		t.Errorf("main+4,plain_c: %d sites %v", n, k)
+	}
+	if n, k := count("--sites", "demo::add<int>(int, int)", mangled); n != 1 || k["entry"] != 1 {
+		t.Errorf("a C++ name with a comma: %d sites %v", n, k)
+	}
+	if n, k := count("--sites", "usdt:demo:sema_*", usdt); n != 2 || k["usdt"] != 2 {
+		t.Errorf("usdt:demo:sema_*: %d sites %v", n, k)
+	}
+	if n, k := count("--sites", "usdt", "--sites", "main", usdt); n != 11 || k["usdt"] != 10 || k["entry"] != 1 {
+		t.Errorf("usdt + main: %d sites %v", n, k)
+	}
+	// A bpftrace spec names the file when there is no PATH.
+	if n, _ := count("--sites", "uprobe:"+mangled+":plain_c"); n != 1 {
+		t.Errorf("uprobe:PATH:plain_c: %d sites", n)
+	}
+	// A spec that matches nothing is a warning, not a failure.
+	_, stderr, code := runCLI(t, "scan", "--sites", "nothing_*", mangled)
+	if code != exitOK || !strings.Contains(stderr, "no such symbol") {
+		t.Errorf("nothing_*: exit %d, stderr %q", code, stderr)
+	}
+	for _, bad := range [][]string{
+		{"--sites", "usdt:a:b:c"}, {"--sites", "1234"}, {"--sites", "entries,,usdt"}, {"--policy", "windows"}, {"--vendor", "via"},
+	} {
+		if _, stderr, code := runCLI(t, append(append([]string{"scan"}, bad...), mangled)...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d: %s", bad, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestScanDirectory scans a directory with ELF files, a script, a 32-bit
+// ELF file and a symbolic link: the last three are skipped and counted.
+func TestScanDirectory(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"funcs-pie", "usdt-nopie"} {
+		b, err := os.ReadFile(fixture.Path(t, "x86_64", n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, dir, n, b)
+	}
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(fixture.Path(t, "aarch64", "usdt-pie"))
+	writeFile(t, sub, "arm64", b)
+	writeFile(t, sub, "script.sh", []byte("#!/bin/sh\n"))
+	writeFile(t, dir, "old32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_386))
+	if err := os.Symlink(filepath.Join(dir, "funcs-pie"), filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	_, sum := scanLines(t, "--summary", dir)
+	want := map[string]int{"not ELF": 1, "unsupported ELF": 1, "symlink": 1}
+	if sum.Files != 3 || sum.Skipped != 3 || fmt.Sprint(sum.SkippedWhy) != fmt.Sprint(want) || sum.Failed != 0 {
+		t.Errorf("summary %+v", sum)
+	}
+	stdout, stderr, code := runCLI(t, "scan", "--summary", dir)
+	if code != exitOK || !strings.Contains(stdout, "3 scanned, 3 skipped (not ELF: 1, symlink: 1, unsupported ELF: 1)") {
+		t.Errorf("human summary: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("stderr is not a terminal, yet progress was drawn: %q", stderr)
+	}
+}
+
+// TestScanHuman checks the table and the summary.
+func TestScanHuman(t *testing.T) {
+	path := fixture.Path(t, "x86_64", "nopsites")
+	stdout, stderr, code := runCLI(t, "scan", path)
+	if code != exitOK || stderr != "" {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		path + ": x86-64 pie, 10 functions (from .symtab), 6 USDT probes",
+		"ADDRESS", "KIND", "SYMBOL", "INSTRUCTION", "LEN", "LINUX-UPROBES", "PROBEOPT", "REASON",
+		"nopsites:nop5", "trampoline-nop", "nop5-optimized", "prefix-segment",
+		"files", "functions", "sites", "strategy", "reasons (linux-uprobes):", "reasons (probeopt):",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q:\n%s", want, stdout)
+		}
+	}
+	stdout, _, _ = runCLI(t, "scan", "--summary", "--policy", "linux-uprobes", path)
+	if strings.Contains(stdout, "ADDRESS") || strings.Contains(stdout, "probeopt") {
+		t.Errorf("--summary --policy linux-uprobes printed a table or the other policy:\n%s", stdout)
+	}
+}
+
+// TestScanOtherBinaries scans the arm64 fixtures and a stripped Go binary.
+func TestScanOtherBinaries(t *testing.T) {
+	sites, sum := scanLines(t, fixture.Path(t, "aarch64", "usdt-pie"))
+	if sum.Kinds["usdt"] != 10 || sum.Kinds["entry"] == 0 {
+		t.Errorf("arm64 usdt-pie: %+v", sum.Kinds)
+	}
+	for _, s := range sites {
+		if s.Len != 4 {
+			t.Errorf("arm64 site %#x: length %d", s.Addr, s.Len)
+		}
+		if s.Kind == "usdt" && s.Verdicts["linux-uprobes"].Reason != plan.ReasonEmulatedNop {
+			t.Errorf("arm64 USDT nop: %+v", s.Verdicts["linux-uprobes"])
+		}
+	}
+	goprog := fixture.GoProgram(t, true)
+	stdout, stderr, code := runCLI(t, "scan", goprog)
+	if code != exitOK || !strings.Contains(stdout, "(from .gopclntab)") || !strings.Contains(stdout, "main.main") {
+		t.Errorf("stripped Go binary: exit %d %s\n%.2000s", code, stderr, stdout)
+	}
+}
+
+// TestProgress draws and erases the progress line.
+func TestProgress(t *testing.T) {
+	var b bytes.Buffer
+	p := newProgress(&b, "scan", "files", 4)
+	p.update(1)
+	p.done()
+	if got := b.String(); !strings.Contains(got, "\rscan: 1/4 files (25%)") || !strings.HasSuffix(got, "\r\033[K") {
+		t.Errorf("progress output %q", got)
+	}
+	var nilp *progress
+	nilp.update(1)
+	nilp.done()
 }

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/plan"
+)
+
+func TestExplain(t *testing.T) {
+	nopsites := fixture.Path(t, "x86_64", "nopsites")
+	stdout, stderr, code := runCLI(t, "explain", nopsites, "usdt:nopsites:nop5")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{
+		"site", "usdt nopsites:nop5", "function", "sites +0x4", "usdt", "semaphore", "site nop5", "arguments",
+		"signed 4-byte value in register edi", "bytes", "0f 1f 44 00 00", "instruction", "opcode", "boundary",
+		"an instruction starts here",
+		"linux-uprobes: trampoline-nop (nop5-optimized)", "red zone",
+		"probeopt:", "trampoline-nop", "no trampoline generator yet",
+		"decode", "pass",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("explain lacks %q:\n%s", want, stdout)
+		}
+	}
+
+	// A probe inside an instruction, and the bpftrace form without PATH.
+	kinds := fixture.Path(t, "x86_64", "kinds")
+	stdout, _, code = runCLI(t, "explain", "uprobe:"+kinds+":k_mid_movabs+2")
+	if code != exitOK || !strings.Contains(stdout, "inside the instruction at") ||
+		!strings.Contains(stdout, "probeopt: reject (mid-instruction)") || !strings.Contains(stdout, "Linux does not check boundaries") {
+		t.Errorf("mid-instruction:\n%s", stdout)
+	}
+
+	// JSON: one object per site, with every policy's rules.
+	stdout, _, code = runCLI(t, "explain", "--json", kinds, "k_syscall+5")
+	var e struct {
+		siteResult
+		Boundary string                 `json:"boundary"`
+		Rules    map[string][]plan.Rule `json:"rules"`
+		Function struct {
+			Name string `json:"name"`
+		} `json:"function"`
+		Decoded map[string]string `json:"decoded"`
+	}
+	if code != exitOK || json.Unmarshal([]byte(stdout), &e) != nil {
+		t.Fatalf("explain --json: exit %d %q", code, stdout)
+	}
+	if e.Function.Name != "k_syscall" || len(e.Rules["linux-uprobes"]) == 0 || len(e.Rules["probeopt"]) == 0 ||
+		e.Verdicts["linux-uprobes"].Reason != plan.ReasonXOLSyscall || e.Verdicts["probeopt"].Reason != plan.ReasonSyscall || e.Decoded["opcode"] == "" {
+		t.Errorf("explain --json: %+v", e)
+	}
+
+	// A glob explains the first --limit sites and says so.
+	_, stderr, code = runCLI(t, "explain", "--limit", "2", kinds, "k_nop*")
+	if code != exitOK || !strings.Contains(stderr, "showing the first 2") {
+		t.Errorf("glob: exit %d, stderr %q", code, stderr)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"explain", kinds}, exitUsage},               // no PATH in the spec
+		{[]string{"explain", kinds, "usdt:a:b:c"}, exitUsage}, // bad spec
+		{[]string{"explain", "--limit", "0", kinds, "main"}, exitUsage},
+		{[]string{"explain", kinds, "no_such_function"}, exitFailed},
+		{[]string{"explain", kinds, "main+0x100000"}, exitFailed},
+		{[]string{"explain", "/nonexistent", "main"}, exitFailed},
+	} {
+		if _, stderr, code := runCLI(t, tc.args...); code != tc.code {
+			t.Errorf("%q: exit %d, want %d: %s", tc.args, code, tc.code, stderr)
+		}
+	}
+}

@@ -1,0 +1,10 @@
+//go:build !(linux || darwin || freebsd || netbsd || openbsd)
+
+package elfscan
+
+import "os"
+
+// mapFile reads the whole file.
+func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
+	return readFile(fh, size)
+}

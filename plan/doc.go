@@ -1,0 +1,20 @@
+// Package plan decides how to probe an instruction: the strategy (reject,
+// emulate, xol, trampoline-nop, trampoline-detour), a stable reason code
+// and a sentence a person can read, under a policy:
+//
+//   - linux-uprobes predicts what the Linux 6.18 kernel's uprobes do with
+//     the instruction, quirks included: which instructions it refuses,
+//     emulates, single-steps out of line or, for a nop5, rewrites into a
+//     call to its trampoline. A live-kernel test checks the prediction.
+//   - probeopt is the best correct strategy that the emulate, xol and
+//     trampoline packages support today. It asks those packages (it keeps
+//     no copy of their tables) and says so when a capability is missing.
+//
+// The package also owns the function-wide checks: the instruction-boundary
+// map of a function (a probe address is accepted only where a decode from
+// the function start lands), the direct branch targets and indirect jumps
+// a detour must respect, and the arm64 load/store-exclusive windows.
+//
+// It does not read ELF files (see elfscan), decode (see decode), emulate
+// (see emulate) or relocate (see xol).
+package plan

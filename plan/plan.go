@@ -1,0 +1,190 @@
+package plan
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/probeopt/probeopt/decode"
+)
+
+// Policy names a way of deciding.
+type Policy string
+
+const (
+	// LinuxUprobes predicts what Linux 6.18 uprobes do.
+	LinuxUprobes Policy = "linux-uprobes"
+	// Probeopt is the best correct strategy probeopt supports today.
+	Probeopt Policy = "probeopt"
+)
+
+// Policies lists the policies in report order.
+func Policies() []Policy { return []Policy{LinuxUprobes, Probeopt} }
+
+// ParsePolicy parses a policy name.
+func ParsePolicy(s string) (Policy, error) {
+	for _, p := range Policies() {
+		if string(p) == s {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("unknown policy %q (want linux-uprobes or probeopt)", s)
+}
+
+// Strategy is how a probe is carried out.
+type Strategy string
+
+const (
+	// Reject: the instruction cannot be probed under the policy.
+	Reject Strategy = "reject"
+	// Emulate: the probe traps, the instruction is executed by emulation
+	// (one trap per hit).
+	Emulate Strategy = "emulate"
+	// XOL: the probe traps, a copy of the instruction is single-stepped
+	// out of line and the registers fixed up (two traps per hit).
+	XOL Strategy = "xol"
+	// TrampolineNop: a NOP site is rewritten into a jump (or, for the
+	// kernel, a call) to a trampoline: no trap at all.
+	TrampolineNop Strategy = "trampoline-nop"
+	// TrampolineDetour: whole instructions covering 5 bytes are moved to a
+	// trampoline and replaced by a jump to it: no trap at all.
+	TrampolineDetour Strategy = "trampoline-detour"
+)
+
+// Strategies lists the strategies in report order.
+func Strategies() []Strategy {
+	return []Strategy{TrampolineNop, TrampolineDetour, Emulate, XOL, Reject}
+}
+
+// Outcome is the result of one rule.
+type Outcome string
+
+const (
+	Pass Outcome = "pass" // the rule allows what follows
+	Fail Outcome = "fail" // the rule refuses (a strategy, or the probe)
+	Info Outcome = "info" // a fact that changes nothing
+	Warn Outcome = "warn" // a consequence the user should know
+)
+
+// Rule is one check a policy made, in the order it made them.
+type Rule struct {
+	Name    string  // "prefix", "opcode-table", "boundary", "emulate", "xol", ...
+	Outcome Outcome // pass, fail, info or warn
+	Detail  string  // what the rule found
+}
+
+// Decision is a policy's answer for one site.
+type Decision struct {
+	Policy   Policy
+	Strategy Strategy
+	Reason   Reason
+	// Detail is the sentence behind Reason, specific to the instruction.
+	Detail string
+	// Rules are every rule that applied, in order; recorded only when
+	// Options.Rules is set.
+	Rules []Rule
+
+	record bool
+}
+
+func (d *Decision) rule(name string, o Outcome, format string, args ...any) {
+	if d.record {
+		d.Rules = append(d.Rules, Rule{Name: name, Outcome: o, Detail: fmt.Sprintf(format, args...)})
+	}
+}
+
+func newDecision(p Policy, o *Options) Decision {
+	return Decision{Policy: p, record: o.Rules}
+}
+
+// finish sets the strategy, reason and sentence.
+func (d *Decision) finish(s Strategy, r Reason, format string, args ...any) Decision {
+	d.Strategy, d.Reason, d.Detail = s, r, fmt.Sprintf(format, args...)
+	return *d
+}
+
+// Site is an instruction to decide about.
+type Site struct {
+	Arch decode.Arch
+	// Addr is the virtual address of the instruction.
+	Addr uint64
+	// Code holds the bytes from Addr on: at least the whole instruction
+	// (16 bytes are always enough), more is fine.
+	Code []byte
+	// Func is the analysis of the function that holds Addr (see
+	// AnalyzeX86, AnalyzeARM64), nil when no function is known.
+	Func *Function
+	// USDT is set for a USDT site: its note marks Addr as the start of an
+	// instruction, so the boundary holds even without a function.
+	USDT bool
+}
+
+// Options tune a decision; nil means the defaults.
+type Options struct {
+	// Vendor selects Intel or AMD decoding where the two differ, for the
+	// probeopt policy (the Linux decoder follows AMD).
+	Vendor decode.Vendor
+	// PageSize is the page size in bytes for the nop5 page-crossing rule;
+	// 0 means 4096.
+	PageSize uint64
+	// Live is set when the probe goes into a running process: a detour
+	// must then not displace past a call or system call, where a thread
+	// may be waiting to return.
+	Live bool
+	// Rules asks for Decision.Rules, every rule with what it found (for
+	// explanations; it costs time in bulk scans).
+	Rules bool
+}
+
+func (o *Options) pageSize() uint64 {
+	if o == nil || o.PageSize == 0 {
+		return 4096
+	}
+	return o.PageSize
+}
+
+// Decide returns the decision of policy p for site s.
+func Decide(p Policy, s *Site, o *Options) Decision {
+	if o == nil {
+		o = &Options{}
+	}
+	d := decide(p, s, o)
+	d.record = false
+	return d
+}
+
+func decide(p Policy, s *Site, o *Options) Decision {
+	switch p {
+	case LinuxUprobes:
+		if s.Arch == decode.ARM64 {
+			return linuxARM64(s, o)
+		}
+		return linuxX86(s, o)
+	case Probeopt:
+		if s.Arch == decode.ARM64 {
+			return probeoptARM64(s, o)
+		}
+		return probeoptX86(s, o)
+	}
+	d := newDecision(p, o)
+	return d.finish(Reject, ReasonUnknownPolicy, "unknown policy %q", p)
+}
+
+// hexBytes renders bytes as "0f 1f 44 00 00".
+func hexBytes(b []byte) string {
+	var sb strings.Builder
+	for i, c := range b {
+		if i > 0 {
+			sb.WriteByte(' ')
+		}
+		fmt.Fprintf(&sb, "%02x", c)
+	}
+	return sb.String()
+}
+
+// plural renders a count with its unit: "1 byte", "3 bytes".
+func plural(n int, unit string) string {
+	if n == 1 {
+		return "1 " + unit
+	}
+	return fmt.Sprintf("%d %ss", n, unit)
+}

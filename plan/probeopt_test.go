@@ -1,0 +1,180 @@
+package plan_test
+
+import (
+	"encoding/hex"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/xol"
+)
+
+// TestProbeoptAsksThePackages checks that the probeopt policy follows what
+// the emulate and xol packages say, whatever they support today: emulate
+// when emulate.X86Supported accepts, else xol when xol.CheckX86 accepts,
+// else reject with xol's refusal code; and that a nop5 or nop10 site is
+// reported as a trampoline candidate that does not exist yet.
+func TestProbeoptAsksThePackages(t *testing.T) {
+	for _, h := range []string{
+		"90", "55", "4889f8", "488b0510000000", "c3", "ffd0", "e800000000", "7400", "0f05", "cc", "0f0b",
+		"f30f1efa", "9c", "9d", "f3a4", "8ed0", "c7f800000000", "0fa2", "c5fe6f0510000000", "0f1f440000",
+		"662e0f1f840000000000", "f0480107", "48cf", "678b0510000000",
+	} {
+		b, _ := hex.DecodeString(h)
+		inst, err := decode.DecodeX86(b, 0x401000)
+		if err != nil {
+			t.Fatalf("%s: %v", h, err)
+		}
+		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x401000, Code: b, USDT: true}, &plan.Options{Rules: true})
+		emuErr := emulate.X86Supported(&inst)
+		fix, xolErr := xol.CheckX86(&inst)
+		var want plan.Strategy
+		switch {
+		case emuErr == nil:
+			want = plan.Emulate
+		case xolErr == nil:
+			want = plan.XOL
+		default:
+			want = plan.Reject
+		}
+		if d.Strategy != want {
+			t.Errorf("%s (%s): %s (%s), want %s (emulate: %v; xol: %v %v)", h, inst.Mnemonic, d.Strategy, d.Reason, want, emuErr, fix, xolErr)
+		}
+		var re *xol.RefusalError
+		if want == plan.Reject && errors.As(xolErr, &re) && string(d.Reason) != re.Code {
+			t.Errorf("%s: reason %s, want xol's code %s", h, d.Reason, re.Code)
+		}
+		if want == plan.XOL && !strings.Contains(d.Detail, "emulation is not available") {
+			t.Errorf("%s: the sentence does not say why it is not emulated: %s", h, d.Detail)
+		}
+		nopSite := h == "0f1f440000" || strings.HasPrefix(h, "662e0f1f84")
+		found := false
+		for _, r := range d.Rules {
+			if r.Name == "trampoline-nop" {
+				found = true
+				if nopSite != (r.Outcome == plan.Fail && strings.Contains(r.Detail, "no trampoline generator yet")) {
+					t.Errorf("%s: trampoline-nop rule %+v", h, r)
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s: no trampoline-nop rule", h)
+		}
+		if d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
+			t.Errorf("%s: %s, but there is no trampoline package", h, d.Strategy)
+		}
+	}
+}
+
+// TestBoundaries checks the instruction-boundary rule of the probeopt
+// policy, and that the linux-uprobes policy only warns.
+func TestBoundaries(t *testing.T) {
+	// push %rbp; movabs $0x9090909090909090,%rax; ret
+	code, _ := hex.DecodeString("5548b89090909090909090c3")
+	fn := plan.AnalyzeX86(0x1000, code, decodeAMD)
+	if fn.Err != nil || fn.Instructions != 3 || fn.Decoded != len(code) {
+		t.Fatalf("sweep: %d instructions, %d bytes, %v", fn.Instructions, fn.Decoded, fn.Err)
+	}
+	at := func(p plan.Policy, addr uint64, f *plan.Function, usdt bool) plan.Decision {
+		return plan.Decide(p, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: f, USDT: usdt}, &plan.Options{Rules: true})
+	}
+	if d := at(plan.Probeopt, 0x1001, fn, false); d.Strategy == plan.Reject {
+		t.Errorf("boundary 0x1001: %s (%s)", d.Strategy, d.Reason)
+	}
+	d := at(plan.Probeopt, 0x1003, fn, false)
+	if d.Strategy != plan.Reject || d.Reason != plan.ReasonMidInstruction || !strings.Contains(d.Detail, "0x1001") {
+		t.Errorf("mid-instruction: %s (%s) %s", d.Strategy, d.Reason, d.Detail)
+	}
+	l := at(plan.LinuxUprobes, 0x1003, fn, false)
+	if l.Strategy != plan.Emulate || l.Reason != plan.ReasonEmulatedNop || l.Rules[0].Outcome != plan.Warn {
+		t.Errorf("linux mid-instruction: %s (%s) %+v", l.Strategy, l.Reason, l.Rules)
+	}
+	if d := at(plan.Probeopt, 0x1003, nil, false); d.Reason != plan.ReasonNoFunction {
+		t.Errorf("no function: %s (%s)", d.Strategy, d.Reason)
+	}
+	if d := at(plan.Probeopt, 0x1003, nil, true); d.Strategy == plan.Reject {
+		t.Errorf("USDT without function: %s (%s)", d.Strategy, d.Reason)
+	}
+	// A function whose sweep stops early: boundaries after it are unknown.
+	bad, _ := hex.DecodeString("55" + "06" + "90" + "c3") // 06 is invalid in 64-bit mode
+	bfn := plan.AnalyzeX86(0x2000, bad, decodeAMD)
+	if bfn.Err == nil || bfn.Decoded != 1 {
+		t.Fatalf("sweep of bad bytes: %d %v", bfn.Decoded, bfn.Err)
+	}
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x2003, Code: bad[3:], Func: bfn}, nil)
+	if d.Reason != plan.ReasonBoundaryUnknown {
+		t.Errorf("after the sweep stopped: %s (%s)", d.Strategy, d.Reason)
+	}
+	// arm64: alignment.
+	arm := armCode([]uint32{0xD503201F, 0xD65F03C0})
+	afn := plan.AnalyzeARM64(0x3000, arm)
+	if d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x3002, Code: arm[2:], Func: afn}, nil); d.Reason != plan.ReasonMisaligned {
+		t.Errorf("arm64 misaligned: %s (%s)", d.Strategy, d.Reason)
+	}
+}
+
+// TestDetourChecks checks the function-wide checks a detour needs, through
+// the trampoline-detour rule.
+func TestDetourChecks(t *testing.T) {
+	rule := func(h string, addr uint64, live bool) plan.Rule {
+		t.Helper()
+		code, _ := hex.DecodeString(h)
+		fn := plan.AnalyzeX86(0x1000, code, decodeAMD)
+		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: fn}, &plan.Options{Rules: true, Live: live})
+		for _, r := range d.Rules {
+			if r.Name == "trampoline-detour" {
+				return r
+			}
+		}
+		t.Fatalf("%s: no trampoline-detour rule", h)
+		return plan.Rule{}
+	}
+	for _, tc := range []struct {
+		what, hex string
+		addr      uint64
+		live      bool
+		want      string
+	}{
+		// push %rbp; mov %rsp,%rbp; sub $0x10,%rsp; leave; ret
+		{"plain", "554889e54883ec10c9c3", 0x1000, false, "checks pass"},
+		// jne back into the second instruction of the region
+		{"branch into the region", "554889e57400" + "75f9" + "c3", 0x1000, false, "lands at 0x1001"},
+		// jmp *%rax somewhere in the function
+		{"jump table", "554889e54883ec10ffe0c3", 0x1000, false, "indirect jump"},
+		// ret; nop: two bytes to the end
+		{"too short", "c390", 0x1000, false, "function ends"},
+		// call in the middle of the displaced bytes, live
+		{"call not last", "ffd04889e5c3", 0x1000, true, "not last"},
+		{"call last", "55e800000000c3", 0x1000, true, "checks pass"},
+		// syscall cannot move
+		{"syscall", "0f054889e5c3", 0x1000, false, "cannot be moved"},
+	} {
+		r := rule(tc.hex, tc.addr, tc.live)
+		if r.Outcome != plan.Fail || !strings.Contains(r.Detail, tc.want) {
+			t.Errorf("%s: %+v, want %q", tc.what, r, tc.want)
+		}
+	}
+}
+
+// TestReasonsDocumented checks that every reason code is listed once in
+// Reasons and documented in the README.
+func TestReasonsDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[plan.Reason]bool{}
+	for _, r := range plan.Reasons() {
+		if seen[r.Code] {
+			t.Errorf("reason %s listed twice", r.Code)
+		}
+		seen[r.Code] = true
+		if !strings.Contains(string(readme), "| `"+string(r.Code)+"` |") {
+			t.Errorf("README lacks reason %s", r.Code)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package xol
+
+import (
+	"github.com/probeopt/probeopt/decode"
+)
+
+func regName(r int) string { return decode.X86RegName(r) }
+
+// scratchOrder is the order in which scratch registers are tried for a
+// RIP-relative rewrite: RSI, RDI and RBX first (as Linux does), then the
+// other low registers (a VEX2 prefix cannot name r8-r15). RSP is never a
+// candidate: it needs a SIB byte.
+var scratchOrder = [...]int{decode.RSI, decode.RDI, decode.RBX, decode.RBP, decode.RDX, decode.RCX, decode.RAX}
+
+// CheckX86 says whether inst can be single-stepped from another address and
+// which fixups that needs. A refusal is a *RefusalError wrapping
+// ErrNotRelocatable.
+func CheckX86(inst *decode.X86Inst) (Fixup, error) {
+	if err := x86Refusal(inst); err != nil {
+		return Fixup{}, err
+	}
+	var f Fixup
+	switch inst.Branch {
+	case decode.BranchJmp, decode.BranchJcc, decode.BranchLoop:
+		f.IP, f.RelBranch = true, true
+	case decode.BranchCall:
+		f.IP, f.Call, f.RelBranch = true, true, true
+	case decode.BranchCallIndirect, decode.BranchFarCall:
+		f.Call = true
+	case decode.BranchJmpIndirect, decode.BranchRet, decode.BranchRetImm,
+		decode.BranchFarJmp, decode.BranchFarRet, decode.BranchJmpAbs:
+		// The new instruction pointer is absolute.
+	default:
+		f.IP = true
+	}
+	if inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte {
+		switch op := inst.Opcode; {
+		case op == 0x9C:
+			f.PushfTF = true
+		case op == 0x9D:
+			f.PopfTF = true
+		case (op >= 0xA4 && op <= 0xA7 || op >= 0xAA && op <= 0xAF) && inst.Prefixes&(decode.PrefixREP|decode.PrefixREPNE) != 0:
+			f.Rep = true
+		}
+	}
+	if inst.RIPRel {
+		if inst.AddrSize == 32 {
+			return Fixup{}, refuse(RefuseAddr32RIP, "its operand is EIP-relative (67 prefix); a 64-bit scratch base would address the wrong place")
+		}
+		f.RIPRel, f.DispOff, f.Scratch = true, inst.DispOff, scratchX86(inst)
+	}
+	return f, nil
+}
+
+// scratchX86 picks a register the instruction neither reads nor writes,
+// nor names in ModRM.reg or VEX.vvvv. When the decoder's register sets are
+// only a guess (most vector forms), it reasons as Linux does: only RSI, RDI
+// and RBX are candidates (no instruction with a ModRM byte uses RSI
+// implicitly; maskmovdqu uses RDI and cmpxchg8b RBX, both never
+// RIP-relative), avoiding ModRM.reg and vvvv. It returns -1 when none is
+// free.
+func scratchX86(inst *decode.X86Inst) int {
+	reg := int(inst.Reg)
+	if inst.R {
+		reg += 8
+	}
+	vvvv := -1
+	switch inst.Encoding {
+	case decode.EncVEX2, decode.EncVEX3, decode.EncEVEX, decode.EncXOP:
+		vvvv = int(inst.VVVV)
+	}
+	used := inst.Read | inst.Written
+	order := scratchOrder[:]
+	if inst.RegsApprox {
+		used, order = 0, scratchOrder[:3]
+	}
+	for _, r := range order {
+		if used.Has(r) || reg == r || vvvv == r {
+			continue
+		}
+		return r
+	}
+	return -1
+}
+
+// x86Refusal returns the refusal for instructions that cannot run from a
+// slot, or nil.
+func x86Refusal(inst *decode.X86Inst) error {
+	switch inst.Branch {
+	case decode.BranchSyscall:
+		return refuse(RefuseSyscall, "a system call made from the slot may not return to it (rt_sigreturn, execve) or may return twice (fork, clone, vfork resume the child in the slot)")
+	case decode.BranchInt:
+		return refuse(RefuseTrap, "it always traps or faults (int3, int n, ud2, hlt...), and the signal would name the slot")
+	case decode.BranchIret:
+		return refuse(RefusePrivileged, "iret, sysret and sysexit do not belong in a user-space probe site")
+	case decode.BranchXbegin:
+		return refuse(RefuseRTM, "a debug trap aborts the transaction, and the abort path is relative to the copy")
+	}
+	if inst.Encoding != decode.EncLegacy && inst.Encoding != decode.EncREX2 {
+		return nil
+	}
+	op, reg, mod := inst.Opcode, inst.Reg, inst.Mod
+	switch inst.Map {
+	case decode.Map1Byte:
+		switch {
+		case op == 0x8E && reg == 2:
+			return refuse(RefuseTrapShadow, "mov to %ss suppresses the single-step trap after it, so the step would run past the copy")
+		case op == 0xF4 || op == 0xFA || op == 0xFB,
+			op >= 0x6C && op <= 0x6F, op >= 0xE4 && op <= 0xE7, op >= 0xEC && op <= 0xEF:
+			return refuse(RefusePrivileged, "it faults in user mode (hlt, cli, sti, in, out, ins, outs)")
+		}
+	case decode.Map0F:
+		switch {
+		case op == 0x0B || op == 0xB9 || op == 0xFF:
+			return refuse(RefuseTrap, "ud0, ud1 and ud2 always raise an invalid-opcode fault")
+		case op == 0x06 || op == 0x08 || op == 0x09 || op >= 0x20 && op <= 0x23 ||
+			op == 0x30 || op == 0x32 || op == 0x37 || op == 0xAA ||
+			(op == 0x78 || op == 0x79) && inst.MandPrefix == 0,
+			op == 0x00 && (reg == 2 || reg == 3):
+			return refuse(RefusePrivileged, "it is a privileged system instruction and faults in user mode")
+		case op == 0x01:
+			if mod != 3 {
+				if reg == 2 || reg == 3 || reg == 6 || reg == 7 {
+					return refuse(RefusePrivileged, "lgdt, lidt, lmsw and invlpg fault in user mode")
+				}
+				return nil
+			}
+			switch inst.ModRM {
+			case 0xD0, 0xD5, 0xD6, 0xE8, 0xEE, 0xEF, 0xF9, 0xFA, 0xFB, 0xFC:
+				// xgetbv, xend, xtest, serialize, rdpkru, wrpkru,
+				// rdtscp, monitorx, mwaitx, clzero: user mode.
+				return nil
+			}
+			return refuse(RefusePrivileged, "this 0F 01 system instruction faults in user mode or changes the execution context")
+		}
+	case decode.Map0F38:
+		if inst.MandPrefix == 0x66 && op >= 0x80 && op <= 0x82 {
+			return refuse(RefusePrivileged, "invept, invvpid and invpcid fault in user mode")
+		}
+	}
+	return nil
+}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"sync"
 
 	"golang.org/x/arch/arm64/arm64asm"
 )
@@ -1167,12 +1168,18 @@ func (i *ARM64Inst) Text() string {
 	return d.ownText()
 }
 
+// arm64asmMu serializes arm64asm.Decode, which updates a package-level
+// variable without a lock (a data race when Text is called concurrently).
+var arm64asmMu sync.Mutex
+
 // asmText returns arm64asm's text for the word when it agrees with the
 // classification.
 func (i *ARM64Inst) asmText() (string, bool) {
 	var b [4]byte
 	binary.LittleEndian.PutUint32(b[:], i.Word)
+	arm64asmMu.Lock()
 	inst, err := arm64asm.Decode(b[:])
+	arm64asmMu.Unlock()
 	if err != nil || !i.agrees(inst) {
 		return "", false
 	}

@@ -430,7 +430,7 @@ var x86Entries = [...]x86Entry{
 	{sel: selPrefix, child: 440},
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lar"},      // 423: 0f line 418
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lsl"},      // 424: 0f line 419
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 425: 0f line 731
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 425: 0f line 732
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7c5, impW: 0x803, mnem: "syscall"}, // 426: 0f line 420
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clts"},           // 427: 0f line 421
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x802, impW: 0x0, mnem: "sysret"},       // 428: 0f line 422
@@ -438,9 +438,9 @@ var x86Entries = [...]x86Entry{
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbinvd"},         // 430: 0f line 424
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbnoinvd"},       // 431: 0f line 425
 	{sel: selPrefix, child: 444},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 433: 0f line 732
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 433: 0f line 733
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud2"},              // 434: 0f line 426
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 435: 0f line 733
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 435: 0f line 734
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"},  // 436: 0f line 428
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetchw"}, // 437: 0f line 427
 	{sel: selModRM, child: 448},
@@ -471,10 +471,10 @@ var x86Entries = [...]x86Entry{
 	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 463: 0f line 450
 	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 464: 0f line 451
 	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 465: 0f line 452
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 466: 0f line 734
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 467: 0f line 735
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 468: 0f line 736
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 469: 0f line 737
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 466: 0f line 735
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 467: 0f line 736
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 468: 0f line 737
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 469: 0f line 738
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 470: 0f line 453
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 471: 0f line 454
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtpi2ps"},       // 472: 0f line 455
@@ -498,14 +498,14 @@ var x86Entries = [...]x86Entry{
 	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpmc"},        // 490: 0f line 470
 	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sysenter"},  // 491: 0f line 471
 	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x6, impW: 0x0, mnem: "sysexit"},      // 492: 0f line 472
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 493: 0f line 738
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 493: 0f line 739
 	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "getsec"},       // 494: 0f line 473
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 495: 0f line 739
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 496: 0f line 740
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 497: 0f line 741
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 498: 0f line 742
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 499: 0f line 743
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 500: 0f line 744
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 495: 0f line 740
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 496: 0f line 741
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 497: 0f line 742
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 498: 0f line 743
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 499: 0f line 744
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 500: 0f line 745
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovo"},        // 501: 0f line 474
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovno"},       // 502: 0f line 475
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovb"},        // 503: 0f line 476
@@ -584,8 +584,8 @@ var x86Entries = [...]x86Entry{
 	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 576: 0f line 544
 	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"},         // 577: 0f line 545
 	{sel: selPrefix, child: 572},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 579: 0f line 745
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 580: 0f line 746
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 579: 0f line 746
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 580: 0f line 747
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "haddpd"}, // 581: 0f line 546
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hsubpd"}, // 582: 0f line 547
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},   // 583: 0f line 548
@@ -636,498 +636,500 @@ var x86Entries = [...]x86Entry{
 	{sel: selRM, child: 588},
 	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha256"}, // 629: 0f line 592
 	{sel: selRM, child: 596},
-	{sel: selModRM, child: 604},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x87, impW: 0x87, mnem: "xstore"}, // 632: 0f line 593
-	{sel: selRM, child: 620},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptecb"}, // 634: 0f line 594
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha512"}, // 631: 0f line 593
+	{sel: selRM, child: 604},
+	{sel: selModRM, child: 612},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x87, impW: 0x87, mnem: "xstore"}, // 634: 0f line 594
 	{sel: selRM, child: 628},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcbc"}, // 636: 0f line 595
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptecb"}, // 636: 0f line 595
 	{sel: selRM, child: 636},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptctr"}, // 638: 0f line 596
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcbc"}, // 638: 0f line 596
 	{sel: selRM, child: 644},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcfb"}, // 640: 0f line 597
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptctr"}, // 640: 0f line 597
 	{sel: selRM, child: 652},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptofb"}, // 642: 0f line 598
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcfb"}, // 642: 0f line 598
 	{sel: selRM, child: 660},
-	{sel: selModRM, child: 668},
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 645: 0f line 599
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 646: 0f line 600
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsm"},                   // 647: 0f line 601
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 648: 0f line 602
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrd"},               // 649: 0f line 603
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shrd"},            // 650: 0f line 604
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxsave"},          // 651: 0f line 605
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxrstor"},         // 652: 0f line 606
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},         // 653: 0f line 607
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},         // 654: 0f line 608
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsave"},           // 655: 0f line 609
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstor"},          // 656: 0f line 610
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},        // 657: 0f line 611
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflush"},         // 658: 0f line 612
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 659: 0f line 628
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 660: 0f line 629
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 661: 0f line 630
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 662: 0f line 631
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 663: 0f line 632
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfence"},                // 664: 0f line 625
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mfence"},                // 665: 0f line 626
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sfence"},                // 666: 0f line 627
-	{sel: selModRM, child: 684},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 668: 0f line 613
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 669: 0f line 614
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "tpause"},     // 670: 0f line 623
-	{sel: selModRM, child: 700},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 672: 0f line 615
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 673: 0f line 633
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdfsbase"}, // 674: 0f line 616
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdgsbase"}, // 675: 0f line 617
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrfsbase"}, // 676: 0f line 618
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrgsbase"}, // 677: 0f line 619
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 678: 0f line 620
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "incssp"},   // 679: 0f line 621
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "umonitor"}, // 680: 0f line 622
-	{sel: selModRM, child: 716},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 682: 0f line 624
-	{sel: selModRM, child: 732},
-	{sel: selPrefix, child: 748},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},                // 685: 0f line 634
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 686: 0f line 635
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 687: 0f line 636
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lss"},      // 688: 0f line 637
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"},     // 689: 0f line 638
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfs"},      // 690: 0f line 639
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgs"},      // 691: 0f line 640
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 692: 0f line 641
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 693: 0f line 642
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},         // 694: 0f line 644
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "popcnt"},              // 695: 0f line 643
-	{sel: selPrefix, child: 752},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud1"},           // 697: 0f line 645
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 698: 0f line 650
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 699: 0f line 651
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 700: 0f line 652
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 701: 0f line 653
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 702: 0f line 646
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 703: 0f line 647
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"}, // 704: 0f line 648
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 705: 0f line 649
-	{sel: selModRM, child: 756},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 707: 0f line 654
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 708: 0f line 655
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzcnt"},           // 709: 0f line 656
-	{sel: selPrefix, child: 772},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsr"},   // 711: 0f line 657
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 712: 0f line 658
-	{sel: selPrefix, child: 776},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 714: 0f line 659
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 715: 0f line 660
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 716: 0f line 661
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 717: 0f line 662
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpps"},                    // 718: 0f line 663
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movnti"},                // 719: 0f line 664
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrw"},                   // 720: 0f line 665
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},                    // 721: 0f line 666
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shufps"},                   // 722: 0f line 667
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 723: 0f line 680
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"}, // 724: 0f line 668
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptofb"}, // 644: 0f line 599
+	{sel: selRM, child: 668},
+	{sel: selModRM, child: 676},
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 647: 0f line 600
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 648: 0f line 601
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsm"},                   // 649: 0f line 602
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 650: 0f line 603
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrd"},               // 651: 0f line 604
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shrd"},            // 652: 0f line 605
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxsave"},          // 653: 0f line 606
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxrstor"},         // 654: 0f line 607
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},         // 655: 0f line 608
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},         // 656: 0f line 609
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsave"},           // 657: 0f line 610
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstor"},          // 658: 0f line 611
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},        // 659: 0f line 612
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflush"},         // 660: 0f line 613
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 661: 0f line 629
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 662: 0f line 630
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 663: 0f line 631
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 664: 0f line 632
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 665: 0f line 633
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfence"},                // 666: 0f line 626
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mfence"},                // 667: 0f line 627
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sfence"},                // 668: 0f line 628
+	{sel: selModRM, child: 692},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 670: 0f line 614
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 671: 0f line 615
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "tpause"},     // 672: 0f line 624
+	{sel: selModRM, child: 708},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 674: 0f line 616
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 675: 0f line 634
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdfsbase"}, // 676: 0f line 617
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdgsbase"}, // 677: 0f line 618
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrfsbase"}, // 678: 0f line 619
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrgsbase"}, // 679: 0f line 620
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 680: 0f line 621
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "incssp"},   // 681: 0f line 622
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "umonitor"}, // 682: 0f line 623
+	{sel: selModRM, child: 724},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 684: 0f line 625
+	{sel: selModRM, child: 740},
+	{sel: selPrefix, child: 756},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},                // 687: 0f line 635
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 688: 0f line 636
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 689: 0f line 637
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lss"},      // 690: 0f line 638
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"},     // 691: 0f line 639
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfs"},      // 692: 0f line 640
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgs"},      // 693: 0f line 641
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 694: 0f line 642
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 695: 0f line 643
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},         // 696: 0f line 645
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "popcnt"},              // 697: 0f line 644
+	{sel: selPrefix, child: 760},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud1"},           // 699: 0f line 646
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 700: 0f line 651
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 701: 0f line 652
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 702: 0f line 653
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 703: 0f line 654
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 704: 0f line 647
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 705: 0f line 648
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"}, // 706: 0f line 649
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 707: 0f line 650
+	{sel: selModRM, child: 764},
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 709: 0f line 655
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 710: 0f line 656
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzcnt"},           // 711: 0f line 657
+	{sel: selPrefix, child: 780},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsr"},   // 713: 0f line 658
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 714: 0f line 659
+	{sel: selPrefix, child: 784},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 716: 0f line 660
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 717: 0f line 661
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 718: 0f line 662
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 719: 0f line 663
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpps"},                    // 720: 0f line 664
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movnti"},                // 721: 0f line 665
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrw"},                   // 722: 0f line 666
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},                    // 723: 0f line 667
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shufps"},                   // 724: 0f line 668
 	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 725: 0f line 681
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstors"},               // 726: 0f line 669
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsavec"},                // 727: 0f line 670
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaves"},                // 728: 0f line 671
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrld"},               // 729: 0f line 672
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrst"},               // 730: 0f line 673
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdrand"},                // 731: 0f line 676
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdseed"},                // 732: 0f line 677
-	{sel: selModRM, child: 780},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 734: 0f line 674
-	{sel: selModRM, child: 796},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxon"},    // 736: 0f line 675
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "senduipi"}, // 737: 0f line 679
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdpid"},    // 738: 0f line 678
-	{sel: selModRM, child: 812},
-	{sel: selPrefix, child: 828},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 741: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 742: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 743: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 744: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 745: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 746: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 747: 0f line 682
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 748: 0f line 682
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addsubpd"},         // 749: 0f line 683
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 750: 0f line 684
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},            // 751: 0f line 685
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},            // 752: 0f line 686
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddq"},            // 753: 0f line 687
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmullw"},           // 754: 0f line 688
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},             // 755: 0f line 689
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},          // 756: 0f line 690
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusb"},          // 757: 0f line 691
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusw"},          // 758: 0f line 692
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminub"},           // 759: 0f line 693
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pand"},             // 760: 0f line 694
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusb"},          // 761: 0f line 695
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusw"},          // 762: 0f line 696
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxub"},           // 763: 0f line 697
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pandn"},            // 764: 0f line 698
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgb"},            // 765: 0f line 699
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 766: 0f line 700
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},            // 767: 0f line 701
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgw"},            // 768: 0f line 702
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},          // 769: 0f line 703
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhw"},           // 770: 0f line 704
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},        // 771: 0f line 705
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntq"},           // 772: 0f line 706
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsb"},           // 773: 0f line 707
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsw"},           // 774: 0f line 708
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminsw"},           // 775: 0f line 709
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "por"},              // 776: 0f line 710
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsb"},           // 777: 0f line 711
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsw"},           // 778: 0f line 712
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},           // 779: 0f line 713
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pxor"},             // 780: 0f line 714
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lddqu"},            // 781: 0f line 715
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 782: 0f line 716
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},            // 783: 0f line 717
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},            // 784: 0f line 718
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmuludq"},          // 785: 0f line 719
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},          // 786: 0f line 720
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psadbw"},           // 787: 0f line 721
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "maskmovq"},         // 788: 0f line 722
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubb"},            // 789: 0f line 723
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubw"},            // 790: 0f line 724
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubd"},            // 791: 0f line 725
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubq"},            // 792: 0f line 726
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddb"},            // 793: 0f line 727
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddw"},            // 794: 0f line 728
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddd"},            // 795: 0f line 729
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud0"},               // 796: 0f line 730
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},   // 797: 0f38 line 749
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invept"}, // 798: 0f38 line 765
-	{sel: selPrefix, child: 832},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 800: 0f38 line 766
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"}, // 726: 0f line 669
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 727: 0f line 682
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstors"},               // 728: 0f line 670
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsavec"},                // 729: 0f line 671
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaves"},                // 730: 0f line 672
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrld"},               // 731: 0f line 673
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrst"},               // 732: 0f line 674
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdrand"},                // 733: 0f line 677
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdseed"},                // 734: 0f line 678
+	{sel: selModRM, child: 788},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 736: 0f line 675
+	{sel: selModRM, child: 804},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxon"},    // 738: 0f line 676
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "senduipi"}, // 739: 0f line 680
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdpid"},    // 740: 0f line 679
+	{sel: selModRM, child: 820},
 	{sel: selPrefix, child: 836},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 802: 0f38 line 767
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 743: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 744: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 745: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 746: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 747: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 748: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 749: 0f line 683
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 750: 0f line 683
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addsubpd"},         // 751: 0f line 684
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 752: 0f line 685
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},            // 753: 0f line 686
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},            // 754: 0f line 687
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddq"},            // 755: 0f line 688
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmullw"},           // 756: 0f line 689
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},             // 757: 0f line 690
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},          // 758: 0f line 691
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusb"},          // 759: 0f line 692
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusw"},          // 760: 0f line 693
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminub"},           // 761: 0f line 694
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pand"},             // 762: 0f line 695
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusb"},          // 763: 0f line 696
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusw"},          // 764: 0f line 697
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxub"},           // 765: 0f line 698
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pandn"},            // 766: 0f line 699
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgb"},            // 767: 0f line 700
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 768: 0f line 701
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},            // 769: 0f line 702
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgw"},            // 770: 0f line 703
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},          // 771: 0f line 704
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhw"},           // 772: 0f line 705
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},        // 773: 0f line 706
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntq"},           // 774: 0f line 707
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsb"},           // 775: 0f line 708
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsw"},           // 776: 0f line 709
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminsw"},           // 777: 0f line 710
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "por"},              // 778: 0f line 711
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsb"},           // 779: 0f line 712
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsw"},           // 780: 0f line 713
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},           // 781: 0f line 714
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pxor"},             // 782: 0f line 715
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lddqu"},            // 783: 0f line 716
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 784: 0f line 717
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},            // 785: 0f line 718
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},            // 786: 0f line 719
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmuludq"},          // 787: 0f line 720
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},          // 788: 0f line 721
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psadbw"},           // 789: 0f line 722
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "maskmovq"},         // 790: 0f line 723
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubb"},            // 791: 0f line 724
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubw"},            // 792: 0f line 725
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubd"},            // 793: 0f line 726
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubq"},            // 794: 0f line 727
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddb"},            // 795: 0f line 728
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddw"},            // 796: 0f line 729
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddd"},            // 797: 0f line 730
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud0"},               // 798: 0f line 731
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},   // 799: 0f38 line 750
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invept"}, // 800: 0f38 line 766
 	{sel: selPrefix, child: 840},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 804: 0f38 line 750
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 805: 0f38 line 752
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 806: 0f38 line 754
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 802: 0f38 line 767
 	{sel: selPrefix, child: 844},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 808: 0f38 line 751
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 809: 0f38 line 753
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 810: 0f38 line 755
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 804: 0f38 line 768
 	{sel: selPrefix, child: 848},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 812: 0f38 line 756
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 813: 0f38 line 757
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 806: 0f38 line 751
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 807: 0f38 line 753
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 808: 0f38 line 755
 	{sel: selPrefix, child: 852},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},           // 815: 0f38 line 760
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 816: 0f38 line 758
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adox"},           // 817: 0f38 line 759
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 810: 0f38 line 752
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 811: 0f38 line 754
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 812: 0f38 line 756
 	{sel: selPrefix, child: 856},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 819: 0f38 line 761
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 820: 0f38 line 763
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 821: 0f38 line 762
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 814: 0f38 line 757
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 815: 0f38 line 758
 	{sel: selPrefix, child: 860},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 823: 0f38 line 764
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},           // 817: 0f38 line 761
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 818: 0f38 line 759
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adox"},           // 819: 0f38 line 760
 	{sel: selPrefix, child: 864},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 825: 0f38 line 771
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aor"}, // 826: 0f38 line 769
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "axor"},          // 827: 0f38 line 770
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aand"},          // 828: 0f38 line 768
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 821: 0f38 line 762
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 822: 0f38 line 764
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 823: 0f38 line 763
 	{sel: selPrefix, child: 868},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},      // 830: 0f3a line 774
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrb"},              // 831: 0f3a line 779
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},              // 832: 0f3a line 780
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrd"},              // 833: 0f3a line 781
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extractps"},           // 834: 0f3a line 782
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrb"},              // 835: 0f3a line 783
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrd"},              // 836: 0f3a line 784
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 837: 0f3a line 775
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 825: 0f38 line 765
 	{sel: selPrefix, child: 872},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 839: 0f3a line 776
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 827: 0f38 line 772
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aor"}, // 828: 0f38 line 770
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "axor"},          // 829: 0f38 line 771
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aand"},          // 830: 0f38 line 769
 	{sel: selPrefix, child: 876},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 841: 0f3a line 777
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},      // 832: 0f3a line 775
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrb"},              // 833: 0f3a line 780
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},              // 834: 0f3a line 781
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrd"},              // 835: 0f3a line 782
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extractps"},           // 836: 0f3a line 783
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrb"},              // 837: 0f3a line 784
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrd"},              // 838: 0f3a line 785
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 839: 0f3a line 776
 	{sel: selPrefix, child: 880},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 843: 0f3a line 778
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 841: 0f3a line 777
 	{sel: selPrefix, child: 884},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 845: 3dnow line 788
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 846: vex1 line 792
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 847: vex1 line 814
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 848: vex1 line 815
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 843: 0f3a line 778
 	{sel: selPrefix, child: 888},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 850: vex1 line 816
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 851: vex1 line 817
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 845: 0f3a line 779
 	{sel: selPrefix, child: 892},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 853: vex1 line 818
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 854: vex1 line 819
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 847: 3dnow line 789
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 848: vex1 line 793
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 849: vex1 line 815
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 850: vex1 line 816
 	{sel: selPrefix, child: 896},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 856: vex1 line 800
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 852: vex1 line 817
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 853: vex1 line 818
 	{sel: selPrefix, child: 900},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 858: vex1 line 809
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 859: vex1 line 810
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 855: vex1 line 819
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 856: vex1 line 820
 	{sel: selPrefix, child: 904},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 861: vex1 line 801
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 862: vex1 line 802
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 863: vex1 line 803
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 864: vex1 line 804
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 865: vex1 line 799
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 866: vex1 line 811
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 858: vex1 line 801
 	{sel: selPrefix, child: 908},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 868: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 869: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 870: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 871: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 872: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 873: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 874: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 875: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 876: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 877: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 878: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 879: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 880: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 881: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 882: vex1 line 795
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 883: vex1 line 795
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 884: vex1 line 822
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 885: vex1 line 823
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 886: vex1 line 824
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 860: vex1 line 810
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 861: vex1 line 811
 	{sel: selPrefix, child: 912},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 888: vex1 line 825
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 889: vex1 line 826
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 890: vex1 line 827
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 863: vex1 line 802
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 864: vex1 line 803
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 865: vex1 line 804
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 866: vex1 line 805
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 867: vex1 line 800
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 868: vex1 line 812
 	{sel: selPrefix, child: 916},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 892: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 893: vex1 line 797
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 894: vex1 line 820
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 895: vex1 line 821
-	{sel: selModRM, child: 920},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 897: vex1 line 798
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 898: vex1 line 805
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 899: vex1 line 806
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 900: vex1 line 807
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 901: vex1 line 808
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 902: vex1 line 812
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 903: vex1 line 813
-	{sel: selPrefix, child: 936},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 905: vex2 line 830
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 906: vex2 line 849
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 907: vex2 line 847
-	{sel: selRM, child: 940},
-	{sel: selModRM, child: 948},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 910: vex2 line 850
-	{sel: selModRM, child: 964},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 912: vex2 line 848
-	{sel: selModRM, child: 980},
-	{sel: selPrefix, child: 996},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 915: vex2 line 851
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 916: vex2 line 843
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 917: vex2 line 844
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 918: vex2 line 845
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 919: vex2 line 846
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 920: vex2 line 852
-	{sel: selPrefix, child: 1000},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 922: vex2 line 852
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 870: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 871: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 872: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 873: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 874: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 875: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 876: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 877: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 878: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 879: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 880: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 881: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 882: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 883: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 884: vex1 line 796
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 885: vex1 line 796
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 886: vex1 line 823
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 887: vex1 line 824
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 888: vex1 line 825
+	{sel: selPrefix, child: 920},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 890: vex1 line 826
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 891: vex1 line 827
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 892: vex1 line 828
+	{sel: selPrefix, child: 924},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 894: vex1 line 797
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 895: vex1 line 798
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 896: vex1 line 821
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 897: vex1 line 822
+	{sel: selModRM, child: 928},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 899: vex1 line 799
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 900: vex1 line 806
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 901: vex1 line 807
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 902: vex1 line 808
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 903: vex1 line 809
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 904: vex1 line 813
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 905: vex1 line 814
+	{sel: selPrefix, child: 944},
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 907: vex2 line 831
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 908: vex2 line 850
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 909: vex2 line 848
+	{sel: selRM, child: 948},
+	{sel: selModRM, child: 956},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 912: vex2 line 851
+	{sel: selModRM, child: 972},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 914: vex2 line 849
+	{sel: selModRM, child: 988},
 	{sel: selPrefix, child: 1004},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 924: vex2 line 852
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 917: vex2 line 852
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 918: vex2 line 844
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 919: vex2 line 845
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 920: vex2 line 846
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 921: vex2 line 847
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 922: vex2 line 853
 	{sel: selPrefix, child: 1008},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 926: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 924: vex2 line 853
 	{sel: selPrefix, child: 1012},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 928: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 926: vex2 line 853
 	{sel: selPrefix, child: 1016},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 930: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 928: vex2 line 853
 	{sel: selPrefix, child: 1020},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 932: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 930: vex2 line 853
 	{sel: selPrefix, child: 1024},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 934: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 932: vex2 line 853
 	{sel: selPrefix, child: 1028},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 936: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 934: vex2 line 853
 	{sel: selPrefix, child: 1032},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 938: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 936: vex2 line 853
 	{sel: selPrefix, child: 1036},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 940: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 938: vex2 line 853
 	{sel: selPrefix, child: 1040},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 942: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 940: vex2 line 853
 	{sel: selPrefix, child: 1044},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 944: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 942: vex2 line 853
 	{sel: selPrefix, child: 1048},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 946: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 944: vex2 line 853
 	{sel: selPrefix, child: 1052},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 948: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 946: vex2 line 853
 	{sel: selPrefix, child: 1056},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 950: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 948: vex2 line 853
 	{sel: selPrefix, child: 1060},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 952: vex2 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 950: vex2 line 853
 	{sel: selPrefix, child: 1064},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 954: vex2 line 832
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 955: vex2 line 833
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 956: vex2 line 834
-	{sel: selModRM, child: 1068},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 958: vex2 line 835
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 959: vex2 line 836
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 960: vex2 line 837
-	{sel: selPrefix, child: 1084},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 962: vex2 line 838
-	{sel: selPrefix, child: 1088},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 964: vex2 line 839
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 965: vex2 line 840
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 966: vex2 line 841
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 967: vex2 line 842
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 952: vex2 line 853
+	{sel: selPrefix, child: 1068},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 954: vex2 line 832
+	{sel: selPrefix, child: 1072},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 956: vex2 line 833
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 957: vex2 line 834
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 958: vex2 line 835
+	{sel: selModRM, child: 1076},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 960: vex2 line 836
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 961: vex2 line 837
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 962: vex2 line 838
 	{sel: selPrefix, child: 1092},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 969: vex3 line 855
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 970: vex3 line 860
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 971: vex3 line 861
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 972: vex3 line 862
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 973: vex3 line 863
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 974: vex3 line 864
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 975: vex3 line 865
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 976: vex3 line 856
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 964: vex2 line 839
 	{sel: selPrefix, child: 1096},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 978: vex3 line 857
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 966: vex2 line 840
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 967: vex2 line 841
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 968: vex2 line 842
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 969: vex2 line 843
 	{sel: selPrefix, child: 1100},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 980: vex3 line 858
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 971: vex3 line 856
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 972: vex3 line 861
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 973: vex3 line 862
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 974: vex3 line 863
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 975: vex3 line 864
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 976: vex3 line 865
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 977: vex3 line 866
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 978: vex3 line 857
 	{sel: selPrefix, child: 1104},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 982: vex3 line 859
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 980: vex3 line 858
 	{sel: selPrefix, child: 1108},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 984: vex3 line 866
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 982: vex3 line 859
 	{sel: selPrefix, child: 1112},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 986: evex1 line 869
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 987: evex1 line 884
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 988: evex1 line 885
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 984: vex3 line 860
 	{sel: selPrefix, child: 1116},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 990: evex1 line 886
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 991: evex1 line 887
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 986: vex3 line 867
 	{sel: selPrefix, child: 1120},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 993: evex1 line 888
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 994: evex1 line 889
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 988: evex1 line 870
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 989: evex1 line 885
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 990: evex1 line 886
 	{sel: selPrefix, child: 1124},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 996: evex1 line 882
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 992: evex1 line 887
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 993: evex1 line 888
 	{sel: selPrefix, child: 1128},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 998: evex1 line 874
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 999: evex1 line 875
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1000: evex1 line 876
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1001: evex1 line 877
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 1002: evex1 line 890
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 1003: evex1 line 891
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 995: evex1 line 889
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 996: evex1 line 890
 	{sel: selPrefix, child: 1132},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 1005: evex1 line 892
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 1006: evex1 line 893
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 998: evex1 line 883
 	{sel: selPrefix, child: 1136},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 1008: evex1 line 894
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 1009: evex1 line 895
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 1000: evex1 line 875
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1001: evex1 line 876
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1002: evex1 line 877
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1003: evex1 line 878
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 1004: evex1 line 891
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 1005: evex1 line 892
 	{sel: selPrefix, child: 1140},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 1011: evex1 line 883
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 1007: evex1 line 893
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 1008: evex1 line 894
 	{sel: selPrefix, child: 1144},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1013: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1014: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1015: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1016: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1017: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1018: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1019: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1020: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1021: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1022: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1023: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1024: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1025: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1026: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1027: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1028: evex1 line 870
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1029: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1030: evex1 line 872
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1031: evex1 line 873
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 1032: evex1 line 878
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 1033: evex1 line 879
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 1034: evex1 line 880
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 1035: evex1 line 881
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 1036: evex2 line 898
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 1037: evex2 line 899
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 1038: evex2 line 900
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 1039: evex2 line 901
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 1040: evex2 line 902
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 1041: evex2 line 903
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 1042: evex2 line 904
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 1043: evex2 line 905
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 1044: evex2 line 906
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 1045: evex2 line 907
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 1046: evex2 line 908
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 1047: evex2 line 909
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 1048: evex2 line 910
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 1049: evex2 line 911
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 1050: evex3 line 914
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 1051: evex3 line 915
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 1052: evex3 line 916
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 1053: evex3 line 917
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 1054: evex3 line 918
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 1055: evex3 line 919
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1056: evex3 line 920
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1057: evex5 line 923
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1058: evex5 line 932
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 1010: evex1 line 895
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 1011: evex1 line 896
 	{sel: selPrefix, child: 1148},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1060: evex5 line 933
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 1013: evex1 line 884
 	{sel: selPrefix, child: 1152},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1062: evex5 line 934
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1015: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1016: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1017: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1018: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1019: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1020: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1021: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1022: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1023: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1024: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1025: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1026: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1027: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1028: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1029: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1030: evex1 line 871
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1031: evex1 line 872
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1032: evex1 line 873
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1033: evex1 line 874
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 1034: evex1 line 879
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 1035: evex1 line 880
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 1036: evex1 line 881
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 1037: evex1 line 882
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 1038: evex2 line 899
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 1039: evex2 line 900
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 1040: evex2 line 901
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 1041: evex2 line 902
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 1042: evex2 line 903
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 1043: evex2 line 904
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 1044: evex2 line 905
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 1045: evex2 line 906
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 1046: evex2 line 907
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 1047: evex2 line 908
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 1048: evex2 line 909
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 1049: evex2 line 910
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 1050: evex2 line 911
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 1051: evex2 line 912
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 1052: evex3 line 915
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 1053: evex3 line 916
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 1054: evex3 line 917
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 1055: evex3 line 918
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 1056: evex3 line 919
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 1057: evex3 line 920
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1058: evex3 line 921
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1059: evex5 line 924
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1060: evex5 line 933
 	{sel: selPrefix, child: 1156},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1064: evex5 line 938
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1062: evex5 line 934
 	{sel: selPrefix, child: 1160},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1066: evex5 line 925
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1067: evex5 line 925
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1068: evex5 line 925
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1069: evex5 line 925
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1070: evex5 line 935
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1064: evex5 line 935
 	{sel: selPrefix, child: 1164},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1072: evex5 line 936
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1066: evex5 line 939
 	{sel: selPrefix, child: 1168},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1074: evex5 line 937
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1068: evex5 line 926
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1069: evex5 line 926
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1070: evex5 line 926
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1071: evex5 line 926
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1072: evex5 line 936
 	{sel: selPrefix, child: 1172},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1076: evex5 line 939
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1074: evex5 line 937
 	{sel: selPrefix, child: 1176},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1078: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1079: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1080: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1081: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1082: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1083: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1084: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1085: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1086: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1087: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1088: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1089: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1090: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1091: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1092: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1093: evex5 line 926
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1076: evex5 line 938
+	{sel: selPrefix, child: 1180},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1078: evex5 line 940
+	{sel: selPrefix, child: 1184},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1080: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1081: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1082: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1083: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1084: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1085: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1086: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1087: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1088: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1089: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1090: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1091: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1092: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1093: evex5 line 927
 	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1094: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1095: evex5 line 928
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1096: evex5 line 929
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1097: evex5 line 930
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1098: evex5 line 931
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1095: evex5 line 927
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1096: evex5 line 928
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1097: evex5 line 929
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1098: evex5 line 930
 	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1099: evex5 line 931
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1100: evex5 line 931
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1101: evex6 line 942
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1102: xop8 line 946
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1103: xop9 line 949
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1104: xop9 line 950
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1105: xop9 line 951
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1106: xop9 line 952
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1107: xop9 line 953
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1108: xop9 line 954
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1109: xop9 line 955
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1110: xop9 line 956
-	{sel: selModRM, child: 1180},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1112: xop9 line 957
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1113: xop9 line 958
-	{sel: selModRM, child: 1196},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1115: xop9 line 959
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1116: xop9 line 960
-	{sel: selModRM, child: 1212},
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1118: xopa line 963
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1119: xopa line 964
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1120: xopa line 965
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1121: xopa line 966
-	{sel: selModRM, child: 1228},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1100: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1101: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1102: evex5 line 932
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1103: evex6 line 943
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1104: xop8 line 947
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1105: xop9 line 950
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1106: xop9 line 951
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1107: xop9 line 952
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1108: xop9 line 953
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1109: xop9 line 954
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1110: xop9 line 955
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1111: xop9 line 956
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1112: xop9 line 957
+	{sel: selModRM, child: 1188},
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1114: xop9 line 958
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1115: xop9 line 959
+	{sel: selModRM, child: 1204},
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1117: xop9 line 960
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1118: xop9 line 961
+	{sel: selModRM, child: 1220},
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1120: xopa line 964
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1121: xopa line 965
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1122: xopa line 966
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1123: xopa line 967
+	{sel: selModRM, child: 1236},
 }
 
 // x86Forms holds each leaf's operands as written in x86map.txt, for the
@@ -1778,6 +1780,8 @@ var x86Forms = [...]string{
 	"",
 	"",
 	"",
+	"",
+	"",
 	"GS",
 	"GS",
 	"",
@@ -2297,47 +2301,48 @@ var x86Children = [...]uint16{
 	560, 560, 561, 562, 560, 560, 563, 564, 571, 0, 0, 0, 0, 0, 0, 0,
 	571, 0, 0, 0, 0, 0, 0, 0, 570, 572, 0, 573, 575, 576, 0, 577,
 	583, 583, 584, 583, 625, 0, 0, 0, 0, 0, 0, 0, 627, 0, 0, 0,
-	0, 0, 0, 0, 629, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 626, 628, 630, 0, 0, 0, 0, 0, 632, 0, 0, 0,
-	0, 0, 0, 0, 634, 0, 0, 0, 0, 0, 0, 0, 636, 0, 0, 0,
+	0, 0, 0, 0, 629, 0, 0, 0, 0, 0, 0, 0, 631, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 626, 628, 630, 0,
+	632, 0, 0, 0, 634, 0, 0, 0, 0, 0, 0, 0, 636, 0, 0, 0,
 	0, 0, 0, 0, 638, 0, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0,
-	0, 0, 0, 0, 642, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
-	0, 0, 0, 0, 633, 635, 637, 639, 641, 643, 0, 0, 651, 652, 653, 654,
-	655, 656, 657, 658, 659, 660, 661, 662, 663, 664, 665, 666, 651, 652, 653, 654,
-	655, 656, 668, 669, 659, 660, 661, 662, 663, 664, 670, 666, 651, 652, 653, 654,
-	672, 656, 673, 658, 674, 675, 676, 677, 678, 679, 680, 666, 651, 652, 653, 654,
-	655, 656, 657, 658, 659, 660, 661, 662, 663, 664, 682, 666, 667, 671, 681, 683,
-	694, 694, 695, 694, 698, 699, 700, 701, 702, 703, 704, 705, 698, 699, 700, 701,
-	702, 703, 704, 705, 708, 708, 709, 708, 711, 711, 712, 711, 723, 724, 725, 726,
-	727, 728, 729, 730, 723, 0, 725, 0, 0, 0, 731, 732, 723, 724, 725, 726,
-	727, 728, 734, 730, 723, 0, 725, 0, 0, 0, 731, 732, 723, 724, 725, 726,
-	727, 728, 736, 730, 723, 0, 725, 0, 0, 0, 737, 738, 733, 735, 739, 733,
-	797, 798, 797, 797, 797, 800, 797, 797, 797, 802, 797, 797, 804, 805, 804, 806,
-	808, 809, 808, 810, 812, 813, 812, 812, 815, 816, 817, 797, 797, 819, 820, 821,
-	823, 797, 797, 797, 825, 826, 827, 828, 830, 837, 830, 830, 830, 839, 830, 830,
-	830, 841, 830, 830, 830, 843, 830, 830, 846, 846, 847, 848, 846, 846, 850, 851,
-	846, 846, 853, 854, 856, 846, 846, 846, 846, 859, 846, 846, 846, 866, 846, 846,
-	884, 885, 846, 886, 888, 889, 846, 890, 846, 846, 894, 895, 846, 846, 846, 846,
-	846, 846, 846, 846, 846, 846, 846, 846, 846, 903, 846, 846, 907, 905, 905, 905,
-	905, 905, 905, 905, 906, 905, 905, 905, 905, 905, 905, 905, 908, 905, 905, 905,
-	905, 905, 905, 905, 910, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-	905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 912, 912, 912, 912,
-	912, 912, 912, 912, 909, 911, 905, 913, 905, 920, 905, 905, 905, 922, 905, 905,
-	905, 924, 905, 905, 905, 926, 905, 905, 905, 928, 905, 905, 905, 930, 905, 905,
-	905, 932, 905, 905, 905, 934, 905, 905, 905, 936, 905, 905, 905, 938, 905, 905,
-	905, 940, 905, 905, 905, 942, 905, 905, 905, 944, 905, 905, 905, 946, 905, 905,
-	905, 948, 905, 905, 905, 950, 905, 905, 952, 905, 905, 905, 905, 954, 955, 956,
-	905, 905, 905, 905, 905, 954, 955, 956, 905, 905, 905, 905, 958, 905, 959, 960,
-	905, 905, 905, 962, 964, 965, 966, 967, 969, 976, 969, 969, 969, 978, 969, 969,
-	969, 980, 969, 969, 969, 982, 969, 969, 969, 969, 969, 984, 986, 986, 987, 988,
-	986, 986, 990, 991, 986, 986, 993, 994, 986, 996, 986, 986, 986, 986, 1002, 1003,
-	986, 986, 1005, 1006, 986, 986, 1008, 1009, 986, 1011, 986, 986, 1057, 1057, 1058, 1057,
-	1057, 1057, 1060, 1057, 1057, 1057, 1062, 1057, 1057, 1064, 1057, 1057, 1057, 1057, 1070, 1057,
-	1057, 1057, 1072, 1057, 1057, 1057, 1074, 1057, 1057, 1076, 1057, 1057, 1103, 1104, 1105, 1106,
-	1107, 1108, 1109, 1110, 1103, 1104, 1105, 1106, 1107, 1108, 1109, 1110, 1103, 1112, 1103, 1103,
-	1103, 1103, 1113, 1103, 1103, 1112, 1103, 1103, 1103, 1103, 1113, 1103, 1103, 1103, 1103, 1103,
-	1103, 1103, 1103, 1103, 1115, 1116, 1103, 1103, 1103, 1103, 1103, 1103, 1120, 1121, 1118, 1118,
-	1118, 1118, 1118, 1118, 1120, 1121, 1118, 1118, 1118, 1118, 1118, 1118,
+	0, 0, 0, 0, 642, 0, 0, 0, 0, 0, 0, 0, 644, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 635, 637, 639, 641,
+	643, 645, 0, 0, 653, 654, 655, 656, 657, 658, 659, 660, 661, 662, 663, 664,
+	665, 666, 667, 668, 653, 654, 655, 656, 657, 658, 670, 671, 661, 662, 663, 664,
+	665, 666, 672, 668, 653, 654, 655, 656, 674, 658, 675, 660, 676, 677, 678, 679,
+	680, 681, 682, 668, 653, 654, 655, 656, 657, 658, 659, 660, 661, 662, 663, 664,
+	665, 666, 684, 668, 669, 673, 683, 685, 696, 696, 697, 696, 700, 701, 702, 703,
+	704, 705, 706, 707, 700, 701, 702, 703, 704, 705, 706, 707, 710, 710, 711, 710,
+	713, 713, 714, 713, 725, 726, 727, 728, 729, 730, 731, 732, 725, 0, 727, 0,
+	0, 0, 733, 734, 725, 726, 727, 728, 729, 730, 736, 732, 725, 0, 727, 0,
+	0, 0, 733, 734, 725, 726, 727, 728, 729, 730, 738, 732, 725, 0, 727, 0,
+	0, 0, 739, 740, 735, 737, 741, 735, 799, 800, 799, 799, 799, 802, 799, 799,
+	799, 804, 799, 799, 806, 807, 806, 808, 810, 811, 810, 812, 814, 815, 814, 814,
+	817, 818, 819, 799, 799, 821, 822, 823, 825, 799, 799, 799, 827, 828, 829, 830,
+	832, 839, 832, 832, 832, 841, 832, 832, 832, 843, 832, 832, 832, 845, 832, 832,
+	848, 848, 849, 850, 848, 848, 852, 853, 848, 848, 855, 856, 858, 848, 848, 848,
+	848, 861, 848, 848, 848, 868, 848, 848, 886, 887, 848, 888, 890, 891, 848, 892,
+	848, 848, 896, 897, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+	848, 905, 848, 848, 909, 907, 907, 907, 907, 907, 907, 907, 908, 907, 907, 907,
+	907, 907, 907, 907, 910, 907, 907, 907, 907, 907, 907, 907, 912, 907, 907, 907,
+	907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+	907, 907, 907, 907, 914, 914, 914, 914, 914, 914, 914, 914, 911, 913, 907, 915,
+	907, 922, 907, 907, 907, 924, 907, 907, 907, 926, 907, 907, 907, 928, 907, 907,
+	907, 930, 907, 907, 907, 932, 907, 907, 907, 934, 907, 907, 907, 936, 907, 907,
+	907, 938, 907, 907, 907, 940, 907, 907, 907, 942, 907, 907, 907, 944, 907, 907,
+	907, 946, 907, 907, 907, 948, 907, 907, 907, 950, 907, 907, 907, 952, 907, 907,
+	954, 907, 907, 907, 907, 956, 957, 958, 907, 907, 907, 907, 907, 956, 957, 958,
+	907, 907, 907, 907, 960, 907, 961, 962, 907, 907, 907, 964, 966, 967, 968, 969,
+	971, 978, 971, 971, 971, 980, 971, 971, 971, 982, 971, 971, 971, 984, 971, 971,
+	971, 971, 971, 986, 988, 988, 989, 990, 988, 988, 992, 993, 988, 988, 995, 996,
+	988, 998, 988, 988, 988, 988, 1004, 1005, 988, 988, 1007, 1008, 988, 988, 1010, 1011,
+	988, 1013, 988, 988, 1059, 1059, 1060, 1059, 1059, 1059, 1062, 1059, 1059, 1059, 1064, 1059,
+	1059, 1066, 1059, 1059, 1059, 1059, 1072, 1059, 1059, 1059, 1074, 1059, 1059, 1059, 1076, 1059,
+	1059, 1078, 1059, 1059, 1105, 1106, 1107, 1108, 1109, 1110, 1111, 1112, 1105, 1106, 1107, 1108,
+	1109, 1110, 1111, 1112, 1105, 1114, 1105, 1105, 1105, 1105, 1115, 1105, 1105, 1114, 1105, 1105,
+	1105, 1105, 1115, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1117, 1118, 1105, 1105,
+	1105, 1105, 1105, 1105, 1122, 1123, 1120, 1120, 1120, 1120, 1120, 1120, 1122, 1123, 1120, 1120,
+	1120, 1120, 1120, 1120,
 }
 
 // x86Index maps (table, opcode) to the root entry of its decision tree.
@@ -2371,264 +2376,264 @@ var x86Index = [16][256]uint16{
 		549, 554, 559, 565, 566, 567, 568, 569, 574, 578, 579, 580, 581, 582, 585, 586,
 		587, 588, 589, 590, 591, 592, 593, 594, 595, 596, 597, 598, 599, 600, 601, 602,
 		603, 604, 605, 606, 607, 608, 609, 610, 611, 612, 613, 614, 615, 616, 617, 618,
-		619, 620, 621, 622, 623, 624, 631, 644, 645, 646, 647, 648, 649, 650, 684, 685,
-		686, 687, 688, 689, 690, 691, 692, 693, 696, 697, 706, 707, 710, 713, 714, 715,
-		716, 717, 718, 719, 720, 721, 722, 740, 741, 742, 743, 744, 745, 746, 747, 748,
-		749, 750, 751, 752, 753, 754, 755, 756, 757, 758, 759, 760, 761, 762, 763, 764,
-		765, 766, 767, 768, 769, 770, 771, 772, 773, 774, 775, 776, 777, 778, 779, 780,
-		781, 782, 783, 784, 785, 786, 787, 788, 789, 790, 791, 792, 793, 794, 795, 796,
+		619, 620, 621, 622, 623, 624, 633, 646, 647, 648, 649, 650, 651, 652, 686, 687,
+		688, 689, 690, 691, 692, 693, 694, 695, 698, 699, 708, 709, 712, 715, 716, 717,
+		718, 719, 720, 721, 722, 723, 724, 742, 743, 744, 745, 746, 747, 748, 749, 750,
+		751, 752, 753, 754, 755, 756, 757, 758, 759, 760, 761, 762, 763, 764, 765, 766,
+		767, 768, 769, 770, 771, 772, 773, 774, 775, 776, 777, 778, 779, 780, 781, 782,
+		783, 784, 785, 786, 787, 788, 789, 790, 791, 792, 793, 794, 795, 796, 797, 798,
 	},
 	{ // 0f38
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		799, 801, 803, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797, 797,
-		807, 811, 797, 797, 797, 814, 818, 797, 822, 824, 797, 797, 829, 797, 797, 797,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		801, 803, 805, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
+		809, 813, 799, 799, 799, 816, 820, 799, 824, 826, 799, 799, 831, 799, 799, 799,
 	},
 	{ // 0f3a
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 831, 832, 833, 834, 830, 830, 830, 830, 830, 830, 830, 830,
-		835, 830, 836, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		838, 840, 842, 844, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
-		830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830, 830,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 833, 834, 835, 836, 832, 832, 832, 832, 832, 832, 832, 832,
+		837, 832, 838, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		840, 842, 844, 846, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
 	},
 	{ // 3dnow
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
-		845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845, 845,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
 	},
 	{ // vex1
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 849, 846, 852, 855, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 857, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		858, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 860, 846,
-		861, 862, 863, 864, 846, 846, 846, 865, 846, 846, 846, 846, 846, 846, 867, 846,
-		868, 869, 870, 871, 872, 873, 874, 875, 876, 877, 878, 879, 880, 881, 882, 883,
-		846, 846, 887, 891, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 892, 846, 846, 846, 846, 846, 846, 846, 893, 846, 896, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 897, 846, 846, 846, 846, 846,
-		846, 846, 898, 846, 899, 900, 901, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 902, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846, 846,
-		846, 846, 846, 846, 846, 846, 846, 904, 846, 846, 846, 846, 846, 846, 846, 846,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 851, 848, 854, 857, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 859, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		860, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 862, 848,
+		863, 864, 865, 866, 848, 848, 848, 867, 848, 848, 848, 848, 848, 848, 869, 848,
+		870, 871, 872, 873, 874, 875, 876, 877, 878, 879, 880, 881, 882, 883, 884, 885,
+		848, 848, 889, 893, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 894, 848, 848, 848, 848, 848, 848, 848, 895, 848, 898, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 899, 848, 848, 848, 848, 848,
+		848, 848, 900, 848, 901, 902, 903, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 904, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
+		848, 848, 848, 848, 848, 848, 848, 906, 848, 848, 848, 848, 848, 848, 848, 848,
 	},
 	{ // vex2
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 914, 905, 915, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		916, 917, 918, 919, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905, 905,
-		921, 923, 925, 927, 929, 931, 933, 935, 937, 939, 941, 943, 945, 947, 949, 951,
-		905, 905, 953, 957, 905, 961, 963, 968, 905, 905, 905, 905, 905, 905, 905, 905,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 916, 907, 917, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		918, 919, 920, 921, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
+		923, 925, 927, 929, 931, 933, 935, 937, 939, 941, 943, 945, 947, 949, 951, 953,
+		907, 907, 955, 959, 907, 963, 965, 970, 907, 907, 907, 907, 907, 907, 907, 907,
 	},
 	{ // vex3
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 970, 971, 972, 973, 969, 969, 969, 969, 969, 969, 969, 969,
-		974, 969, 975, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		977, 979, 981, 983, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
-		985, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969, 969,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 972, 973, 974, 975, 971, 971, 971, 971, 971, 971, 971, 971,
+		976, 971, 977, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		979, 981, 983, 985, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		987, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
 	},
 	{ // evex1
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 989, 986, 992, 995, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 997, 986,
-		998, 999, 1000, 1001, 986, 986, 986, 986, 1004, 1007, 986, 1010, 986, 986, 1012, 986,
-		1013, 1014, 1015, 1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023, 1024, 1025, 1026, 1027, 1028,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 1029, 986, 986, 986, 986, 986, 986, 986, 1030, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 1031, 986, 986, 986, 986, 986,
-		986, 986, 1032, 986, 1033, 1034, 1035, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
-		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 991, 988, 994, 997, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 999, 988,
+		1000, 1001, 1002, 1003, 988, 988, 988, 988, 1006, 1009, 988, 1012, 988, 988, 1014, 988,
+		1015, 1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023, 1024, 1025, 1026, 1027, 1028, 1029, 1030,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 1031, 988, 988, 988, 988, 988, 988, 988, 1032, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 1033, 988, 988, 988, 988, 988,
+		988, 988, 1034, 988, 1035, 1036, 1037, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
 	},
 	{ // evex2
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1037, 1038, 1039, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1040, 1041, 1042, 1043, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1044, 1045, 1046, 1047, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1048, 1049, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
-		1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036, 1036,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1039, 1040, 1041, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1042, 1043, 1044, 1045, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1046, 1047, 1048, 1049, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1050, 1051, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
 	},
 	{ // evex3
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1051, 1052, 1053, 1054, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1055, 1050, 1056, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
-		1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050, 1050,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1053, 1054, 1055, 1056, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1057, 1052, 1058, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
 	},
 	{ // evex5
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1059, 1057, 1061, 1063, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1065, 1057,
-		1066, 1067, 1068, 1069, 1057, 1057, 1057, 1057, 1071, 1073, 1057, 1075, 1057, 1057, 1077, 1057,
-		1078, 1079, 1080, 1081, 1082, 1083, 1084, 1085, 1086, 1087, 1088, 1089, 1090, 1091, 1092, 1093,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1094, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1095, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1096, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1097, 1057, 1098, 1099, 1100, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
-		1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057, 1057,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1061, 1059, 1063, 1065, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1067, 1059,
+		1068, 1069, 1070, 1071, 1059, 1059, 1059, 1059, 1073, 1075, 1059, 1077, 1059, 1059, 1079, 1059,
+		1080, 1081, 1082, 1083, 1084, 1085, 1086, 1087, 1088, 1089, 1090, 1091, 1092, 1093, 1094, 1095,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1096, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1097, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1098, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1099, 1059, 1100, 1101, 1102, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
 	},
 	{ // evex6
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
-		1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101, 1101,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
 	},
 	{ // xop8
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
-		1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102, 1102,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
 	},
 	{ // xop9
-		1103, 1111, 1114, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1117, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1105, 1113, 1116, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1119, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
 	},
 	{ // xopa
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1119, 1118, 1122, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
-		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1121, 1120, 1124, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
 	},
 }
 

@@ -13,6 +13,14 @@
 //     random and structured (legacy prefixes, REX, REX2, VEX, EVEX, XOP,
 //     3DNow!).
 //   - HostVendor: which vendor rules the host CPU follows.
+//   - EmuOracle and EmuCampaign: the host CPU against the x86-64 emulator.
+//     A child process runs batches of cases (initial registers, flags and
+//     memory; one instruction) under the trap flag and records the final
+//     state; the campaign compares it with emulate, masking only the flags
+//     the manuals leave undefined.
+//   - The qemu-user oracle for arm64: a static aarch64 harness under
+//     qemu-aarch64 runs many cases per process, against emulate and against
+//     relocated copies from xol (the arm64 campaigns).
 //
 // The package does not decode, emulate or relocate instructions itself; it
 // calls decode, emulate and xol and compares their answers with the machine.

@@ -215,7 +215,7 @@ func armCode(words []uint32) []byte {
 
 // TestExclusiveWindow checks both policies inside and outside an
 // ldxr...stxr sequence: Linux probes inside it (and livelocks), probeopt
-// refuses.
+// refuses; after the sequence both emulate the branches.
 func TestExclusiveWindow(t *testing.T) {
 	code := armCode(exclusiveLoop)
 	fn := plan.AnalyzeARM64(0x1000, code)
@@ -226,8 +226,8 @@ func TestExclusiveWindow(t *testing.T) {
 	}{
 		{0x1004, plan.ReasonExclusiveLivelock, plan.ReasonExclusiveWindow, plan.XOL},
 		{0x1008, plan.ReasonExclusive, plan.ReasonExclusiveWindow, plan.Reject},
-		{0x100c, plan.ReasonEmulatedBranch, plan.ReasonXOLPCRel, plan.Emulate},
-		{0x1010, plan.ReasonEmulatedBranch, plan.ReasonXOLNoFixup, plan.Emulate},
+		{0x100c, plan.ReasonEmulatedBranch, plan.ReasonEmulatedBranch, plan.Emulate},
+		{0x1010, plan.ReasonEmulatedBranch, plan.ReasonEmulated, plan.Emulate},
 	} {
 		site := &plan.Site{Arch: decode.ARM64, Addr: tc.addr, Code: code[tc.addr-0x1000:], Func: fn}
 		l := plan.Decide(plan.LinuxUprobes, site, nil)

@@ -97,14 +97,26 @@ func probeoptARM64(s *Site, o *Options) Decision {
 	}
 	d.rule("trampoline-nop", Fail, "probeopt has no arm64 trampoline generator yet")
 	d.rule("trampoline-detour", Fail, "probeopt has no arm64 trampoline generator yet")
-	d.rule("emulate", Fail, "the emulate package has no arm64 emulator yet")
+	// One trap: emulation.
+	if err := emulate.ARM64Supported(&inst); err == nil {
+		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
+		switch {
+		case inst.Word == 0xD503201F:
+			return d.finish(Emulate, ReasonEmulatedNop, "a NOP, emulated (one trap per hit)")
+		case inst.Branch != decode.BranchNone && inst.Branch.Relative():
+			return d.finish(Emulate, ReasonEmulatedBranch, "a direct %s, emulated (one trap per hit)", inst.Branch)
+		}
+		return d.finish(Emulate, ReasonEmulated, "%s, emulated (one trap per hit)", inst.Mnemonic)
+	} else {
+		d.rule("emulate", Fail, "%v", err)
+	}
 	fix, err := xol.CheckARM64(&inst)
 	if err != nil {
 		d.rule("xol", Fail, "%v", err)
 		return refusal(&d, err)
 	}
 	d.rule("xol", Pass, "fixups: %s", fix)
-	return xolDecision(&d, fix, "there is no arm64 emulator yet")
+	return xolDecision(&d, fix, "emulation is not available for it")
 }
 
 // boundaryRule applies the instruction-boundary check; ok is false when it

@@ -98,6 +98,7 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 	root.AddCommand(
 		newDecodeCmd(),
 		newExplainCmd(),
+		newFuzzCmd(),
 		newScanCmd(),
 		newVersionCmd(),
 		newGendocsCmd(),

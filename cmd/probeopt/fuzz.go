@@ -1,0 +1,299 @@
+package main
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/fuzz"
+)
+
+// newFuzzCmd builds `probeopt fuzz`, the parent of the differential
+// campaigns. Each campaign is a subcommand of its own.
+func newFuzzCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "fuzz",
+		Short: "Run differential campaigns against the CPU",
+		Long: `Run differential campaigns that check probeopt against the machine: the
+same instruction and state go to probeopt and to the CPU, and every
+disagreement is reported with everything needed to replay it.`,
+		Args: argsRange(0, 0, ""),
+	}
+	cmd.AddCommand(newFuzzEmulateCmd(), newFuzzXOLCmd())
+	return cmd
+}
+
+type fuzzEmulateOptions struct {
+	arch  string
+	n     int
+	seed  uint64
+	class string
+	stop  int
+	json  bool
+}
+
+// fuzzEmulateRunners are the emulator campaigns by architecture.
+var fuzzEmulateRunners = map[string]func(cmd *cobra.Command, o *fuzzEmulateOptions) error{
+	"x86-64": runFuzzEmulateX86,
+}
+
+func newFuzzEmulateCmd() *cobra.Command {
+	var o fuzzEmulateOptions
+	cmd := &cobra.Command{
+		Use:   "emulate",
+		Short: "Check the instruction emulator against the CPU",
+		Long: `Generate instructions that the emulator claims to execute, with initial
+states biased to edge cases (0, -1, sign bits, carries, shift counts at and
+beyond the operand width, addresses at the edges of mapped memory and of the
+canonical range), run each both on the host CPU and in the emulator, and
+compare the final registers, rip, the flags (except those the manuals leave
+undefined for the instruction), every byte written, and, for a faulting case,
+the exception and the faulting address.
+
+For x86-64 the CPU side runs in a child process, many cases per round trip;
+it needs Linux on x86-64 and permission to use ptrace.
+
+The x86-64 classes (--class): ` + strings.Join(fuzz.EmuClasses(), ", ") + `;
+"random" is random bytes filtered by the decoder and the emulator. Without
+--class every class is generated.
+
+Each mismatch is printed as it is found: the bytes, the reason, the initial
+state and both final states, and a line that can be added to
+fuzz/testdata/emu/regressions.txt. At the end a summary gives the cases run,
+the cases per second and a breakdown per class. With --json the whole report
+is one JSON object. The exit status is 1 if there was any mismatch.`,
+		Example: `  probeopt fuzz emulate
+  probeopt fuzz emulate -n 10000000 --seed 42
+  probeopt fuzz emulate --class shift -n 200000 --json`,
+		Args: argsRange(0, 0, ""),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("seed") {
+				o.seed = rand.Uint64()
+			}
+			run, ok := fuzzEmulateRunners[o.arch]
+			if !ok {
+				return usagef("invalid --arch %q: want %s", o.arch, strings.Join(slices.Sorted(maps.Keys(fuzzEmulateRunners)), " or "))
+			}
+			if o.n <= 0 {
+				return usagef("invalid -n %d: want a positive number of cases", o.n)
+			}
+			return run(cmd, &o)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.arch, "arch", "x86-64", "emulator to check: `ARCH` x86-64 or arm64")
+	f.IntVarP(&o.n, "cases", "n", 100000, "run `N` cases")
+	f.Uint64Var(&o.seed, "seed", 0, "seed `S` of the generators (default: a random seed, printed in the report)")
+	f.StringVar(&o.class, "class", "", "generate only class `NAME` (default: all classes)")
+	f.IntVar(&o.stop, "stop-after", 100, "stop after `M` mismatches (0: never)")
+	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	return cmd
+}
+
+// fuzzEmulateReport is the report of `fuzz emulate`; it is also the JSON
+// output.
+type fuzzEmulateReport struct {
+	Arch  string `json:"arch"`
+	Seed  uint64 `json:"seed"`
+	Class string `json:"class,omitempty"`
+	*fuzz.EmuReport
+	MismatchList []fuzzMismatch `json:"mismatch_list"`
+	Stopped      bool           `json:"stopped,omitempty"` // --stop-after ended the campaign early
+}
+
+// fuzzMismatch is one mismatch in the JSON output.
+type fuzzMismatch struct {
+	Class     string      `json:"class"`
+	Bytes     string      `json:"bytes"`
+	Text      string      `json:"text"`
+	Reason    string      `json:"reason"`
+	ImageSeed uint64      `json:"image_seed"`
+	Initial   fuzzState   `json:"initial"`
+	CPU       fuzzOutcome `json:"cpu"`
+	Emulator  fuzzOutcome `json:"emulator"`
+	Compared  string      `json:"flags_compared"`
+	Vector    string      `json:"vector"`
+}
+
+// fuzzOutcome is how one side ended a case.
+type fuzzOutcome struct {
+	Outcome string    `json:"outcome"` // "completed" or the fault
+	State   fuzzState `json:"state"`
+	Writes  []string  `json:"writes"` // changed quadwords, "[addr]=value"
+}
+
+// fuzzState is a register file with hexadecimal values.
+type fuzzState map[string]string
+
+// stateJSON renders a state for JSON.
+func stateJSON(s *emulate.X86State) fuzzState {
+	m := fuzzState{}
+	for r := 0; r < 16; r++ {
+		m[decode.X86RegName(r)] = fmt.Sprintf("%#x", s.GPR[r])
+	}
+	m["rip"] = fmt.Sprintf("%#x", s.RIP)
+	m["rflags"] = fmt.Sprintf("%#x", s.RFLAGS)
+	m["fs_base"] = fmt.Sprintf("%#x", s.FSBase)
+	m["gs_base"] = fmt.Sprintf("%#x", s.GSBase)
+	return m
+}
+
+// writesJSON renders changed memory words.
+func writesJSON(w []fuzz.EmuMemWord) []string {
+	out := make([]string, len(w))
+	for i, x := range w {
+		out[i] = fmt.Sprintf("[%#x]=%#x", x.Addr, x.Val)
+	}
+	return out
+}
+
+// mismatchJSON converts a mismatch for the JSON output.
+func mismatchJSON(m *fuzz.EmuMismatch) fuzzMismatch {
+	cpu := fmt.Sprintf("signal %d, trap %d, error code %#x, address %#x", m.CPU.Signal, m.CPU.Trap, m.CPU.ErrCode, m.CPU.Addr)
+	if m.CPU.Signal == 5 && m.CPU.Trap == 1 {
+		cpu = "completed"
+	}
+	emu := "completed"
+	if m.Emu.Err != nil {
+		emu = m.Emu.Err.Error()
+	}
+	return fuzzMismatch{
+		Class: m.Case.Class, Bytes: hex.EncodeToString(m.Case.Bytes), Text: m.Text, Reason: m.Reason,
+		ImageSeed: m.ImageSeed, Initial: stateJSON(&m.Case.Init),
+		CPU:      fuzzOutcome{Outcome: cpu, State: stateJSON(&m.CPU.State), Writes: writesJSON(m.CPU.Writes)},
+		Emulator: fuzzOutcome{Outcome: emu, State: stateJSON(&m.Emu.State), Writes: writesJSON(m.Emu.Writes)},
+		Compared: fmt.Sprintf("%#x", m.Compared), Vector: m.Vector(),
+	}
+}
+
+// runFuzzEmulateX86 runs the x86-64 emulator campaign.
+func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
+	if o.class != "" && !slices.Contains(fuzz.EmuClasses(), o.class) {
+		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.EmuClasses(), ", "))
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	oracle, err := fuzz.NewEmuOracle()
+	if err != nil {
+		return fmt.Errorf("start the cpu oracle: %w", err)
+	}
+	defer oracle.Close()
+	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, MismatchList: []fuzzMismatch{}}
+	var prog *fuzzProgress
+	if isTerminal(stderr) {
+		prog = &fuzzProgress{w: stderr, total: o.n, last: time.Now()}
+	}
+	found := 0
+	c := fuzz.EmuCampaign{
+		Cases: o.n,
+		Seed:  o.seed,
+		Class: o.class,
+		OnMismatch: func(m *fuzz.EmuMismatch) bool {
+			if o.json {
+				rep.MismatchList = append(rep.MismatchList, mismatchJSON(m))
+			} else {
+				prog.clear()
+				fmt.Fprintf(stdout, "%s\n\n", m)
+			}
+			found++
+			if o.stop > 0 && found >= o.stop {
+				rep.Stopped = true
+				return false
+			}
+			return true
+		},
+		Progress: prog.update,
+	}
+	res, err := c.Run(oracle)
+	prog.clear()
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	rep.EmuReport = res
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&rep); err != nil {
+			return err
+		}
+	} else {
+		printFuzzEmulateReport(stdout, &rep)
+	}
+	if res.Mismatches > 0 {
+		if !o.json {
+			fmt.Fprintf(stderr, "probeopt: %d mismatches between the emulator and the cpu\n", res.Mismatches)
+		}
+		return errReported
+	}
+	return nil
+}
+
+// printFuzzEmulateReport prints the summary as tables.
+func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
+	r := rep.EmuReport
+	class := rep.Class
+	if class == "" {
+		class = "all"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "arch\t%s\n", rep.Arch)
+	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
+	fmt.Fprintf(tw, "class\t%s\n", class)
+	fmt.Fprintf(tw, "cases\t%d (%d completed, %d faulted; %d skipped: they touched the oracle's memory)\n", r.Cases, r.Completed, r.Faulted, r.Skipped)
+	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
+	if rep.Stopped {
+		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
+	}
+	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	fmt.Fprintf(tw, "cases/s\t%.0f\n", r.PerSecond)
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "class\tcases\tcompleted\tfaulted\tmismatches\t\n")
+	for _, name := range fuzz.EmuClasses() {
+		if c := r.Classes[name]; c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.Cases, c.Completed, c.Faulted, c.Mismatches)
+		}
+	}
+	tw.Flush()
+}
+
+// fuzzProgress draws "fuzz emulate: done/total cases" on one terminal line,
+// at most ten times a second. A nil *fuzzProgress draws nothing.
+type fuzzProgress struct {
+	w     io.Writer
+	total int
+	last  time.Time
+	drawn bool
+}
+
+// update records that done cases are finished.
+func (p *fuzzProgress) update(done int) {
+	if p == nil {
+		return
+	}
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
+		p.last = now
+		p.drawn = true
+		fmt.Fprintf(p.w, "\rfuzz emulate: %d/%d cases (%d%%)", done, p.total, 100*done/max(p.total, 1))
+	}
+}
+
+// clear erases the progress line.
+func (p *fuzzProgress) clear() {
+	if p == nil || !p.drawn {
+		return
+	}
+	fmt.Fprint(p.w, "\r\033[K")
+	p.drawn = false
+}

@@ -1,0 +1,250 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/fuzz"
+)
+
+// The arm64 campaigns: `fuzz emulate --arch arm64` (registered below in
+// the runners of `fuzz emulate`) and `fuzz xol`, both against qemu-aarch64.
+
+func init() {
+	fuzzEmulateRunners["arm64"] = runFuzzEmulateARM64
+}
+
+// fuzzXOLRunners are the relocation campaigns by architecture.
+var fuzzXOLRunners = map[string]func(cmd *cobra.Command, o *fuzzEmulateOptions) error{
+	"arm64": runFuzzXOLARM64,
+}
+
+func newFuzzXOLCmd() *cobra.Command {
+	var o fuzzEmulateOptions
+	cmd := &cobra.Command{
+		Use:   "xol",
+		Short: "Check the relocation of instructions to another address against qemu-user",
+		Long: `Generate runs of one to four instructions (branches, calls, adr, adrp,
+literal loads, indirect branches, loads, stores and arithmetic), relocate
+each with the relocator (xol) to another address: in the same code window,
+2 MiB away (beyond b.cond and literal reach), 256 MiB away (beyond b) or
+6 GiB away (beyond adrp), with random options (detour or single step,
+scratch registers allowed or not, BTI-guarded targets, live process). Then
+run the original at its address and the relocated block at the new one under
+qemu-aarch64, from the same registers, flags, FP/SIMD registers and memory,
+and compare the final state: every register but the scratch register the
+block reports, the flags, the FP/SIMD registers, every changed quadword of
+memory, the signal, and the PC, where a fault inside the block must map back
+to the original instruction.
+
+The oracle is a small static aarch64 program built with aarch64-linux-gnu-gcc
+(cached in the temporary directory) and run under qemu-aarch64 (Debian
+qemu-user), many cases per process run; both must be on PATH.
+
+Classes (--class) fix the first instruction of every run: ` + strings.Join(fuzz.ARM64XOLClasses, ", ") + `.
+
+Each mismatch is printed as it is found. At the end a summary gives the
+runs generated, compared and refused (by refusal code), the relocated
+forms, the runs per second and a breakdown per class. With --json the whole
+report is one JSON object. The exit status is 1 if there was any mismatch.`,
+		Example: `  probeopt fuzz xol --arch arm64
+  probeopt fuzz xol --arch arm64 -n 1000000 --seed 42
+  probeopt fuzz xol --arch arm64 --class bcond --json`,
+		Args: argsRange(0, 0, ""),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			if !cmd.Flags().Changed("seed") {
+				o.seed = rand.Uint64()
+			}
+			run, ok := fuzzXOLRunners[o.arch]
+			if !ok {
+				return usagef("invalid --arch %q: want %s", o.arch, strings.Join(slices.Sorted(maps.Keys(fuzzXOLRunners)), " or "))
+			}
+			if o.n <= 0 {
+				return usagef("invalid -n %d: want a positive number of runs", o.n)
+			}
+			return run(cmd, &o)
+		}),
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.arch, "arch", "arm64", "relocator to check: `ARCH` arm64")
+	f.IntVarP(&o.n, "cases", "n", 100000, "generate `N` runs")
+	f.Uint64Var(&o.seed, "seed", 0, "seed `S` of the generators (default: a random seed, printed in the report)")
+	f.StringVar(&o.class, "class", "", "make the first instruction of every run of class `NAME` (default: all classes)")
+	f.IntVar(&o.stop, "stop-after", 100, "stop after `M` mismatches (0: never)")
+	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	return cmd
+}
+
+// arm64FuzzReport is the report of the arm64 campaigns; it is also their
+// JSON output.
+type arm64FuzzReport struct {
+	Campaign string `json:"campaign"` // "emulate" or "xol"
+	Arch     string `json:"arch"`
+	Seed     uint64 `json:"seed"`
+	Class    string `json:"class,omitempty"`
+	*fuzz.ARM64Report
+	MismatchList []arm64FuzzMismatch `json:"mismatch_list"`
+	Stopped      bool                `json:"stopped,omitempty"` // --stop-after ended the campaign early
+}
+
+// arm64FuzzMismatch is one mismatch in the JSON output.
+type arm64FuzzMismatch struct {
+	Class    string            `json:"class"`
+	Text     string            `json:"text"`
+	Code     []string          `json:"code"` // "address:word"
+	Initial  map[string]string `json:"initial"`
+	Reason   string            `json:"reason"`
+	Expected string            `json:"expected"`
+	Oracle   string            `json:"oracle"`
+	Index    int               `json:"index"`
+}
+
+// arm64StateJSON renders a register file for JSON.
+func arm64StateJSON(s *emulate.ARM64State) map[string]string {
+	m := map[string]string{}
+	for i, x := range s.X {
+		m[fmt.Sprintf("x%d", i)] = fmt.Sprintf("%#x", x)
+	}
+	m["sp"] = fmt.Sprintf("%#x", s.SP)
+	m["pc"] = fmt.Sprintf("%#x", s.PC)
+	m["nzcv"] = fmt.Sprintf("%#x", s.NZCV>>28)
+	for i, v := range s.V {
+		if v != [2]uint64{} {
+			m[fmt.Sprintf("v%d", i)] = fmt.Sprintf("%#x%016x", v[1], v[0])
+		}
+	}
+	return m
+}
+
+func arm64MismatchJSON(m *fuzz.ARM64Mismatch) arm64FuzzMismatch {
+	j := arm64FuzzMismatch{Class: m.Class, Text: m.Text, Initial: arm64StateJSON(&m.Case.State), Reason: m.Diff,
+		Expected: m.Want, Oracle: m.Got, Index: m.Index}
+	for _, p := range m.Case.Code {
+		j.Code = append(j.Code, fmt.Sprintf("%#x:%08x", p.Addr, p.Word))
+	}
+	return j
+}
+
+// runARM64Campaign starts the oracle, runs a campaign with the mismatch
+// and progress callbacks it is given, and prints the report.
+func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit string, classes []string,
+	run func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error)) error {
+	if o.class != "" && !slices.Contains(classes, o.class) {
+		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(classes, ", "))
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	q, err := fuzz.StartQEMU(fuzz.NewARM64Image(o.seed), nil)
+	if err != nil {
+		return fmt.Errorf("start the qemu oracle: %w", err)
+	}
+	defer q.Close()
+	rep := arm64FuzzReport{Campaign: kind, Arch: o.arch, Seed: o.seed, Class: o.class, MismatchList: []arm64FuzzMismatch{}}
+	var prog *progress
+	if isTerminal(stderr) {
+		prog = newProgress(stderr, "fuzz "+kind, unit, o.n)
+	}
+	found := 0
+	res, err := run(q, func(m *fuzz.ARM64Mismatch) bool {
+		if o.json {
+			rep.MismatchList = append(rep.MismatchList, arm64MismatchJSON(m))
+		} else {
+			prog.done()
+			fmt.Fprintf(stdout, "%s\n\n", m)
+		}
+		found++
+		if o.stop > 0 && found >= o.stop {
+			rep.Stopped = true
+			return false
+		}
+		return true
+	}, prog.update)
+	prog.done()
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	rep.ARM64Report = res
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&rep); err != nil {
+			return err
+		}
+	} else {
+		printARM64FuzzReport(stdout, &rep, unit, classes)
+	}
+	if res.Mismatches > 0 {
+		if !o.json {
+			fmt.Fprintf(stderr, "probeopt: %d mismatches against qemu-aarch64\n", res.Mismatches)
+		}
+		return errReported
+	}
+	return nil
+}
+
+// runFuzzEmulateARM64 runs the arm64 emulator campaign.
+func runFuzzEmulateARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
+	return runARM64Campaign(cmd, o, "emulate", "cases", fuzz.ARM64EmuClasses,
+		func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
+			c := fuzz.ARM64EmuCampaign{Cases: o.n, Seed: o.seed, Class: o.class, OnMismatch: on, Progress: prog}
+			return c.Run(q)
+		})
+}
+
+// runFuzzXOLARM64 runs the arm64 relocation campaign.
+func runFuzzXOLARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
+	return runARM64Campaign(cmd, o, "xol", "runs", fuzz.ARM64XOLClasses,
+		func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
+			c := fuzz.ARM64XOLCampaign{Cases: o.n, Seed: o.seed, Class: o.class, OnMismatch: on, Progress: prog}
+			return c.Run(q)
+		})
+}
+
+// printARM64FuzzReport prints the summary as tables.
+func printARM64FuzzReport(w io.Writer, rep *arm64FuzzReport, unit string, classes []string) {
+	r := rep.ARM64Report
+	class := rep.Class
+	if class == "" {
+		class = "all"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "campaign\t%s\n", rep.Campaign)
+	fmt.Fprintf(tw, "arch\t%s (oracle: qemu-aarch64 -cpu %s)\n", rep.Arch, fuzz.QEMUDefaultCPU)
+	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
+	fmt.Fprintf(tw, "class\t%s\n", class)
+	fmt.Fprintf(tw, "generated\t%d %s\n", r.Generated, unit)
+	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted)\n", r.Cases, r.Completed, r.Faulted)
+	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
+	if rep.Stopped {
+		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
+	}
+	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	fmt.Fprintf(tw, "%s/s\t%.0f compared\n", unit, r.PerSecond)
+	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
+		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Skipped)) {
+		fmt.Fprintf(tw, "not compared\t%d: %s\n", r.Skipped[k], k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Forms)) {
+		fmt.Fprintf(tw, "form\t%d: %s\n", r.Forms[k], k)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "class\t%s\tcompleted\tfaulted\tmismatches\t\n", unit)
+	for _, name := range classes {
+		if c := r.Classes[name]; c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.Cases, c.Completed, c.Faulted, c.Mismatches)
+		}
+	}
+	tw.Flush()
+}

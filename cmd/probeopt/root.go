@@ -96,6 +96,7 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 		return &usageError{err}
 	})
 	root.AddCommand(
+		newBenchCmd(),
 		newDecodeCmd(),
 		newExplainCmd(),
 		newFuzzCmd(),

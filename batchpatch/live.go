@@ -1,0 +1,323 @@
+package batchpatch
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// Options tune a live pass. A nil *Options means the defaults.
+type Options struct {
+	// MaxSteps is how many single steps a thread that blocks a patch may
+	// make to leave the range; 0 means 64, a negative value means none
+	// (the patch is refused at once).
+	MaxSteps int
+	// StepTimeout bounds each single step (a thread blocked in a system
+	// call never finishes its step); 0 means 10 ms.
+	StepTimeout time.Duration
+	// AllOrNothing refuses the whole batch, writing nothing, when any
+	// patch is blocked. By default the other patches are applied and the
+	// blocked ones listed in Result.Refused.
+	AllOrNothing bool
+
+	hooks *testHooks
+}
+
+func (o *Options) maxSteps() int {
+	switch {
+	case o == nil || o.MaxSteps == 0:
+		return 64
+	case o.MaxSteps < 0:
+		return 0
+	}
+	return o.MaxSteps
+}
+
+func (o *Options) stepTimeout() time.Duration {
+	if o == nil || o.StepTimeout <= 0 {
+		return 10 * time.Millisecond
+	}
+	return o.StepTimeout
+}
+
+// Result reports a live pass.
+type Result struct {
+	Applied []Patch         // the patches written, in address order
+	Refused []*BlockedError // patches not written because a thread stood in them
+	Writes  int             // coalesced writes (at most one per page touched)
+	Bytes   int             // bytes written
+	Steps   int             // single steps made to move threads out of ranges
+	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped)
+}
+
+// Err returns nil when every patch was applied, else an error wrapping
+// ErrBlocked that lists the first refusal.
+func (r *Result) Err() error {
+	if r == nil || len(r.Refused) == 0 {
+		return nil
+	}
+	if len(r.Refused) == 1 {
+		return r.Refused[0]
+	}
+	return fmt.Errorf("%w (and %d more)", r.Refused[0], len(r.Refused)-1)
+}
+
+// World is what a live pass needs of a stopped process; *proc.World
+// provides it.
+type World interface {
+	Memory
+	Threads() ([]proc.ThreadInfo, error)
+	Step(tid int, timeout time.Duration) error
+	Refresh() error
+}
+
+// Apply validates the batch and applies it to the live process in one
+// stop-the-world pass (see the package documentation). Patches blocked by
+// a thread are listed in Result.Refused, not written; any other failure
+// leaves the text as it was and returns an error naming the patch (a
+// *PatchError, wrapping a *MismatchError when bytes differ).
+func Apply(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
+	if err := supported(); err != nil {
+		return nil, err
+	}
+	if err := Validate(ps); err != nil {
+		return nil, err
+	}
+	var res *Result
+	stats, err := p.Stopped(func(w *proc.World) error {
+		var err error
+		res, err = ApplyStopped(w, ps, opts)
+		return err
+	})
+	if res != nil {
+		res.Stop = stats
+	}
+	return res, err
+}
+
+// Revert undoes patches applied by Apply: it applies their inverses in one
+// pass, with the same checks.
+func Revert(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
+	inv := make([]Patch, len(ps))
+	for i, q := range ps {
+		inv[i] = q.Inverse()
+	}
+	return Apply(p, inv, opts)
+}
+
+// ApplyStopped is Apply for a world that is already stopped: the caller
+// runs it inside proc.Process.Stopped, possibly with other work in the
+// same pause. The batch must be valid (Validate).
+func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
+	if err := Validate(ps); err != nil {
+		return nil, err
+	}
+	res := &Result{}
+	index := identity(len(ps))
+	// Compare-and-swap first: nothing is stepped for a batch that cannot
+	// apply anyway.
+	spans := coalesce(ps, nil)
+	if err := readSpans(w, spans); err != nil {
+		return nil, fmt.Errorf("read text: %w", err)
+	}
+	if i, err := checkOld(ps, spans); err != nil {
+		return nil, &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
+	}
+	blocked, steps, err := clearThreads(w, ps, opts)
+	res.Steps = steps
+	if err != nil {
+		return res, err
+	}
+	for _, b := range blocked {
+		res.Refused = append(res.Refused, b)
+	}
+	sort.Slice(res.Refused, func(i, j int) bool { return res.Refused[i].Addr < res.Refused[j].Addr })
+	if len(blocked) > 0 && opts != nil && opts.AllOrNothing {
+		return res, fmt.Errorf("batch refused: %w", res.Err())
+	}
+	use := func(i int) bool { return blocked[i] == nil }
+	var hooks *testHooks
+	if opts != nil {
+		hooks = opts.hooks
+	}
+	st, err := transact(w, ps, use, index, hooks)
+	if err != nil {
+		return res, err
+	}
+	res.Writes, res.Bytes = st.writes, st.bytes
+	for i, p := range ps {
+		if use(i) {
+			res.Applied = append(res.Applied, p)
+		}
+	}
+	return res, nil
+}
+
+// block finds a patch that the PC blocks: pc strictly inside the range,
+// or anywhere in a guard range.
+func block(ps []Patch, pc uint64) int {
+	// The last patch starting below pc is the only one pc can be strictly
+	// inside.
+	i := sort.Search(len(ps), func(i int) bool { return ps[i].Addr >= pc }) - 1
+	if i >= 0 && ps[i].strictlyInside(pc) {
+		return i
+	}
+	for i, p := range ps {
+		for _, g := range p.Guard {
+			if pc >= g.Start && pc < g.End {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// blockers lists, for each thread, the patch its PC (or the PC of its
+// restarted system call) blocks.
+func blockers(ps []Patch, threads []proc.ThreadInfo) map[int]struct {
+	patch int
+	pc    uint64
+} {
+	out := map[int]struct {
+		patch int
+		pc    uint64
+	}{}
+	for _, th := range threads {
+		if th.Exiting {
+			continue
+		}
+		for _, pc := range []uint64{th.PC, th.RestartPC} {
+			if pc == 0 {
+				continue
+			}
+			if i := block(ps, pc); i >= 0 {
+				out[th.Tid] = struct {
+					patch int
+					pc    uint64
+				}{i, pc}
+				break
+			}
+		}
+	}
+	return out
+}
+
+// clearThreads moves every thread out of the ranges of the batch, by
+// single steps of that thread alone, and returns the patches still
+// blocked, by batch index.
+func clearThreads(w World, ps []Patch, opts *Options) (map[int]*BlockedError, int, error) {
+	blocked := map[int]*BlockedError{}
+	threads, err := w.Threads()
+	if err != nil {
+		return nil, 0, fmt.Errorf("list threads: %w", err)
+	}
+	in := blockers(ps, threads)
+	if len(in) == 0 {
+		return blocked, 0, nil
+	}
+	byTid := map[int]proc.ThreadInfo{}
+	for _, th := range threads {
+		byTid[th.Tid] = th
+	}
+	steps := 0
+	stepped := false
+	tids := make([]int, 0, len(in))
+	for tid := range in {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		n, reason := stepOut(w, ps, byTid[tid], opts)
+		steps += n
+		stepped = stepped || n > 0
+		if reason != "" {
+			b := in[tid]
+			blocked[b.patch] = &BlockedError{Addr: ps[b.patch].Addr, Tid: tid, PC: b.pc, Reason: reason}
+		}
+	}
+	if !stepped {
+		return blocked, steps, nil
+	}
+	// A step may have created a thread (clone) or moved one thread into
+	// another range: stop any newcomer and check everything again.
+	if err := w.Refresh(); err != nil {
+		return nil, steps, fmt.Errorf("refresh threads: %w", err)
+	}
+	if threads, err = w.Threads(); err != nil {
+		return nil, steps, fmt.Errorf("list threads: %w", err)
+	}
+	for tid, b := range blockers(ps, threads) {
+		if blocked[b.patch] == nil {
+			blocked[b.patch] = &BlockedError{Addr: ps[b.patch].Addr, Tid: tid, PC: b.pc, Reason: "inside the range after the other threads were stepped"}
+		}
+	}
+	return blocked, steps, nil
+}
+
+// stepOut single-steps one thread until neither its PC nor its restart PC
+// blocks a patch. It returns the steps made and, on failure, why.
+func stepOut(w World, ps []Patch, th proc.ThreadInfo, opts *Options) (int, string) {
+	if th.Parked {
+		return 0, "blocked in vfork until its child execs or exits"
+	}
+	limit := opts.maxSteps()
+	for n := 0; ; n++ {
+		if why := stuck(w, th); why != "" {
+			return n, why
+		}
+		if n >= limit {
+			if limit == 0 {
+				return n, "stepping out of the range is disabled"
+			}
+			return n, fmt.Sprintf("still inside after %d single steps", n)
+		}
+		err := w.Step(th.Tid, opts.stepTimeout())
+		if errors.Is(err, proc.ErrStepTimeout) {
+			why := "did not finish a single step in time"
+			if th.RestartPC != 0 || th.InSyscall {
+				why = "blocked in a system call"
+			}
+			return n + 1, why
+		}
+		if err != nil {
+			return n + 1, "single step failed: " + err.Error()
+		}
+		threads, err := w.Threads()
+		if err != nil {
+			return n + 1, "list threads: " + err.Error()
+		}
+		found := false
+		for _, t := range threads {
+			if t.Tid == th.Tid {
+				th, found = t, true
+			}
+		}
+		if !found {
+			return n + 1, "" // it exited
+		}
+		if (th.PC == 0 || block(ps, th.PC) < 0) && (th.RestartPC == 0 || block(ps, th.RestartPC) < 0) {
+			return n + 1, ""
+		}
+	}
+}
+
+// stuck tells, from the instruction at the thread's PC, when stepping
+// cannot help: a jump to itself. It returns "" when stepping may help.
+func stuck(w World, th proc.ThreadInfo) string {
+	var buf [15]byte
+	if err := w.ReadMemory(th.PC, buf[:]); err != nil {
+		return ""
+	}
+	var inst decode.X86Inst
+	if err := (decode.X86Decoder{}).Decode(buf[:], th.PC, &inst); err != nil {
+		return ""
+	}
+	if inst.Branch.Relative() && inst.Branch != decode.BranchCall && inst.Target == th.PC && inst.Branch != decode.BranchJcc {
+		return fmt.Sprintf("spins on %s to itself", inst.Mnemonic)
+	}
+	return ""
+}

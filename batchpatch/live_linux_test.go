@@ -1,0 +1,469 @@
+//go:build linux && amd64
+
+package batchpatch
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/proc"
+)
+
+// nSites is the number of functions of each kind in the fixture.
+const nSites = 4096
+
+// aPatch replaces the two-instruction range of A function i (mov, add K)
+// by lea M(%rdi),%eax and a 2-byte nop: the function then returns x+M.
+func aPatch(f *fixture, i int) Patch {
+	k, m := byte(i&63), byte(64+i&63)
+	return Patch{
+		Addr: f.A + 16*uint64(i),
+		Old:  []byte{0x89, 0xf8, 0x83, 0xc0, k},
+		New:  []byte{0x8d, 0x47, m, 0x66, 0x90},
+	}
+}
+
+// bPatch replaces the single instruction mov $K,%eax of B function i by
+// mov $M,%eax.
+func bPatch(f *fixture, i int) Patch {
+	k, m := byte(i&63), byte(64+i&63)
+	return Patch{Addr: f.B + 16*uint64(i), Old: []byte{0xb8, k, 0, 0, 0}, New: []byte{0xb8, m, 0, 0, 0}}
+}
+
+// patches returns n patches of one kind spread evenly over the sites.
+func patches(f *fixture, n int, mk func(*fixture, int) Patch) []Patch {
+	ps := make([]Patch, n)
+	for j := range ps {
+		ps[j] = mk(f, j*(nSites/n))
+	}
+	return ps
+}
+
+// expectText checks that every patch of ps reads as its New bytes (or Old
+// when old is set). It reads the covered range in one go.
+func expectText(t testing.TB, p *proc.Process, ps []Patch, old bool) {
+	t.Helper()
+	lo, hi := ps[0].Addr, ps[len(ps)-1].End()
+	buf := make([]byte, hi-lo)
+	if err := p.ReadMemory(lo, buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range ps {
+		want := q.New
+		if old {
+			want = q.Old
+		}
+		if got := buf[q.Addr-lo : q.End()-lo]; !bytes.Equal(got, want) {
+			t.Fatalf("text at %#x = % x, want % x", q.Addr, got, want)
+		}
+	}
+}
+
+// finish stops the fixture with SIGTERM and checks it reports no wrong
+// result and exits with status 0.
+func finish(t testing.TB, f *fixture) string {
+	t.Helper()
+	if bad := f.read64(t, offBad); bad != 0 {
+		t.Errorf("workers saw %d wrong results", bad)
+	}
+	maps, err := f.p.Maps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range maps {
+		if m.Write && m.Exec {
+			t.Errorf("writable and executable mapping: %+v", m)
+		}
+	}
+	if err := unix.Kill(f.p.Pid(), unix.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	line, err := readLine(f.out, 20*time.Second)
+	if err != nil {
+		t.Fatalf("no summary line: %v", err)
+	}
+	st, err := f.p.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Success() {
+		t.Errorf("fixture exit status %+v (%s)", st, line)
+	}
+	return line
+}
+
+// commitAll commits the set until nothing is pending (threads can block
+// a patch for a pass), at most 50 passes.
+func commitAll(t testing.TB, f *fixture, s *Set, opts *Options) (passes, refused int) {
+	t.Helper()
+	for passes = 0; len(s.Pending()) > 0; passes++ {
+		if passes == 50 {
+			t.Fatalf("%d patches still pending after 50 passes", len(s.Pending()))
+		}
+		res, err := s.Commit(f.p, opts)
+		if err != nil {
+			select {
+			case <-f.p.Exited():
+				st, _ := f.p.Wait()
+				t.Fatalf("commit: %v (exit status %+v)", err, st)
+			default:
+			}
+			t.Fatalf("commit: %v", err)
+		}
+		refused += len(res.Refused)
+	}
+	return passes, refused
+}
+
+// TestLive4096x100 applies 4,096 two-instruction patches to the text the
+// eight workers are running, and reverts them, 100 times; every pass is one
+// stop of the world. The workers must never see a result that is neither
+// the old nor the new one, and the process must exit cleanly.
+func TestLive4096x100(t *testing.T) {
+	f := startFixture(t, nil)
+	ps := patches(f, nSites, aPatch)
+	s := NewSet()
+	rounds := 100
+	if testing.Short() {
+		rounds = 10
+	}
+	var steps, refused, passes int
+	var maxPause time.Duration
+	for r := 0; r < rounds; r++ {
+		for _, q := range ps {
+			if err := s.Add(q); err != nil {
+				t.Fatal(err)
+			}
+		}
+		n, ref := commitAll(t, f, s, nil)
+		passes, refused = passes+n, refused+ref
+		expectText(t, f.p, ps, false)
+		for _, q := range ps {
+			if err := s.Remove(q.Addr); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := s.Commit(f.p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		steps += res.Steps
+		maxPause = max(maxPause, res.Stop.Pause)
+		n, ref = commitAll(t, f, s, nil)
+		passes, refused = passes+n+1, refused+ref+len(res.Refused)
+		expectText(t, f.p, ps, true)
+	}
+	if got := len(s.Installed()); got != 0 {
+		t.Errorf("%d patches still installed", got)
+	}
+	line := finish(t, f)
+	t.Logf("%d rounds, %d passes, %d threads stepped out of ranges, %d patches deferred, longest pause %v; %s",
+		rounds, passes, steps, refused, maxPause, line)
+}
+
+// TestLiveParkedThread parks a thread in a system call whose instruction
+// starts a 5-byte range, so its PC is at addr+2. The patch must be refused
+// (and not written) while it is there, the rest of the batch applied, and
+// the patch applied once the thread has left.
+func TestLiveParkedThread(t *testing.T) {
+	f := startFixture(t, nil, "park")
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 1 && f.read32(t, offParkTid) != 0 }) {
+		t.Fatal("park thread did not park")
+	}
+	time.Sleep(20 * time.Millisecond) // let it enter pause()
+	parkTid := int(f.read32(t, offParkTid))
+	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	other := aPatch(f, 7)
+	batch := []Patch{other, park}
+	Sort(batch)
+	// A generous step bound: only the parked thread may block, even on a
+	// busy machine.
+	slow := &Options{StepTimeout: 100 * time.Millisecond}
+	res, err := Apply(f.p, batch, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Refused) != 1 || res.Refused[0].Addr != park.Addr || res.Refused[0].Tid != parkTid || res.Refused[0].PC != park.Addr+2 {
+		t.Fatalf("refused = %v, want the park patch blocked by thread %d at %#x", res.Refused, parkTid, park.Addr+2)
+	}
+	if !strings.Contains(res.Refused[0].Reason, "system call") {
+		t.Errorf("reason %q does not name the system call", res.Refused[0].Reason)
+	}
+	if !errors.Is(res.Err(), ErrBlocked) {
+		t.Errorf("Result.Err() = %v", res.Err())
+	}
+	expectText(t, f.p, []Patch{park}, true)
+	expectText(t, f.p, []Patch{other}, false)
+	// All or nothing: nothing at all is written.
+	if _, err := Apply(f.p, []Patch{aPatch(f, 9), park}, &Options{AllOrNothing: true, StepTimeout: 100 * time.Millisecond}); !errors.Is(err, ErrBlocked) {
+		t.Fatalf("all-or-nothing batch: %v, want ErrBlocked", err)
+	}
+	expectText(t, f.p, []Patch{aPatch(f, 9), park}, true)
+	// Wake it: SIGUSR1 ends pause() and the thread leaves the range.
+	if err := unix.Tgkill(f.p.Pid(), parkTid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 0 }) {
+		t.Fatal("park thread did not leave")
+	}
+	res, err = Apply(f.p, []Patch{park}, slow)
+	if err != nil || len(res.Refused) != 0 {
+		t.Fatalf("second pass: %v, refused %v", err, res.Refused)
+	}
+	expectText(t, f.p, []Patch{park}, false)
+	finish(t, f)
+}
+
+// TestLiveRollback makes the write of the third page of a 4,096-patch batch
+// fail after writing half of it, and then a read-back disagree: each time
+// the text must be byte-identical to what it was, and the error must name a
+// patch.
+func TestLiveRollback(t *testing.T) {
+	f := startFixture(t, nil)
+	ps := patches(f, nSites, aPatch)
+	region := make([]byte, 16*nSites)
+	if err := f.p.ReadMemory(f.A, region); err != nil {
+		t.Fatal(err)
+	}
+	torn := &Options{hooks: &testHooks{write: func(mem Memory, n int, addr uint64, data []byte) (bool, error) {
+		if n != 2 {
+			return false, nil
+		}
+		// Half the page goes in, then the write fails.
+		if err := mem.WriteMemory(addr, data[:len(data)/2]); err != nil {
+			return true, err
+		}
+		return true, errors.New("injected write failure")
+	}}}
+	corrupt := &Options{hooks: &testHooks{write: func(mem Memory, n int, addr uint64, data []byte) (bool, error) {
+		if n != 5 {
+			return false, nil
+		}
+		bad := append([]byte(nil), data...)
+		bad[len(bad)-1] ^= 0xff
+		return true, mem.WriteMemory(addr, bad)
+	}}}
+	for _, tc := range []struct {
+		name string
+		opts *Options
+	}{{"torn write", torn}, {"bad read-back", corrupt}} {
+		res, err := Apply(f.p, ps, tc.opts)
+		var pe *PatchError
+		if !errors.As(err, &pe) {
+			t.Fatalf("%s: err = %v (result %+v), want a *PatchError", tc.name, err, res)
+		}
+		if tc.name == "bad read-back" {
+			var me *MismatchError
+			if !errors.As(err, &me) {
+				t.Errorf("%s: err = %v, want a *MismatchError", tc.name, err)
+			}
+		}
+		after := make([]byte, len(region))
+		if err := f.p.ReadMemory(f.A, after); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(region, after) {
+			t.Fatalf("%s: text differs after rollback", tc.name)
+		}
+		t.Logf("%s: %v", tc.name, err)
+	}
+	// A wrong old byte: nothing is written, the patch is named.
+	bad := patches(f, 16, aPatch)
+	bad[9].Old = []byte{1, 2, 3, 4, 5}
+	_, err := Apply(f.p, bad, nil)
+	var pe *PatchError
+	var me *MismatchError
+	if !errors.As(err, &pe) || pe.Index != 9 || !errors.As(err, &me) {
+		t.Fatalf("mismatched old bytes: %v", err)
+	}
+	expectText(t, f.p, patches(f, 16, aPatch), true)
+	finish(t, f)
+}
+
+// TestLiveSignalsDuringPause sends a signal to each stopped thread and
+// checks none is handled during the pause and every one after it. Each
+// thread gets exactly one: two identical standard signals pending for the
+// same target merge into one by design, so only distinct targets can be
+// counted exactly.
+func TestLiveSignalsDuringPause(t *testing.T) {
+	f := startFixture(t, nil)
+	if !eventually(5*time.Second, func() bool {
+		for w := 0; w < 8; w++ {
+			if f.read32(t, offWorkerTd+4*uint64(w)) == 0 {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatal("workers did not start")
+	}
+	var tids []int
+	for w := 0; w < 8; w++ {
+		tids = append(tids, int(f.read32(t, offWorkerTd+4*uint64(w))))
+	}
+	ps := patches(f, 256, aPatch)
+	_, err := f.p.Stopped(func(w *proc.World) error {
+		for _, tid := range tids {
+			if err := unix.Tgkill(f.p.Pid(), tid, unix.SIGUSR2); err != nil {
+				return fmt.Errorf("tgkill %d %d: %w", f.p.Pid(), tid, err)
+			}
+		}
+		res, err := ApplyStopped(w, ps, &Options{StepTimeout: 100 * time.Millisecond})
+		if err != nil {
+			return err
+		}
+		if len(res.Refused) != 0 {
+			return res.Err()
+		}
+		time.Sleep(20 * time.Millisecond)
+		var b [8]byte
+		if err := w.ReadMemory(f.Shared+offSig2, b[:]); err != nil {
+			return err
+		}
+		if b != [8]byte{} {
+			t.Errorf("a signal was handled during the pause")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offSig2) == int64(len(tids)) }) {
+		t.Fatalf("SIGUSR2 handled %d times after the pause, want %d", f.read64(t, offSig2), len(tids))
+	}
+	expectText(t, f.p, ps, false)
+	finish(t, f)
+}
+
+// TestLiveForkRace commits batches while a thread forks in a loop. Every
+// child must hold either all old or all new text, never a mix.
+func TestLiveForkRace(t *testing.T) {
+	f := startFixture(t, &proc.Options{FollowForks: true}, "fork")
+	ps := patches(f, nSites, aPatch)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var children, oldText, newText int
+	var fails []string
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		buf := make([]byte, 16*nSites)
+		for {
+			select {
+			case <-f.p.Exited():
+				return
+			case ev := <-f.p.Events():
+				if ev.Kind != proc.EventFork || ev.Child == nil {
+					continue
+				}
+				err := ev.Child.ReadMemory(f.A, buf)
+				nOld, nNew := 0, 0
+				for _, q := range ps {
+					off := q.Addr - f.A
+					switch {
+					case bytes.Equal(buf[off:off+5], q.Old):
+						nOld++
+					case bytes.Equal(buf[off:off+5], q.New):
+						nNew++
+					}
+				}
+				_ = ev.Child.Kill()
+				mu.Lock()
+				children++
+				switch {
+				case err != nil:
+					fails = append(fails, err.Error())
+				case nOld == len(ps):
+					oldText++
+				case nNew == len(ps):
+					newText++
+				default:
+					fails = append(fails, "child with a mix of old and new text")
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	s := NewSet()
+	deadline := time.Now().Add(3 * time.Second)
+	for r := 0; time.Now().Before(deadline) || r < 10; r++ {
+		for _, q := range ps {
+			if r%2 == 0 {
+				_ = s.Add(q)
+			} else {
+				_ = s.Remove(q.Addr)
+			}
+		}
+		commitAll(t, f, s, nil)
+	}
+	// Children keep coming (and are killed) until the fixture exits.
+	finish(t, f)
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(fails) > 0 {
+		t.Fatalf("%d bad children: %v", len(fails), fails[:min(len(fails), 5)])
+	}
+	if children == 0 {
+		t.Fatal("no child was forked")
+	}
+	t.Logf("%d children: %d with old text, %d with new", children, oldText, newText)
+}
+
+// TestLiveStopFree applies 4,096 single-instruction patches with the
+// int3-first protocol while the workers run, and reverts them, 10 times.
+func TestLiveStopFree(t *testing.T) {
+	f := startFixture(t, nil)
+	ps := patches(f, nSites, bPatch)
+	inv := make([]Patch, len(ps))
+	for i, q := range ps {
+		inv[i] = q.Inverse()
+	}
+	for r := 0; r < 10; r++ {
+		if _, err := StopFree(f.p, ps, nil); err != nil {
+			t.Fatalf("round %d: %v", r, err)
+		}
+		expectText(t, f.p, ps, false)
+		if _, err := StopFree(f.p, inv, nil); err != nil {
+			t.Fatalf("round %d revert: %v", r, err)
+		}
+		expectText(t, f.p, ps, true)
+	}
+	finish(t, f)
+}
+
+// TestSetCancel checks that a removal and re-addition between two passes
+// writes nothing.
+func TestSetCancel(t *testing.T) {
+	f := startFixture(t, nil)
+	s := NewSet()
+	ps := patches(f, 64, aPatch)
+	for _, q := range ps {
+		_ = s.Add(q)
+	}
+	commitAll(t, f, s, nil)
+	for _, q := range ps {
+		if err := s.Remove(q.Addr); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Add(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := len(s.Pending()); n != 0 {
+		t.Fatalf("%d changes pending after remove+add", n)
+	}
+	res, err := s.Commit(f.p, nil)
+	if err != nil || res.Writes != 0 || res.Stop.Total != 0 {
+		t.Fatalf("commit after remove+add: %+v %v", res, err)
+	}
+	expectText(t, f.p, ps, false)
+	finish(t, f)
+}

@@ -1,0 +1,256 @@
+//go:build linux && amd64
+
+package main
+
+import (
+	"bufio"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// The generated functions of the target, 16 bytes apart. Go's internal
+// calling convention passes the argument and the result in RAX:
+//
+//	48 83 c0 KK   add  $K,%rax        \ the 5-byte patched range:
+//	90            nop                 / two instructions
+//	c3            ret
+//
+// The patch puts lea M(%rax),%rax (48 8d 40 MM) before the nop, so each
+// function returns x+K or x+M with K = i & 63 and M = 64 + K.
+func benchOld(i int) []byte { return []byte{0x48, 0x83, 0xc0, byte(i & 63), 0x90} }
+func benchNew(i int) []byte { return []byte{0x48, 0x8d, 0x40, byte(64 + i&63), 0x90} }
+
+// runPatchTarget is the target process: it maps the functions read-write,
+// fills them, makes them read-execute (never both writable and
+// executable), and calls them from threads goroutines, each locked to its
+// own OS thread, forever. It prints the address of the functions and of
+// its wrong-result counter, then waits to be killed.
+func runPatchTarget(w io.Writer, threads int) error {
+	mem, err := unix.Mmap(-1, 0, benchSites*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return fmt.Errorf("map code: %w", err)
+	}
+	for i := 0; i < benchSites; i++ {
+		fn := mem[16*i : 16*i+16]
+		for j := range fn {
+			fn[j] = 0xcc
+		}
+		copy(fn, benchOld(i))
+		fn[5] = 0xc3
+	}
+	if err := unix.Mprotect(mem, unix.PROT_READ|unix.PROT_EXEC); err != nil {
+		return fmt.Errorf("protect code: %w", err)
+	}
+	base := uintptr(unsafe.Pointer(&mem[0]))
+	fns := make([]func(uint64) uint64, benchSites)
+	for i := range fns {
+		// A func value points to a word holding the code address.
+		code := new(uintptr)
+		*code = base + 16*uintptr(i)
+		fns[i] = *(*func(uint64) uint64)(unsafe.Pointer(&code))
+	}
+	bad := new(atomic.Int64)
+	for t := 0; t < threads; t++ {
+		go func() {
+			runtime.LockOSThread()
+			x := uint64(t * 1000)
+			for {
+				for i, f := range fns {
+					d := f(x) - x
+					if k := uint64(i & 63); d != k && d != 64+k {
+						bad.Add(1)
+					}
+					x = (x + 7) & 0xffff
+				}
+			}
+		}()
+	}
+	if _, err := fmt.Fprintf(w, "target base=%#x n=%d bad=%#x\n", base, benchSites, uintptr(unsafe.Pointer(bad))); err != nil {
+		return err
+	}
+	select {}
+}
+
+// benchPatch runs the target and times the passes.
+func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	defer r.Close()
+	// asyncpreemptoff: the Go scheduler of the target would otherwise
+	// signal its threads every 10 ms, and each signal is a ptrace stop.
+	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
+	p, err := proc.Spawn([]string{exe, "bench", "patch-target", "--threads", strconv.Itoa(o.threads)},
+		&proc.SpawnOptions{Stdout: w, Env: env})
+	w.Close()
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: start target: %w", err)
+	}
+	defer p.Kill()
+	if err := p.Resume(); err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	line, err := readTargetLine(r, 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: target: %w", err)
+	}
+	var base, badAddr uint64
+	var n int
+	if _, err := fmt.Sscanf(line, "target base=%v n=%d bad=%v", &base, &n, &badAddr); err != nil || n != benchSites {
+		return nil, fmt.Errorf("bench patch: target said %q", line)
+	}
+	time.Sleep(200 * time.Millisecond) // let every thread start calling
+	all := make([]batchpatch.Patch, benchSites)
+	for i := range all {
+		all[i] = batchpatch.Patch{Addr: base + 16*uint64(i), Old: benchOld(i), New: benchNew(i)}
+	}
+	prog := isTerminal(stderr)
+	rep := &benchPatchReport{Threads: o.threads}
+	for k, size := range o.sizes {
+		if prog {
+			fmt.Fprintf(stderr, "\rbench patch: %d patches (%d/%d)", size, k+1, len(o.sizes))
+		}
+		row, err := benchPatchSize(p, all, size, o.repeat)
+		if err != nil {
+			return nil, fmt.Errorf("bench patch: %d patches: %w", size, err)
+		}
+		rep.Rows = append(rep.Rows, row)
+	}
+	if prog {
+		fmt.Fprint(stderr, "\r\033[K")
+	}
+	var b [8]byte
+	if err := p.ReadMemory(badAddr, b[:]); err != nil {
+		return nil, fmt.Errorf("bench patch: read the target's counter: %w", err)
+	}
+	rep.Bad = int64(binary.LittleEndian.Uint64(b[:]))
+	return rep, nil
+}
+
+// applyAll applies ps, passing again for patches a thread blocked; it
+// returns the time of the first pass and of all of them, and the steps.
+func applyAll(p *proc.Process, ps []batchpatch.Patch) (pause, total time.Duration, steps int, err error) {
+	for pass := 0; len(ps) > 0; pass++ {
+		if pass == 100 {
+			return 0, 0, 0, fmt.Errorf("%d patches still blocked after 100 passes", len(ps))
+		}
+		t0 := time.Now()
+		res, err := batchpatch.Apply(p, ps, nil)
+		total += time.Since(t0)
+		if err != nil {
+			return 0, 0, 0, err
+		}
+		pause += res.Stop.Pause
+		steps += res.Steps
+		var left []batchpatch.Patch
+		for _, b := range res.Refused {
+			for _, q := range ps {
+				if q.Addr == b.Addr {
+					left = append(left, q)
+				}
+			}
+		}
+		ps = left
+	}
+	return pause, total, steps, nil
+}
+
+// benchPatchSize times size patches (every 4096/size-th function).
+func benchPatchSize(p *proc.Process, all []batchpatch.Patch, size, repeat int) (benchPatchRow, error) {
+	row := benchPatchRow{Patches: size, Repeats: repeat}
+	stride := benchSites / size
+	ps := make([]batchpatch.Patch, 0, size)
+	for i := 0; i < benchSites; i += stride {
+		ps = append(ps, all[i])
+	}
+	inv := make([]batchpatch.Patch, len(ps))
+	for i, q := range ps {
+		inv[i] = q.Inverse()
+	}
+	var pauses, totals []time.Duration
+	for r := 0; r < repeat; r++ {
+		for _, batch := range [][]batchpatch.Patch{ps, inv} {
+			pause, total, steps, err := applyAll(p, batch)
+			if err != nil {
+				return row, err
+			}
+			pauses, totals = append(pauses, pause), append(totals, total)
+			row.Steps += steps
+		}
+	}
+	row.BatchPause, row.BatchTotal = median(pauses), median(totals)
+	// One stop per patch: fewer repeats as the passes get long.
+	reps := max(1, min(repeat, 1024/size))
+	pauses, totals = pauses[:0], totals[:0]
+	for r := 0; r < reps; r++ {
+		var sumPause, sumTotal time.Duration
+		for _, q := range ps {
+			pause, total, steps, err := applyAll(p, []batchpatch.Patch{q})
+			if err != nil {
+				return row, err
+			}
+			sumPause += pause
+			sumTotal += total
+			row.Steps += steps
+		}
+		pauses, totals = append(pauses, sumPause), append(totals, sumTotal)
+		if _, _, _, err := applyAll(p, inv); err != nil {
+			return row, err
+		}
+	}
+	row.PerPatchPause, row.PerPatchTotal, row.Stops = median(pauses), median(totals), size
+	if row.BatchPause > 0 {
+		row.PauseRatio = float64(row.PerPatchPause) / float64(row.BatchPause)
+	}
+	if row.BatchTotal > 0 {
+		row.TotalRatio = float64(row.PerPatchTotal) / float64(row.BatchTotal)
+	}
+	return row, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// readTargetLine reads the target's first line, with a deadline.
+func readTargetLine(r io.Reader, d time.Duration) (string, error) {
+	type res struct {
+		s   string
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		s, err := bufio.NewReader(r).ReadString('\n')
+		c <- res{strings.TrimSpace(s), err}
+	}()
+	select {
+	case x := <-c:
+		return x.s, x.err
+	case <-time.After(d):
+		return "", fmt.Errorf("no line within %v", d)
+	}
+}

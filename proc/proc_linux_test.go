@@ -1,0 +1,190 @@
+//go:build linux && amd64
+
+package proc
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestSpawnStopResume spawns the 8-thread fixture, stops and resumes it
+// many times and checks every thread is tracked and the workers run on.
+func TestSpawnStopResume(t *testing.T) {
+	f := startFixture(t, nil)
+	p := f.p
+	if !eventually(5*time.Second, func() bool { tids, _ := p.Threads(); return len(tids) == 9 }) {
+		tids, _ := p.Threads()
+		t.Fatalf("threads = %v, want 9 (main + 8 workers)", tids)
+	}
+	for i := 0; i < 50; i++ {
+		st, err := p.Stopped(func(w *World) error {
+			ths, err := w.Threads()
+			if err != nil {
+				return err
+			}
+			if len(ths) != 9 {
+				t.Errorf("stop %d: %d threads", i, len(ths))
+			}
+			for _, th := range ths {
+				if th.PC == 0 {
+					t.Errorf("thread %d: PC 0", th.Tid)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatalf("stop %d: %v", i, err)
+		}
+		if st.Threads != 9 || st.Pause <= 0 || st.Total < st.Pause {
+			t.Errorf("stats %+v", st)
+		}
+	}
+	before := f.read64(t, offCalls)
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offCalls) > before }) {
+		t.Errorf("worker 0 made no progress after the stops")
+	}
+	if bad := f.read64(t, offBad); bad != 0 {
+		t.Errorf("bad results: %d", bad)
+	}
+}
+
+// TestRegsAndMemory reads registers of a stopped thread and writes and
+// reads back memory through /proc/PID/mem, including read-only text.
+func TestRegsAndMemory(t *testing.T) {
+	f := startFixture(t, nil)
+	p := f.p
+	if _, err := p.Regs(p.Pid()); !errors.Is(err, ErrRunning) {
+		t.Errorf("Regs while running: %v, want ErrRunning", err)
+	}
+	if err := p.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := p.Regs(p.Pid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.PC() == 0 || r.SP() == 0 {
+		t.Errorf("regs PC %#x SP %#x", r.PC(), r.SP())
+	}
+	if err := p.SetRegs(p.Pid(), &r); err != nil {
+		t.Fatal(err)
+	}
+	// Text is read-only in the mappings and still writable through mem.
+	text := make([]byte, 6)
+	if err := p.ReadMemory(f.A+16*5, text); err != nil {
+		t.Fatal(err)
+	}
+	if string(text) != "\x89\xf8\x83\xc0\x05\xc3" {
+		t.Fatalf("site 5 = % x", text)
+	}
+	if err := p.WriteMemory(f.A+16*5+4, []byte{0x05}); err != nil {
+		t.Fatal(err)
+	}
+	maps, err := p.Maps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := FindMapping(maps, f.A)
+	if !ok || !m.Exec || m.Write {
+		t.Errorf("mapping of text = %+v, %v", m, ok)
+	}
+	if err := p.ReadMemory(0, make([]byte, 8)); err == nil {
+		t.Errorf("read at 0 succeeded")
+	} else {
+		var me *MemoryError
+		if !errors.As(err, &me) || me.Addr != 0 {
+			t.Errorf("read at 0: %v", err)
+		}
+	}
+	if _, err := p.Regs(12345678); !errors.Is(err, ErrNoThread) {
+		t.Errorf("Regs of a missing thread: %v, want ErrNoThread", err)
+	}
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRemoteSyscalls maps, protects and unmaps memory and creates a
+// memfd inside the tracee, and checks no mapping is writable and
+// executable afterwards.
+func TestRemoteSyscalls(t *testing.T) {
+	f := startFixture(t, nil)
+	p := f.p
+	var addr uint64
+	_, err := p.Stopped(func(w *World) error {
+		var err error
+		addr, err = w.Mmap(0, 8192, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
+		if err != nil {
+			return err
+		}
+		if err := w.WriteMemory(addr, []byte{0xc3}); err != nil {
+			return err
+		}
+		if err := w.Mprotect(addr, 8192, unix.PROT_READ|unix.PROT_EXEC); err != nil {
+			return err
+		}
+		fd, err := w.MemfdCreate("probeopt-test", unix.MFD_CLOEXEC)
+		if err != nil {
+			return err
+		}
+		link, err := os.Readlink("/proc/" + itoa(p.Pid()) + "/fd/" + itoa(fd))
+		if err != nil || !strings.Contains(link, "memfd:probeopt-test") {
+			t.Errorf("memfd fd %d -> %q, %v", fd, link, err)
+		}
+		if _, err := w.Syscall(unix.SYS_CLOSE, uint64(fd)); err != nil {
+			return err
+		}
+		_, err = w.Syscall(unix.SYS_CLOSE, uint64(fd))
+		var se *SyscallError
+		if !errors.As(err, &se) || !errors.Is(err, unix.EBADF) {
+			t.Errorf("second close: %v, want EBADF", err)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := p.Maps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, ok := FindMapping(maps, addr)
+	if !ok || !m.Exec || m.Write || m.Start != addr {
+		t.Errorf("new mapping = %+v %v", m, ok)
+	}
+	for _, m := range maps {
+		if m.Write && m.Exec {
+			t.Errorf("W+X mapping %+v", m)
+		}
+	}
+	if err := p.Munmap(addr, 8192); err != nil {
+		t.Fatal(err)
+	}
+	maps, _ = p.Maps()
+	if _, ok := FindMapping(maps, addr); ok {
+		t.Errorf("mapping still there after munmap")
+	}
+	// The workers computed correctly through all this.
+	if bad := f.read64(t, offBad); bad != 0 {
+		t.Errorf("bad results: %d", bad)
+	}
+}
+
+func itoa(n int) string {
+	var b [20]byte
+	i := len(b)
+	for {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+		if n == 0 {
+			break
+		}
+	}
+	return string(b[i:])
+}

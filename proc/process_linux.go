@@ -1,0 +1,864 @@
+//go:build linux && (amd64 || arm64)
+
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Process is a traced process: its threads, and the children that share
+// its address space until they exec or exit. Its methods may be called from
+// any goroutine; each hands its work to the tracer thread (see the package
+// documentation).
+type Process struct {
+	t    *tracer
+	pid  int
+	opts Options
+
+	// Owned by the tracer goroutine.
+	threads map[int]*thread
+	sharers map[int]*Process // children sharing the address space
+	parent  *Process         // for a sharer: the process whose memory it shares
+	mem     *os.File         // /proc/PID/mem
+	memErr  error
+	stopped bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
+	trap    TrapHandler
+	execs   int
+	sysSite uint64 // address of a syscall instruction, 0 if not found yet
+	stats   StopStats
+	stopT0  time.Time // first interrupt of the current stop
+	stopT1  time.Time // every thread stopped
+	done    bool      // exited or detached
+
+	events  chan Event
+	dropped atomic.Int64
+
+	exitCh  chan struct{} // closed when the process has exited or was detached
+	status  ExitStatus
+	exitErr error // ErrDetached when detached rather than exited
+}
+
+func newProcess(t *tracer, pid int, opts Options) *Process {
+	n := opts.EventBuffer
+	if n <= 0 {
+		n = 1024
+	}
+	return &Process{
+		t: t, pid: pid, opts: opts,
+		threads: make(map[int]*thread),
+		sharers: make(map[int]*Process),
+		events:  make(chan Event, n),
+		exitCh:  make(chan struct{}),
+	}
+}
+
+// emit records an event without ever blocking the tracer.
+func (p *Process) emit(e Event) {
+	e.Time = time.Now()
+	select {
+	case p.events <- e:
+	default:
+		p.dropped.Add(1)
+	}
+}
+
+// finish marks p as exited (err nil) or detached (err ErrDetached).
+func (p *Process) finish(st ExitStatus, err error) {
+	if p.done {
+		return
+	}
+	p.done = true
+	p.status, p.exitErr = st, err
+	if p.mem != nil && p.parent == nil {
+		p.mem.Close()
+	}
+	p.mem = nil
+	close(p.exitCh)
+}
+
+// keepStopped reports whether stops of p's threads are kept rather than
+// resumed at once.
+func (p *Process) keepStopped() bool {
+	for q := p; q != nil; q = q.parent {
+		if q.stopped {
+			return true
+		}
+	}
+	return false
+}
+
+// root returns the process whose world p belongs to.
+func (p *Process) root() *Process {
+	for p.parent != nil {
+		p = p.parent
+	}
+	return p
+}
+
+// members returns p and, recursively, the children sharing its memory.
+func (p *Process) members() []*Process {
+	out := []*Process{p}
+	for i := 0; i < len(out); i++ {
+		for _, c := range out[i].sharers {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// memFile returns the open /proc/PID/mem of p's address space.
+func (p *Process) memFile() (*os.File, error) {
+	r := p.root()
+	if r.done {
+		return nil, ErrExited
+	}
+	if r.mem == nil {
+		if r.memErr != nil {
+			return nil, r.memErr
+		}
+		return nil, ErrExited
+	}
+	return r.mem, nil
+}
+
+func (p *Process) openMem() error {
+	if p.mem != nil {
+		p.mem.Close()
+		p.mem = nil
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(p.pid)+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Errorf("open memory of %d: %w", p.pid, err)
+	}
+	p.mem = f
+	p.memErr = nil
+	return nil
+}
+
+// Spawn starts argv as a new traced process and returns it stopped just
+// after execve, before the program's first instruction runs; call Resume
+// to let it go. argv[0] is looked up in PATH. The child is killed if the
+// calling program exits without detaching (PTRACE_O_EXITKILL).
+func Spawn(argv []string, opts *SpawnOptions) (*Process, error) {
+	if len(argv) == 0 {
+		return nil, errors.New("spawn: empty command")
+	}
+	var o SpawnOptions
+	if opts != nil {
+		o = *opts
+	}
+	o.KillOnExit = true
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", argv[0], err)
+	}
+	files := []*os.File{o.Stdin, o.Stdout, o.Stderr}
+	for i, f := range files {
+		if f == nil {
+			null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+			if err != nil {
+				return nil, fmt.Errorf("spawn %s: %w", argv[0], err)
+			}
+			defer null.Close()
+			files[i] = null
+		}
+	}
+	t := newTracer()
+	var p *Process
+	if derr := t.do(func() { p, err = t.spawn(path, argv, files, &o) }); derr != nil {
+		return nil, derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("spawn %s: %w", argv[0], err)
+	}
+	return p, nil
+}
+
+// spawn runs on the tracer. The child asks to be traced (PTRACE_TRACEME)
+// and stops after execve; it is then detached into a SIGSTOP job-control
+// stop and seized, so that it is traced with PTRACE_SEIZE semantics
+// (PTRACE_INTERRUPT, PTRACE_LISTEN) without running a single instruction
+// untraced. A SIGCONT ends the job-control stop; the tracee sees it as an
+// ignored signal when it resumes.
+func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOptions) (*Process, error) {
+	attr := &os.ProcAttr{Dir: o.Dir, Env: o.Env, Files: files, Sys: &syscall.SysProcAttr{Ptrace: true}}
+	child, err := os.StartProcess(path, argv, attr)
+	if err != nil {
+		return nil, err
+	}
+	pid := child.Pid
+	_ = child.Release()
+	fail := func(err error) (*Process, error) {
+		_ = unix.Kill(pid, unix.SIGKILL)
+		var ws unix.WaitStatus
+		_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
+		return nil, err
+	}
+	waitPid := func(flags int) (unix.WaitStatus, error) {
+		for {
+			var ws unix.WaitStatus
+			_, err := unix.Wait4(pid, &ws, flags, nil)
+			if err == unix.EINTR {
+				continue
+			}
+			return ws, err
+		}
+	}
+	ws, err := waitPid(unix.WALL)
+	if err != nil {
+		return fail(fmt.Errorf("wait for exec: %w", err))
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fail(fmt.Errorf("unexpected status %#x after exec", uint32(ws)))
+	}
+	if err := ptrace(unix.PTRACE_DETACH, pid, 0, uintptr(unix.SIGSTOP)); err != nil {
+		return fail(fmt.Errorf("detach to seize: %w", err))
+	}
+	if ws, err = waitPid(unix.WSTOPPED); err != nil || !ws.Stopped() {
+		return fail(fmt.Errorf("wait for job-control stop (status %#x): %w", uint32(ws), err))
+	}
+	if err := ptrace(unix.PTRACE_SEIZE, pid, 0, ptraceOptions(&o.Options)); err != nil {
+		return fail(fmt.Errorf("seize: %w", err))
+	}
+	if ws, err = waitPid(unix.WALL); err != nil || !ws.Stopped() {
+		return fail(fmt.Errorf("wait for seize stop (status %#x): %w", uint32(ws), err))
+	}
+	if err := unix.Kill(pid, unix.SIGCONT); err != nil {
+		return fail(fmt.Errorf("continue job-control stop: %w", err))
+	}
+	p := newProcess(t, pid, o.Options)
+	if err := p.openMem(); err != nil {
+		return fail(err)
+	}
+	th := &thread{tid: pid, p: p, stopped: true, event: unix.PTRACE_EVENT_STOP}
+	t.threads[pid] = th
+	p.threads[pid] = th
+	p.stopped = true
+	t.procs[pid] = p
+	return p, nil
+}
+
+// Attach seizes every thread of process pid (PTRACE_SEIZE) and returns
+// it with the world stopped; call Resume to let it go. A pid that does not
+// exist gives an error wrapping ErrExited.
+func Attach(pid int, opts *Options) (*Process, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	t := newTracer()
+	var p *Process
+	var err error
+	if derr := t.do(func() { p, err = t.attach(pid, &o) }); derr != nil {
+		return nil, derr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attach %d: %w", pid, err)
+	}
+	return p, nil
+}
+
+func (t *tracer) attach(pid int, o *Options) (*Process, error) {
+	if pid <= 0 {
+		return nil, ErrExited
+	}
+	p := newProcess(t, pid, *o)
+	t.procs[pid] = p
+	fail := func(err error) (*Process, error) {
+		for tid := range p.threads {
+			_ = ptrace(unix.PTRACE_DETACH, tid, 0, 0)
+			delete(t.threads, tid)
+		}
+		delete(t.procs, pid)
+		return nil, err
+	}
+	for round := 0; ; round++ {
+		tids, err := listTasks(pid)
+		if err != nil {
+			if errors.Is(err, os.ErrNotExist) {
+				return fail(fmt.Errorf("%w (%w)", ErrExited, err))
+			}
+			return fail(err)
+		}
+		added := 0
+		for _, tid := range tids {
+			if p.threads[tid] != nil {
+				continue
+			}
+			err := ptrace(unix.PTRACE_SEIZE, tid, 0, ptraceOptions(o))
+			switch {
+			case err == nil:
+			case err == unix.ESRCH:
+				continue // exited meanwhile
+			case err == unix.EPERM && taskZombie(pid, tid):
+				continue // an exited leader waiting for its threads
+			default:
+				return fail(&ThreadError{Tid: tid, Op: "seize", Err: err})
+			}
+			th := &thread{tid: tid, p: p}
+			t.threads[tid] = th
+			p.threads[tid] = th
+			added++
+		}
+		if len(p.threads) == 0 {
+			return fail(ErrExited)
+		}
+		if added == 0 && round > 0 {
+			break
+		}
+	}
+	if err := p.openMem(); err != nil {
+		return fail(err)
+	}
+	if err := t.stopWorld(p); err != nil {
+		return fail(err)
+	}
+	return p, nil
+}
+
+// stopWorld stops every thread of p and of the children sharing its memory,
+// following the protocol in the package documentation. On return every
+// known thread is stopped, gone, exiting or parked in vfork.
+func (t *tracer) stopWorld(p *Process) error {
+	p.stopT0 = time.Now()
+	t.poll()
+	if p.done {
+		return ErrExited
+	}
+	p.stopped = true
+	for round := 0; ; round++ {
+		fresh := 0
+		for _, q := range p.members() {
+			tids, err := listTasks(q.pid)
+			if err != nil {
+				continue // the process is exiting; its statuses will say so
+			}
+			for _, tid := range tids {
+				if q.threads[tid] != nil || t.threads[tid] != nil {
+					continue
+				}
+				// A task we have no record of: a thread whose creation
+				// event is still queued, or one created untraced during
+				// Attach. Seize it; EPERM means it is ours already.
+				err := ptrace(unix.PTRACE_SEIZE, tid, 0, ptraceOptions(&q.opts))
+				if err == unix.ESRCH {
+					continue
+				}
+				th := t.adopt(q, tid)
+				if err == nil {
+					th.initPending = false
+				}
+				fresh++
+			}
+		}
+		for _, q := range p.members() {
+			for _, th := range q.threads {
+				if th.stopped || th.gone || th.parked || th.exiting || th.interrupted || th.initPending {
+					continue
+				}
+				if err := ptrace(unix.PTRACE_INTERRUPT, th.tid, 0, 0); err != nil {
+					if err == unix.ESRCH {
+						th.gone = true
+						continue
+					}
+					return &ThreadError{Tid: th.tid, Op: "interrupt", Err: err}
+				}
+				th.interrupted = true
+			}
+		}
+		_, err := t.waitUntil(func() bool { return p.done || p.settled() }, 0)
+		if p.done {
+			return ErrExited
+		}
+		if err != nil {
+			return err
+		}
+		if fresh == 0 && round > 0 && p.settled() {
+			break
+		}
+	}
+	p.stopT1 = time.Now()
+	return nil
+}
+
+// settled reports whether no thread of the world is still running.
+func (p *Process) settled() bool {
+	for _, q := range p.members() {
+		for _, th := range q.threads {
+			if !th.stopped && !th.gone && !th.parked && !th.exiting {
+				if !th.interrupted && !th.initPending {
+					return false // needs an interrupt first
+				}
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// resumeWorld resumes every thread of the world that is not held.
+func (t *tracer) resumeWorld(p *Process) {
+	p.stopped = false
+	for _, q := range p.members() {
+		for _, th := range q.threads {
+			t.resumeThread(th)
+		}
+	}
+	end := time.Now()
+	p.stats = StopStats{Threads: p.countThreads(), Stop: p.stopT1.Sub(p.stopT0), Pause: end.Sub(p.stopT1), Total: end.Sub(p.stopT0)}
+}
+
+func (p *Process) countThreads() int {
+	n := 0
+	for _, q := range p.members() {
+		n += len(q.threads)
+	}
+	return n
+}
+
+// Pid returns the process id.
+func (p *Process) Pid() int { return p.pid }
+
+// Events returns the channel on which events are delivered. It is never
+// closed; use Exited to learn that the process is gone.
+func (p *Process) Events() <-chan Event { return p.events }
+
+// DroppedEvents returns how many events found the Events channel full.
+func (p *Process) DroppedEvents() int64 { return p.dropped.Load() }
+
+// Exited returns a channel closed when the process has exited or was
+// detached.
+func (p *Process) Exited() <-chan struct{} { return p.exitCh }
+
+// Wait waits until the process exits and returns its status. It returns
+// an error wrapping ErrDetached if the process was detached instead.
+func (p *Process) Wait() (ExitStatus, error) {
+	<-p.exitCh
+	return p.status, p.exitErr
+}
+
+// run executes fn on the tracer, failing with ErrExited (or ErrDetached)
+// when the process is gone.
+func (p *Process) run(fn func() error) error {
+	var err error
+	if derr := p.t.do(func() {
+		if p.done {
+			err = p.goneErr()
+			return
+		}
+		err = fn()
+	}); derr != nil {
+		return p.goneErr()
+	}
+	return err
+}
+
+func (p *Process) goneErr() error {
+	select {
+	case <-p.exitCh:
+		if p.exitErr != nil {
+			return p.exitErr
+		}
+		return ErrExited
+	default:
+		return ErrDetached
+	}
+}
+
+// Stop stops every thread (see the package documentation for the
+// protocol). The process stays stopped until Resume.
+func (p *Process) Stop() error {
+	return p.run(func() error {
+		if p.parent != nil {
+			return errors.New("stop: process shares its parent's memory; stop the parent")
+		}
+		if err := p.t.stopWorld(p); err != nil {
+			return fmt.Errorf("stop %d: %w", p.pid, err)
+		}
+		return nil
+	})
+}
+
+// Resume lets every stopped thread run again, re-injecting the signals
+// that arrived meanwhile. Threads held by a TrapHandler stay stopped.
+func (p *Process) Resume() error {
+	return p.run(func() error {
+		p.t.resumeWorld(p)
+		return nil
+	})
+}
+
+// LastStop returns the timing of the latest stop that was resumed.
+func (p *Process) LastStop() StopStats {
+	var s StopStats
+	_ = p.run(func() error { s = p.stats; return nil })
+	return s
+}
+
+// Stopped stops the world (unless it is stopped already), runs fn on the
+// tracer thread with the World, and resumes the world if it was running
+// before. fn must not call Process methods; it uses w. The StopStats time
+// this stop (zero when the world was already stopped).
+func (p *Process) Stopped(fn func(w *World) error) (StopStats, error) {
+	var stats StopStats
+	err := p.run(func() error {
+		was := p.stopped
+		if !was {
+			if err := p.t.stopWorld(p); err != nil {
+				if !p.done {
+					p.t.resumeWorld(p)
+				}
+				return fmt.Errorf("stop %d: %w", p.pid, err)
+			}
+		}
+		w := &World{t: p.t, p: p, live: true}
+		ferr := fn(w)
+		w.live = false
+		if !was && !p.done {
+			p.t.resumeWorld(p)
+			stats = p.stats
+		}
+		return ferr
+	})
+	return stats, err
+}
+
+// Threads returns the tids of the traced threads of the process (not of
+// the children sharing its memory), sorted.
+func (p *Process) Threads() ([]int, error) {
+	var tids []int
+	err := p.run(func() error {
+		for tid, th := range p.threads {
+			if !th.gone {
+				tids = append(tids, tid)
+			}
+		}
+		return nil
+	})
+	sort.Ints(tids)
+	return tids, err
+}
+
+// withWorld runs fn with a World, requiring the process stopped.
+func (p *Process) withWorld(fn func(w *World) error) error {
+	return p.run(func() error {
+		if !p.keepStopped() {
+			return ErrRunning
+		}
+		w := &World{t: p.t, p: p.root(), live: true}
+		defer func() { w.live = false }()
+		return fn(w)
+	})
+}
+
+// Regs returns the registers of a thread. The process must be stopped.
+func (p *Process) Regs(tid int) (Regs, error) {
+	var r Regs
+	err := p.withWorld(func(w *World) error {
+		var err error
+		r, err = w.Regs(tid)
+		return err
+	})
+	return r, err
+}
+
+// SetRegs sets the registers of a thread. The process must be stopped.
+func (p *Process) SetRegs(tid int, r *Regs) error {
+	return p.withWorld(func(w *World) error { return w.SetRegs(tid, r) })
+}
+
+// Step single-steps one thread while the others stay stopped; timeout
+// bounds the wait (0 means 1 second).
+func (p *Process) Step(tid int, timeout time.Duration) error {
+	return p.withWorld(func(w *World) error { return w.Step(tid, timeout) })
+}
+
+// ReadMemory reads len(buf) bytes at virtual address addr through
+// /proc/PID/mem. It works whether the process runs or not.
+func (p *Process) ReadMemory(addr uint64, buf []byte) error {
+	return p.run(func() error { return p.readMem(addr, buf) })
+}
+
+// WriteMemory writes data at virtual address addr through /proc/PID/mem,
+// which writes read-only text too (the kernel breaks copy-on-write; no
+// mapping changes its protection). Writing code while threads run is the
+// caller's responsibility: see package batchpatch.
+func (p *Process) WriteMemory(addr uint64, data []byte) error {
+	return p.run(func() error { return p.writeMem(addr, data) })
+}
+
+func (p *Process) readMem(addr uint64, buf []byte) error {
+	f, err := p.memFile()
+	if err != nil {
+		return &MemoryError{Addr: addr, Len: len(buf), Err: err}
+	}
+	done := 0
+	for done < len(buf) {
+		n, err := unix.Pread(int(f.Fd()), buf[done:], int64(addr)+int64(done))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &MemoryError{Addr: addr, Len: len(buf), Done: done, Err: err}
+		}
+		if n == 0 {
+			return &MemoryError{Addr: addr, Len: len(buf), Done: done, Err: ErrShortIO}
+		}
+		done += n
+	}
+	return nil
+}
+
+func (p *Process) writeMem(addr uint64, data []byte) error {
+	f, err := p.memFile()
+	if err != nil {
+		return &MemoryError{Addr: addr, Len: len(data), Write: true, Err: err}
+	}
+	done := 0
+	for done < len(data) {
+		n, err := unix.Pwrite(int(f.Fd()), data[done:], int64(addr)+int64(done))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return &MemoryError{Addr: addr, Len: len(data), Done: done, Write: true, Err: err}
+		}
+		if n == 0 {
+			return &MemoryError{Addr: addr, Len: len(data), Done: done, Write: true, Err: ErrShortIO}
+		}
+		done += n
+	}
+	return nil
+}
+
+// Maps returns the parsed /proc/PID/maps.
+func (p *Process) Maps() ([]Mapping, error) {
+	var m []Mapping
+	err := p.run(func() error {
+		var err error
+		m, err = readMaps(p.pid)
+		return err
+	})
+	return m, err
+}
+
+func readMaps(pid int) ([]Mapping, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/maps")
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("read maps of %d: %w", pid, ErrExited)
+		}
+		return nil, fmt.Errorf("read maps of %d: %w", pid, err)
+	}
+	defer f.Close()
+	return ParseMaps(f)
+}
+
+// Execs returns how many times the process has called execve since it
+// was attached: text patched before an exec is gone after it.
+func (p *Process) Execs() int {
+	n := 0
+	_ = p.run(func() error { n = p.execs; return nil })
+	return n
+}
+
+// SetTrapHandler installs h for breakpoint traps of every thread (nil
+// removes it) and returns the handler it replaces, so that a caller can
+// chain to it and put it back. See TrapHandler.
+func (p *Process) SetTrapHandler(h TrapHandler) (TrapHandler, error) {
+	var prev TrapHandler
+	err := p.run(func() error { prev, p.trap = p.trap, h; return nil })
+	return prev, err
+}
+
+// Release resumes threads held by a TrapHandler. fn, when not nil, is
+// called first for each of them on the tracer thread; it may change the
+// registers (written back before the thread runs) and returns whether to
+// release that thread (nil releases all). Released threads stay stopped
+// while the world is stopped and run when it resumes.
+func (p *Process) Release(fn func(ctx *TrapContext) bool) error {
+	return p.run(func() error {
+		var firstErr error
+		for _, q := range p.members() {
+			for _, th := range q.threads {
+				if !th.held {
+					continue
+				}
+				if fn != nil {
+					if err := p.t.loadRegs(th); err != nil {
+						firstErr = errors.Join(firstErr, err)
+					} else {
+						regs := th.regs
+						if !fn(&TrapContext{Pid: q.pid, Tid: th.tid, Addr: regs.PC() - breakpointPCAdjust, Regs: &regs}) {
+							continue
+						}
+						if regs != th.regs {
+							if err := p.t.storeRegs(th, &regs); err != nil {
+								firstErr = errors.Join(firstErr, err)
+							}
+						}
+					}
+				}
+				th.held = false
+				if !q.keepStopped() {
+					p.t.resumeThread(th)
+				}
+			}
+		}
+		return firstErr
+	})
+}
+
+// Detach stops the world, detaches every thread (handing back pending
+// signals) and forgets the process, which runs on untraced. Text patches
+// stay as they are.
+func (p *Process) Detach() error {
+	return p.run(func() error {
+		t := p.t
+		if !p.stopped {
+			if err := t.stopWorld(p); err != nil {
+				return fmt.Errorf("detach %d: %w", p.pid, err)
+			}
+		}
+		members := p.members()
+		// Sharers first: a parent parked in vfork is released only when its
+		// child runs on.
+		var parked []*thread
+		for i := len(members) - 1; i >= 0; i-- {
+			for _, th := range members[i].threads {
+				th.held = false
+				if th.parked {
+					parked = append(parked, th)
+					continue
+				}
+				if th.stopped && !th.gone {
+					for _, s := range th.extra {
+						_ = unix.Tgkill(members[i].pid, th.tid, unix.Signal(s))
+					}
+					sig := th.sig
+					if th.event != 0 {
+						sig = 0
+					}
+					_ = ptrace(unix.PTRACE_DETACH, th.tid, 0, uintptr(sig))
+				}
+				delete(t.threads, th.tid)
+			}
+		}
+		if len(parked) > 0 {
+			for _, th := range parked {
+				t.threads[th.tid] = th
+			}
+			_, _ = t.waitUntil(func() bool {
+				for _, th := range parked {
+					if th.parked && !th.gone {
+						return false
+					}
+				}
+				return true
+			}, 2*time.Second)
+			for _, th := range parked {
+				if th.stopped {
+					_ = ptrace(unix.PTRACE_DETACH, th.tid, 0, 0)
+				}
+				delete(t.threads, th.tid)
+			}
+		}
+		for _, q := range members {
+			q.threads = map[int]*thread{}
+			delete(t.procs, q.pid)
+			q.finish(ExitStatus{}, ErrDetached)
+		}
+		return nil
+	})
+}
+
+// Kill sends SIGKILL to the process and waits until it is reaped.
+func (p *Process) Kill() error {
+	err := p.run(func() error {
+		// Stops that still come (an exit event) must not be held.
+		for _, q := range p.members() {
+			q.stopped = false
+			for _, th := range q.threads {
+				th.held = false
+			}
+		}
+		if err := unix.Kill(p.pid, unix.SIGKILL); err != nil && err != unix.ESRCH {
+			return fmt.Errorf("kill %d: %w", p.pid, err)
+		}
+		_, err := p.t.waitUntil(func() bool { return p.done }, 0)
+		return err
+	})
+	if errors.Is(err, ErrExited) {
+		return nil
+	}
+	return err
+}
+
+// DrainTraps waits until breakpoint traps already taken have reached the
+// TrapHandler: it waits at least grace, then until no thread has a SIGTRAP
+// queued (at most one second), handling every stop reported meanwhile. A
+// caller that removes its int3 bytes and then its handler calls it in
+// between, so that a thread which ran an int3 just before the byte changed
+// does not die of a SIGTRAP nobody handles.
+func (p *Process) DrainTraps(grace time.Duration) error {
+	deadline := time.Now().Add(grace)
+	limit := deadline.Add(time.Second)
+	for {
+		busy := false
+		err := p.run(func() error {
+			p.t.poll()
+			for _, q := range p.members() {
+				for _, th := range q.threads {
+					if !th.gone && !th.stopped && trapQueued(q.pid, th.tid) {
+						busy = true
+					}
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if (!busy && now.After(deadline)) || now.After(limit) {
+			return nil
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// trapQueued reports whether task tid has a SIGTRAP queued, to itself or to
+// its process (SigPnd, ShdPnd in /proc/PID/task/TID/status).
+func trapQueued(pid, tid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return false
+	}
+	const trapBit = 1 << (int(unix.SIGTRAP) - 1)
+	for _, key := range []string{"\nSigPnd:", "\nShdPnd:"} {
+		s := string(b)
+		i := strings.Index(s, key)
+		if i < 0 {
+			continue
+		}
+		s = strings.TrimSpace(s[i+len(key):])
+		if j := strings.IndexByte(s, '\n'); j >= 0 {
+			s = s[:j]
+		}
+		if v, err := strconv.ParseUint(strings.TrimSpace(s), 16, 64); err == nil && v&trapBit != 0 {
+			return true
+		}
+	}
+	return false
+}

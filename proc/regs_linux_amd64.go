@@ -1,0 +1,66 @@
+//go:build linux && amd64
+
+package proc
+
+import "golang.org/x/sys/unix"
+
+// Regs are the general-purpose registers of a thread (struct
+// user_regs_struct).
+type Regs struct {
+	unix.PtraceRegs
+}
+
+// PC returns the instruction pointer.
+func (r *Regs) PC() uint64 { return r.Rip }
+
+// SetPC sets the instruction pointer.
+func (r *Regs) SetPC(pc uint64) { r.Rip = pc }
+
+// SP returns the stack pointer.
+func (r *Regs) SP() uint64 { return r.Rsp }
+
+// inSyscall reports whether the thread stopped inside (or on its way out
+// of) a system call: orig_rax holds the call number, -1 otherwise.
+func (r *Regs) inSyscall() bool { return int64(r.Orig_rax) >= 0 }
+
+// restartPC returns the address of the syscall instruction the kernel will
+// run again on resume, for a system call interrupted with one of the
+// ERESTART* codes.
+func (r *Regs) restartPC() (uint64, bool) {
+	if !r.inSyscall() {
+		return 0, false
+	}
+	switch int64(r.Rax) {
+	case -512, -513, -514, -516: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND, ERESTART_RESTARTBLOCK
+		return r.Rip - 2, true
+	}
+	return 0, false
+}
+
+// prepareSyscall sets the registers to run system call nr at site.
+// orig_rax = -1 keeps the kernel from applying a pending restart to them.
+func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {
+	r.Rax, r.Orig_rax = nr, ^uint64(0)
+	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = a[0], a[1], a[2], a[3], a[4], a[5]
+	r.Rip = site
+}
+
+func (r *Regs) syscallResult() uint64 { return r.Rax }
+
+// syscallInsn is the x86-64 syscall instruction.
+var syscallInsn = []byte{0x0f, 0x05}
+
+const (
+	syscallInsnAlign = 1
+	remoteSyscalls   = true
+	// breakpointPCAdjust is how far past the trap instruction the PC is
+	// after an int3.
+	breakpointPCAdjust = 1
+)
+
+// isBreakpointCode reports whether si_code of a SIGTRAP means int3.
+func isBreakpointCode(code int32) bool { return code == 0x80 } // SI_KERNEL
+
+func getRegs(tid int, r *Regs) error { return unix.PtraceGetRegs(tid, &r.PtraceRegs) }
+
+func setRegs(tid int, r *Regs) error { return unix.PtraceSetRegs(tid, &r.PtraceRegs) }

@@ -1,0 +1,684 @@
+//go:build linux && (amd64 || arm64)
+
+package proc
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// tracer is the goroutine, locked to one OS thread, that makes every ptrace
+// request and every wait4 for the processes it traces. Its fields are owned
+// by that goroutine: other goroutines reach them only through do.
+type tracer struct {
+	reqs chan func()
+	dead chan struct{} // closed when the goroutine has returned
+	sigc chan os.Signal
+
+	procs   map[int]*Process // traced processes (not the address-space sharers), by pid
+	threads map[int]*thread  // every traced task, by tid
+	// orphans holds stops of tasks whose creation event has not been
+	// seen yet (a new thread or child can report before its parent).
+	orphans map[int]unix.WaitStatus
+	served  bool // at least one request ran
+}
+
+// thread is the bookkeeping of one traced task.
+type thread struct {
+	tid int
+	p   *Process
+
+	stopped bool // in a ptrace-stop
+	gone    bool // exited, or ptrace says ESRCH; its exit status may still come
+	// sig is the signal of a signal-delivery stop, injected on resume.
+	sig int
+	// extra are signals taken from the thread while it was stepped or
+	// borrowed; they are queued again with tgkill before it resumes.
+	extra []int
+	group bool // the stop is a group-stop: resume with PTRACE_LISTEN
+	event int  // the PTRACE_EVENT_* of the last stop, 0 for a signal stop
+
+	interrupted bool // PTRACE_INTERRUPT sent, stop not seen yet
+	initPending bool // auto-attached, its first stop has not been seen
+	detachOnce  bool // detach at its first stop (an unfollowed fork child)
+	exiting     bool // reported PTRACE_EVENT_EXIT
+	parked      bool // resumed after a vfork event, blocked until VFORK_DONE
+	parkRegs    Regs // registers at the vfork stop
+	held        bool // kept stopped by a TrapHandler
+	stepping    bool // single-stepped, a SIGTRAP ends the step
+	// staleStep is set when a step was cut short by an interrupt: the
+	// kernel may still deliver that step's SIGTRAP later, which must not
+	// reach the tracee.
+	staleStep bool
+
+	regs   Regs
+	regsOK bool
+}
+
+// newTracer starts a tracer goroutine.
+func newTracer() *tracer {
+	t := &tracer{
+		reqs:    make(chan func()),
+		dead:    make(chan struct{}),
+		sigc:    make(chan os.Signal, 1),
+		procs:   make(map[int]*Process),
+		threads: make(map[int]*thread),
+		orphans: make(map[int]unix.WaitStatus),
+	}
+	ready := make(chan struct{})
+	go t.loop(ready)
+	<-ready
+	return t
+}
+
+// loop is the tracer goroutine. It runs requests and, between them, drains
+// the wait statuses of its tracees. It returns once it has run at least one
+// request and traces nothing any more; the OS thread, still locked, then
+// exits with it.
+func (t *tracer) loop(ready chan<- struct{}) {
+	runtime.LockOSThread()
+	// No UnlockOSThread: the thread is the tracer of every tracee and must
+	// not run other goroutines; it ends with this goroutine.
+	signal.Notify(t.sigc, unix.SIGCHLD)
+	defer signal.Stop(t.sigc)
+	defer close(t.dead)
+	close(ready)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		t.poll()
+		if t.served && len(t.procs) == 0 {
+			return
+		}
+		select {
+		case fn := <-t.reqs:
+			fn()
+			t.served = true
+		case <-t.sigc:
+		case <-tick.C:
+		}
+	}
+}
+
+// do runs fn on the tracer goroutine and waits for it.
+func (t *tracer) do(fn func()) error {
+	done := make(chan struct{})
+	select {
+	case t.reqs <- func() { defer close(done); fn() }:
+		<-done
+		return nil
+	case <-t.dead:
+		return ErrDetached
+	}
+}
+
+// ptrace makes one raw ptrace request.
+func ptrace(req int, pid int, addr, data uintptr) error {
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req), uintptr(pid), addr, data, 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// ptraceOptions returns the PTRACE_O_* options for opts.
+func ptraceOptions(opts *Options) uintptr {
+	o := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK |
+		unix.PTRACE_O_TRACEVFORKDONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEEXIT
+	if opts.KillOnExit {
+		o |= unix.PTRACE_O_EXITKILL
+	}
+	return uintptr(o)
+}
+
+// wait4 waits for one status of this thread's tracees and children.
+func wait4(block bool) (int, unix.WaitStatus, error) {
+	flags := unix.WALL | unix.WNOTHREAD
+	if !block {
+		flags |= unix.WNOHANG
+	}
+	for {
+		var ws unix.WaitStatus
+		tid, err := unix.Wait4(-1, &ws, flags, nil)
+		if err == unix.EINTR {
+			continue
+		}
+		return tid, ws, err
+	}
+}
+
+// poll handles every wait status available now.
+func (t *tracer) poll() {
+	for {
+		tid, ws, err := wait4(false)
+		if err != nil || tid <= 0 {
+			return
+		}
+		t.handle(tid, ws)
+	}
+}
+
+// waitBlocking handles one wait status, waiting for it. It fails with
+// ECHILD when there is nothing left to wait for.
+func (t *tracer) waitBlocking() error {
+	tid, ws, err := wait4(true)
+	if err != nil {
+		return fmt.Errorf("wait4: %w", err)
+	}
+	t.handle(tid, ws)
+	return nil
+}
+
+// waitUntil handles wait statuses until cond holds. With a zero timeout it
+// blocks; otherwise it polls with a growing sleep and gives up at the
+// deadline, returning false.
+func (t *tracer) waitUntil(cond func() bool, timeout time.Duration) (bool, error) {
+	if timeout <= 0 {
+		for !cond() {
+			if err := t.waitBlocking(); err != nil {
+				return false, err
+			}
+		}
+		return true, nil
+	}
+	deadline := time.Now().Add(timeout)
+	nap := 2 * time.Microsecond
+	for spins := 0; !cond(); spins++ {
+		tid, ws, err := wait4(false)
+		if err != nil {
+			return false, fmt.Errorf("wait4: %w", err)
+		}
+		if tid > 0 {
+			t.handle(tid, ws)
+			continue
+		}
+		if time.Now().After(deadline) {
+			return false, nil
+		}
+		if spins < 20 {
+			runtime.Gosched()
+			continue
+		}
+		time.Sleep(nap)
+		if nap < time.Millisecond {
+			nap *= 2
+		}
+	}
+	return true, nil
+}
+
+// handle updates the bookkeeping for one wait status and, when the process
+// is not held stopped, lets the thread go on.
+func (t *tracer) handle(tid int, ws unix.WaitStatus) {
+	th := t.threads[tid]
+	if th == nil {
+		if !ws.Stopped() {
+			delete(t.orphans, tid)
+			return
+		}
+		t.orphans[tid] = ws
+		// A new thread of a known process can report before its creator
+		// (whose clone event a fatal signal may even suppress): adopt it
+		// now.
+		if tgid, err := readTgid(tid); err == nil && tgid != tid {
+			if p := t.findProcess(tgid); p != nil {
+				t.adopt(p, tid)
+			}
+		}
+		return
+	}
+	if ws.Exited() || ws.Signaled() {
+		t.threadGone(th, ws)
+		return
+	}
+	if !ws.Stopped() {
+		return
+	}
+	t.onStop(th, ws)
+}
+
+// exitStatus converts a wait status.
+func exitStatus(ws unix.WaitStatus) ExitStatus {
+	if ws.Signaled() {
+		return ExitStatus{Signal: int(ws.Signal())}
+	}
+	return ExitStatus{Code: ws.ExitStatus()}
+}
+
+// threadGone forgets a task whose exit was reaped.
+func (t *tracer) threadGone(th *thread, ws unix.WaitStatus) {
+	p := th.p
+	th.gone, th.stopped = true, false
+	delete(t.threads, th.tid)
+	delete(p.threads, th.tid)
+	st := exitStatus(ws)
+	if th.tid == p.pid {
+		t.processGone(p, st)
+		return
+	}
+	p.emit(Event{Kind: EventThreadExit, Pid: p.pid, Tid: th.tid, Status: st, Signal: st.Signal})
+}
+
+// processGone records the end of p.
+func (t *tracer) processGone(p *Process, st ExitStatus) {
+	for tid, th := range p.threads {
+		th.gone = true
+		delete(t.threads, tid)
+	}
+	p.threads = map[int]*thread{}
+	if p.parent != nil {
+		delete(p.parent.sharers, p.pid)
+	}
+	delete(t.procs, p.pid)
+	p.emit(Event{Kind: EventExit, Pid: p.pid, Tid: p.pid, Status: st, Signal: st.Signal})
+	p.finish(st, nil)
+}
+
+// stopSignals are the signals whose EVENT_STOP is a group-stop.
+func isStopSignal(sig int) bool {
+	switch sig {
+	case int(unix.SIGSTOP), int(unix.SIGTSTP), int(unix.SIGTTIN), int(unix.SIGTTOU):
+		return true
+	}
+	return false
+}
+
+// siginfoCode returns si_code of the signal that stopped tid.
+func siginfoCode(tid int) (int32, error) {
+	info := make([]byte, 128) // on the heap, so its address stays put
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(tid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	// struct siginfo: si_signo, si_errno, si_code (int32 each).
+	return int32(uint32(info[8]) | uint32(info[9])<<8 | uint32(info[10])<<16 | uint32(info[11])<<24), nil
+}
+
+// isStepTrap reports whether the SIGTRAP that stopped tid comes from the
+// trap flag (si_code TRAP_BRKPT or TRAP_TRACE), as single steps do.
+func isStepTrap(tid int) bool {
+	code, err := siginfoCode(tid)
+	return err == nil && (code == 1 || code == 2)
+}
+
+// onStop handles a ptrace-stop of a known thread.
+func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
+	p := th.p
+	sig := int(ws.StopSignal())
+	event := int(ws>>16) & 0xff
+	th.stopped, th.interrupted, th.regsOK = true, false, false
+	th.sig, th.group, th.event = 0, false, event
+	first := th.initPending
+	th.initPending = false
+
+	if first && th.detachOnce {
+		t.detachThread(th, 0)
+		return
+	}
+	switch event {
+	case 0:
+		switch {
+		case th.stepping && sig == int(unix.SIGTRAP):
+			// The step finished, unless someone sent a real SIGTRAP.
+			if code, err := siginfoCode(th.tid); err == nil && code <= 0 {
+				th.extra = append(th.extra, sig)
+			}
+			th.staleStep = false
+		case th.staleStep && sig == int(unix.SIGTRAP) && isStepTrap(th.tid):
+			th.staleStep = false // the late trap of an interrupted step
+		case sig == int(unix.SIGTRAP) && p.trap != nil && t.trapStop(th):
+		default:
+			th.sig = sig
+		}
+	case unix.PTRACE_EVENT_STOP:
+		th.group = isStopSignal(sig)
+	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
+		msg, err := unix.PtraceGetEventMsg(th.tid)
+		if err == nil {
+			t.newChild(th, event, int(msg))
+		}
+	case unix.PTRACE_EVENT_VFORK_DONE:
+		th.parked = false
+		p.emit(Event{Kind: EventVforkDone, Pid: p.pid, Tid: th.tid})
+	case unix.PTRACE_EVENT_EXEC:
+		msg, _ := unix.PtraceGetEventMsg(th.tid)
+		if !t.onExec(th, int(msg)) {
+			return
+		}
+	case unix.PTRACE_EVENT_EXIT:
+		th.exiting = true
+	}
+	if th.held || p.keepStopped() {
+		return
+	}
+	t.resumeThread(th)
+}
+
+// trapStop offers a breakpoint trap to the process's TrapHandler. It
+// reports whether the handler took it (the signal is then not delivered).
+func (t *tracer) trapStop(th *thread) bool {
+	code, err := siginfoCode(th.tid)
+	if err != nil || !isBreakpointCode(code) {
+		return false
+	}
+	if err := t.loadRegs(th); err != nil {
+		return false
+	}
+	regs := th.regs
+	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - breakpointPCAdjust, Regs: &regs}
+	switch th.p.trap(ctx) {
+	case TrapResume:
+		if regs != th.regs {
+			if err := t.storeRegs(th, &regs); err != nil {
+				return false
+			}
+		}
+		return true
+	case TrapHold:
+		if regs != th.regs {
+			_ = t.storeRegs(th, &regs)
+		}
+		th.held = true
+		return true
+	}
+	return false
+}
+
+// newChild records the task created by th (a clone, fork or vfork event).
+func (t *tracer) newChild(th *thread, event, child int) {
+	p := th.p
+	if event == unix.PTRACE_EVENT_CLONE {
+		if tgid, err := readTgid(child); err == nil && tgid == p.pid {
+			t.adopt(p, child)
+			p.emit(Event{Kind: EventClone, Pid: p.pid, Tid: th.tid, NewPid: child})
+			return
+		}
+	}
+	shares := event != unix.PTRACE_EVENT_FORK // vfork and CLONE_VM-like clones, unless kcmp says otherwise
+	if same, err := sameMM(p.pid, child); err == nil {
+		shares = same
+	}
+	kind := EventFork
+	if event == unix.PTRACE_EVENT_VFORK {
+		kind = EventVfork
+	}
+	c := newProcess(t, child, p.opts)
+	if shares {
+		c.parent = p
+		c.events = p.events
+		c.mem = nil
+		p.sharers[child] = c
+		t.adopt(c, child)
+		p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child})
+		return
+	}
+	if !p.opts.FollowForks {
+		ct := t.adopt(c, child)
+		if ct.stopped {
+			t.detachThread(ct, 0)
+		} else {
+			ct.detachOnce = true
+		}
+		p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child})
+		return
+	}
+	if err := c.openMem(); err != nil {
+		c.memErr = err
+	}
+	t.procs[child] = c
+	c.stopped = true
+	t.adopt(c, child)
+	p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child, Child: c})
+}
+
+// sameMM asks the kernel whether two tasks share their address space.
+func sameMM(a, b int) (bool, error) {
+	const kcmpVM = 1
+	r, _, e := unix.Syscall6(unix.SYS_KCMP, uintptr(a), uintptr(b), kcmpVM, 0, 0, 0)
+	if e != 0 {
+		return false, e
+	}
+	return r == 0, nil
+}
+
+// adopt adds task tid to p, taking over a stop that it already reported.
+func (t *tracer) adopt(p *Process, tid int) *thread {
+	if th := t.threads[tid]; th != nil {
+		return th
+	}
+	th := &thread{tid: tid, p: p, initPending: true}
+	t.threads[tid] = th
+	p.threads[tid] = th
+	if ws, ok := t.orphans[tid]; ok {
+		delete(t.orphans, tid)
+		th.initPending = false
+		th.stopped = true
+		th.event = int(ws>>16) & 0xff
+		if !p.keepStopped() {
+			t.resumeThread(th)
+		}
+	}
+	return th
+}
+
+// onExec handles PTRACE_EVENT_EXEC reported by th (now the leader of its
+// thread group); former is the tid that called execve. It reports whether
+// th is still traced and onStop should go on.
+func (t *tracer) onExec(th *thread, former int) bool {
+	p := th.p
+	for tid, o := range p.threads {
+		if tid != th.tid {
+			o.gone = true
+			delete(t.threads, tid)
+			delete(p.threads, tid)
+		}
+	}
+	th.exiting, th.parked, th.gone = false, false, false
+	p.execs++
+	p.sysSite = 0
+	if p.parent != nil {
+		// A vfork or CLONE_VM child has its own address space now.
+		parent := p.parent
+		delete(parent.sharers, p.pid)
+		p.parent = nil
+		if !parent.opts.FollowForks {
+			parent.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former})
+			t.detachThread(th, 0)
+			return false
+		}
+		p.events = make(chan Event, cap(parent.events))
+		if err := p.openMem(); err != nil {
+			p.memErr = err
+		}
+		t.procs[p.pid] = p
+		p.stopped = true
+		parent.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former, Child: p})
+		return true
+	}
+	if err := p.openMem(); err != nil {
+		p.memErr = err
+	}
+	p.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former})
+	return true
+}
+
+// detachThread detaches one stopped task and forgets it.
+func (t *tracer) detachThread(th *thread, sig int) {
+	_ = ptrace(unix.PTRACE_DETACH, th.tid, 0, uintptr(sig))
+	th.gone, th.stopped = true, false
+	delete(t.threads, th.tid)
+	delete(th.p.threads, th.tid)
+}
+
+// resumeThread lets a stopped thread run again from the stop it is in.
+func (t *tracer) resumeThread(th *thread) {
+	if !th.stopped || th.gone || th.held {
+		return
+	}
+	for _, s := range th.extra {
+		_ = unix.Tgkill(th.p.pid, th.tid, unix.Signal(s))
+	}
+	th.extra = nil
+	if th.event == unix.PTRACE_EVENT_VFORK {
+		// It blocks in the kernel until the child execs or exits, and
+		// cannot be interrupted meanwhile: keep its registers for the
+		// safety checks.
+		if t.loadRegs(th) == nil {
+			th.parkRegs = th.regs
+		}
+		th.parked = true
+	}
+	if th.sig != 0 {
+		th.p.emit(Event{Kind: EventSignal, Pid: th.p.pid, Tid: th.tid, Signal: th.sig})
+	}
+	var err error
+	if th.group {
+		err = ptrace(unix.PTRACE_LISTEN, th.tid, 0, 0)
+		if err == unix.EIO {
+			err = ptrace(unix.PTRACE_CONT, th.tid, 0, 0)
+		}
+	} else {
+		err = ptrace(unix.PTRACE_CONT, th.tid, 0, uintptr(th.sig))
+	}
+	if err == unix.ESRCH {
+		th.gone = true
+	}
+	th.stopped, th.sig, th.group, th.regsOK = false, 0, false, false
+	if th.event == unix.PTRACE_EVENT_EXIT {
+		th.gone = true // it only finishes exiting now
+	}
+}
+
+// loadRegs reads the registers of a stopped thread (cached per stop).
+func (t *tracer) loadRegs(th *thread) error {
+	if th.regsOK {
+		return nil
+	}
+	if !th.stopped {
+		return &ThreadError{Tid: th.tid, Op: "get registers", Err: ErrRunning}
+	}
+	if err := getRegs(th.tid, &th.regs); err != nil {
+		return &ThreadError{Tid: th.tid, Op: "get registers", Err: threadErr(err)}
+	}
+	th.regsOK = true
+	return nil
+}
+
+// storeRegs writes the registers of a stopped thread.
+func (t *tracer) storeRegs(th *thread, r *Regs) error {
+	if !th.stopped {
+		return &ThreadError{Tid: th.tid, Op: "set registers", Err: ErrRunning}
+	}
+	if err := setRegs(th.tid, r); err != nil {
+		th.regsOK = false
+		return &ThreadError{Tid: th.tid, Op: "set registers", Err: threadErr(err)}
+	}
+	th.regs, th.regsOK = *r, true
+	return nil
+}
+
+// threadErr maps ESRCH to ErrNoThread, keeping the errno in the chain.
+func threadErr(err error) error {
+	if errors.Is(err, unix.ESRCH) {
+		return fmt.Errorf("%w (%w)", ErrNoThread, err)
+	}
+	return err
+}
+
+// listTasks returns the tids in /proc/PID/task.
+func listTasks(pid int) ([]int, error) {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return nil, err
+	}
+	tids := make([]int, 0, len(names))
+	for _, n := range names {
+		if tid, err := strconv.Atoi(n); err == nil {
+			tids = append(tids, tid)
+		}
+	}
+	return tids, nil
+}
+
+// taskZombie reports whether task tid of pid is a zombie (or gone).
+func taskZombie(pid, tid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		return true
+	}
+	// The state follows the command name, which is in parentheses.
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == ')' {
+			if i+2 < len(b) {
+				return b[i+2] == 'Z' || b[i+2] == 'X'
+			}
+			break
+		}
+	}
+	return false
+}
+
+// findProcess returns the traced process (or address-space sharer) pid.
+func (t *tracer) findProcess(pid int) *Process {
+	if p := t.procs[pid]; p != nil {
+		return p
+	}
+	for _, p := range t.procs {
+		for _, q := range p.members() {
+			if q.pid == pid {
+				return q
+			}
+		}
+	}
+	return nil
+}
+
+// readTgid returns the thread group of task tid.
+func readTgid(tid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.Index(s, "\nTgid:")
+	if i < 0 {
+		return 0, errors.New("no Tgid in status")
+	}
+	s = strings.TrimLeft(s[i+len("\nTgid:"):], " \t")
+	if j := strings.IndexByte(s, '\n'); j >= 0 {
+		s = s[:j]
+	}
+	return strconv.Atoi(strings.TrimSpace(s))
+}
+
+// readTracer returns TracerPid of task pid.
+func readTracer(pid int) (int, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	s := string(b)
+	i := strings.Index(s, "\nTracerPid:")
+	if i < 0 {
+		return 0, errors.New("no TracerPid in status")
+	}
+	s = strings.TrimLeft(s[i+len("\nTracerPid:"):], " \t")
+	if j := strings.IndexByte(s, '\n'); j >= 0 {
+		s = s[:j]
+	}
+	return strconv.Atoi(strings.TrimSpace(s))
+}

@@ -1,0 +1,163 @@
+package proc
+
+import (
+	"os"
+	"time"
+)
+
+// Options tune Spawn and Attach. A nil *Options means the defaults.
+type Options struct {
+	// FollowForks keeps the children of fork (and of exec'd vfork or
+	// clone children) traced as Processes of their own, delivered stopped
+	// in an EventFork (or EventExec) event; the caller resumes or detaches
+	// them. By default such children are detached as soon as they appear,
+	// so they run untraced. Children that share the address space (vfork,
+	// clone with CLONE_VM) are always traced until they exec or exit,
+	// because they must be stopped with the world.
+	FollowForks bool
+	// KillOnExit asks the kernel to kill the tracee if the tracing program
+	// exits without detaching (PTRACE_O_EXITKILL). Spawn sets it whatever
+	// the value; Attach leaves it off unless asked.
+	KillOnExit bool
+	// EventBuffer is the capacity of the Events channel; 0 means 1024.
+	// Events that find it full are dropped and counted (DroppedEvents).
+	EventBuffer int
+}
+
+// SpawnOptions tune Spawn. A nil *SpawnOptions means the defaults.
+type SpawnOptions struct {
+	Options
+	Dir    string   // working directory; "" means the caller's
+	Env    []string // environment; nil means the caller's
+	Stdin  *os.File // nil means /dev/null
+	Stdout *os.File // nil means /dev/null
+	Stderr *os.File // nil means /dev/null
+}
+
+// EventKind says what an Event reports.
+type EventKind uint8
+
+// Event kinds.
+const (
+	EventClone      EventKind = iota + 1 // a new thread (NewPid is its tid)
+	EventFork                            // fork: NewPid is the child; Child is set with FollowForks
+	EventVfork                           // vfork: NewPid is the child, which shares the address space until it execs
+	EventVforkDone                       // the vfork child released the parent (exec or exit)
+	EventExec                            // the process (or a vfork child: Pid) replaced its image; Tid is the former tid
+	EventThreadExit                      // a thread exited; Status holds its status
+	EventExit                            // the whole process exited; Status holds its status
+	EventSignal                          // a signal was passed on to the thread (Signal)
+)
+
+var eventNames = [...]string{
+	EventClone: "clone", EventFork: "fork", EventVfork: "vfork", EventVforkDone: "vfork-done",
+	EventExec: "exec", EventThreadExit: "thread-exit", EventExit: "exit", EventSignal: "signal",
+}
+
+func (k EventKind) String() string {
+	if int(k) < len(eventNames) && eventNames[k] != "" {
+		return eventNames[k]
+	}
+	return "unknown"
+}
+
+// Event is something that happened in a traced process.
+type Event struct {
+	Kind   EventKind
+	Pid    int        // the process it happened in
+	Tid    int        // the thread that reported it
+	NewPid int        // the new thread or child (clone, fork, vfork)
+	Signal int        // the signal (EventSignal), or the killing signal (exits)
+	Status ExitStatus // exit status (EventThreadExit, EventExit)
+	Child  *Process   // the traced child (EventFork with FollowForks), stopped
+	Time   time.Time  // when the tracer saw it
+}
+
+// ExitStatus is how a process or thread ended.
+type ExitStatus struct {
+	Code   int // exit code when Signal is 0
+	Signal int // the signal that killed it, 0 if it exited
+}
+
+// Success reports whether it exited with code 0.
+func (s ExitStatus) Success() bool { return s.Signal == 0 && s.Code == 0 }
+
+// StopStats times one stop-the-world pass. Durations are wall-clock time
+// measured by the tracer.
+type StopStats struct {
+	Threads int           // threads stopped (including address-space sharers)
+	Stop    time.Duration // from the first PTRACE_INTERRUPT until every thread was stopped
+	Pause   time.Duration // from every thread stopped until every thread resumed
+	Total   time.Duration // Stop + Pause: the time the first thread was frozen
+}
+
+// ThreadInfo describes one stopped thread of the world.
+type ThreadInfo struct {
+	Tid int // kernel task id
+	Pid int // the process it belongs to (a vfork or CLONE_VM child differs from the traced pid)
+	// PC is the address of the next instruction the thread will run when
+	// it resumes, as the registers say.
+	PC uint64
+	// RestartPC is non-zero when the thread sits in an interrupted system
+	// call that the kernel will restart on resume: the thread then runs the
+	// system-call instruction at RestartPC again instead of PC.
+	RestartPC uint64
+	// InSyscall is set when the thread stopped inside a system call.
+	InSyscall bool
+	// Parked is set for a thread blocked in vfork: it was not interrupted,
+	// cannot run user code before the child releases it, and cannot be
+	// stepped. PC is the value saved at its vfork stop.
+	Parked bool
+	// Exiting is set when the thread has reported its exit: it will never
+	// run user code again.
+	Exiting bool
+	// Signal is the signal its stop holds, to be delivered on resume (0: none).
+	Signal int
+}
+
+// Mapping is one line of /proc/PID/maps.
+type Mapping struct {
+	Start, End uint64 // virtual addresses [Start, End)
+	Read       bool
+	Write      bool
+	Exec       bool
+	Shared     bool   // 's': shared; otherwise private (copy on write)
+	Offset     uint64 // file offset of Start
+	Dev        string // "major:minor" of the file's device
+	Inode      uint64
+	Path       string // file path, "[vdso]"-like names, or "" for anonymous memory
+}
+
+// Contains reports whether addr lies in [Start, End).
+func (m Mapping) Contains(addr uint64) bool { return m.Start <= addr && addr < m.End }
+
+// TrapAction is what a TrapHandler decides for a thread stopped by a trap.
+type TrapAction uint8
+
+// Trap actions.
+const (
+	// TrapPass delivers the SIGTRAP to the thread as if nobody traced it.
+	TrapPass TrapAction = iota
+	// TrapResume discards the signal and resumes the thread with the
+	// registers as the handler left them in TrapContext.Regs.
+	TrapResume
+	// TrapHold keeps the thread stopped (with the signal discarded) until
+	// Release is called for it; the rest of the process keeps running.
+	TrapHold
+)
+
+// TrapContext is what a TrapHandler sees of the trapped thread.
+type TrapContext struct {
+	Pid, Tid int
+	// Addr is the address of the trap instruction (for int3 on x86-64,
+	// the PC minus 1).
+	Addr uint64
+	// Regs are the thread's registers; changes are written back when the
+	// handler returns TrapResume.
+	Regs *Regs
+}
+
+// TrapHandler is called on the tracer thread for every breakpoint trap
+// (int3 on x86-64, brk on arm64) that a running thread hits. It must not
+// call Process methods.
+type TrapHandler func(ctx *TrapContext) TrapAction

@@ -201,8 +201,9 @@ func (f *File) USDTSites() ([]Site, error) {
 }
 
 // Resolve returns the sites a spec names in this file (its Path is not
-// checked). A spec that matches nothing gives an error wrapping ErrNoSymbol;
-// SYM+OFF past the end of the function, an error wrapping ErrBadSpec.
+// checked). A spec that matches nothing gives a *NoSymbolError (it matches
+// ErrNoSymbol and suggests close names); SYM+OFF past the end of the
+// function, an error wrapping ErrBadSpec.
 func (f *File) Resolve(sp Spec) ([]Site, error) {
 	var sites []Site
 	switch sp.Kind {
@@ -247,7 +248,7 @@ func (f *File) Resolve(sp Spec) ([]Site, error) {
 		return nil, fmt.Errorf("%w %q", ErrBadSpec, sp.Text)
 	}
 	if len(sites) == 0 {
-		return nil, fmt.Errorf("%q: %w", sp.Text, ErrNoSymbol)
+		return nil, f.noSymbol(sp)
 	}
 	return sites, nil
 }

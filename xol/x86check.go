@@ -1,10 +1,34 @@
 package xol
 
 import (
+	"fmt"
+
 	"github.com/probeopt/probeopt/decode"
 )
 
 func regName(r int) string { return decode.X86RegName(r) }
+
+// RefuseVendorDependent: Intel and AMD CPUs execute the instruction
+// differently in a way the relocation depends on (a 66 prefix on a near
+// branch or call; REX.W on a far call), so neither the copy nor its fixup
+// can be right on both.
+const RefuseVendorDependent = "vendor-dependent"
+
+// RefuseNonCanonical: a relative branch whose target is not a canonical
+// address (with 4-level paging: between 2^47 and 2^64-2^47). Taken, it
+// raises #GP at its own address; a copy cannot fault there.
+const RefuseNonCanonical = "noncanonical-target"
+
+// RefuseKernelEmulated: an instruction that Linux emulates when the CPU
+// faults on it in user mode (UMIP: sgdt, sidt, sldt, str, smsw). The
+// emulation advances the instruction pointer without raising the
+// single-step trap, so the step does not stop after the copy.
+const RefuseKernelEmulated = "kernel-emulated"
+
+// x86Canonical48 reports whether addr is canonical with 4-level paging.
+func x86Canonical48(addr uint64) bool {
+	return addr < 1<<47 || addr >= 0xFFFF_8000_0000_0000
+}
 
 // scratchOrder is the order in which scratch registers are tried for a
 // RIP-relative rewrite: RSI, RDI and RBX first (as Linux does), then the
@@ -59,7 +83,16 @@ func CheckX86(inst *decode.X86Inst) (Fixup, error) {
 // implicitly; maskmovdqu uses RDI and cmpxchg8b RBX, both never
 // RIP-relative), avoiding ModRM.reg and vvvv. It returns -1 when none is
 // free.
+//
+// An EVEX form with P0 bit 3 set (APX's B4) gets no scratch register: the
+// rewrite must clear that bit to name a low register as base, and on a CPU
+// without APX the bit makes the original invalid (#UD), so the copy would
+// run where the original faults. Such an operand is reached only through
+// a recomputed displacement.
 func scratchX86(inst *decode.X86Inst) int {
+	if inst.Encoding == decode.EncEVEX && inst.B4 {
+		return -1
+	}
 	reg := int(inst.Reg)
 	if inst.R {
 		reg += 8
@@ -95,6 +128,17 @@ func x86Refusal(inst *decode.X86Inst) error {
 		return refuse(RefusePrivileged, "iret, sysret and sysexit do not belong in a user-space probe site")
 	case decode.BranchXbegin:
 		return refuse(RefuseRTM, "a debug trap aborts the transaction, and the abort path is relative to the copy")
+	case decode.BranchJmp, decode.BranchJcc, decode.BranchLoop, decode.BranchCall, decode.BranchCallIndirect:
+		if inst.Prefixes&decode.PrefixData != 0 || inst.VendorDependent {
+			return refuse(RefuseVendorDependent, "a 66 prefix on a near branch: Intel ignores it, AMD makes the branch 16-bit (a 16-bit displacement or return address, the instruction pointer truncated to 16 bits)")
+		}
+	case decode.BranchFarCall:
+		if inst.W {
+			return refuse(RefuseVendorDependent, "a far call with REX.W: Intel loads a 64-bit offset and pushes 8-byte cs and return address, AMD treats it as m16:32")
+		}
+	}
+	if inst.Branch.Relative() && !x86Canonical48(inst.Target) {
+		return refuse(RefuseNonCanonical, fmt.Sprintf("its target %#x is not canonical: the branch faults at its own address when taken, which a copy elsewhere cannot reproduce", inst.Target))
 	}
 	if inst.Encoding != decode.EncLegacy && inst.Encoding != decode.EncREX2 {
 		return nil
@@ -111,6 +155,8 @@ func x86Refusal(inst *decode.X86Inst) error {
 		}
 	case decode.Map0F:
 		switch {
+		case op == 0x00 && reg <= 1, op == 0x01 && (reg == 4 || reg <= 1 && mod != 3):
+			return refuse(RefuseKernelEmulated, "sgdt, sidt, sldt, str and smsw fault under UMIP and Linux emulates them without the single-step trap after, so the step would run past the copy")
 		case op == 0x0B || op == 0xB9 || op == 0xFF:
 			return refuse(RefuseTrap, "ud0, ud1 and ud2 always raise an invalid-opcode fault")
 		case op == 0x06 || op == 0x08 || op == 0x09 || op >= 0x20 && op <= 0x23 ||

@@ -38,7 +38,13 @@ in which case PATH may be left out. A spec that matches several sites
 explains the first --limit of them.
 
 With --json each site is one JSON object on its own line, with the fields of
-scan --json plus "function", "usdt", "boundary" and, per policy, the rules.`,
+scan --json plus "function", "usdt", "boundary" and, per policy, the rules.
+
+A spec that matches nothing fails with the closest names the file has ("did
+you mean main?"). A site inside an instruction is explained, with a warning
+on stderr; an address that no executable segment holds is reported on
+stderr and makes the exit status 1. A USDT probe with a semaphore is marked:
+enabling it needs a running process (a pid).`,
 		Example: `  probeopt explain ./a.out main
   probeopt explain ./a.out 'parse+0x14'
   probeopt explain /usr/bin/python3.11 usdt:python:function__entry
@@ -65,6 +71,11 @@ type explained struct {
 	Fields   []field                  `json:"-"`
 	Decoded  map[string]string        `json:"decoded,omitempty"`
 	decision map[string]plan.Decision `json:"-"`
+	// inside is set when the address lies inside the instruction that
+	// starts at insideStart; codeErr when the file has no code there.
+	inside      bool
+	insideStart uint64
+	codeErr     error
 }
 
 type explainedFunc struct {
@@ -86,6 +97,9 @@ type explainedUSDT struct {
 	Semaphore uint64            `json:"semaphore"`
 	Args      []elfscan.USDTArg `json:"arguments"`
 	ArgsError string            `json:"arguments_error,omitempty"`
+	// NeedsPID is set for a probe with a semaphore: it can be enabled
+	// only in a running process.
+	NeedsPID bool `json:"needs_pid,omitempty"`
 }
 
 func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
@@ -122,12 +136,21 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 	}
 	out := cmd.OutOrStdout()
 	sc := &scanner{policies: plan.Policies(), vendor: vendor, text: true}
+	stderr := cmd.ErrOrStderr()
+	failed := false
 	for i := range sites {
 		if i == o.limit {
-			fmt.Fprintf(cmd.ErrOrStderr(), "probeopt: explain: %s matches %d sites; showing the first %d (--limit)\n", specText, len(sites), o.limit)
+			fmt.Fprintf(stderr, "probeopt: explain: %s matches %d sites; showing the first %d (--limit)\n", specText, len(sites), o.limit)
 			break
 		}
 		e := sc.explain(f, &sites[i])
+		if e.inside {
+			fmt.Fprintf(stderr, "probeopt: explain %s: %#x is inside the instruction at %#x, not at an instruction start: probeopt rejects a probe there\n", specText, e.Addr, e.insideStart)
+		}
+		if e.codeErr != nil {
+			fmt.Fprintf(stderr, "probeopt: explain %s: %v\n", specText, e.codeErr)
+			failed = true
+		}
 		if o.json {
 			if err := json.NewEncoder(out).Encode(e); err != nil {
 				return fmt.Errorf("write JSON: %w", err)
@@ -140,6 +163,9 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 		if err := printExplained(out, e); err != nil {
 			return fmt.Errorf("write output: %w", err)
 		}
+	}
+	if failed {
+		return errReported
 	}
 	return nil
 }
@@ -162,14 +188,20 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 	}
 	e.siteResult = sc.decide(f, s, an)
 	if p := s.USDT; p != nil {
-		eu := &explainedUSDT{Location: p.Location, Base: p.Base, Semaphore: p.Semaphore, Args: p.Arguments}
+		eu := &explainedUSDT{Location: p.Location, Base: p.Base, Semaphore: p.Semaphore, Args: p.Arguments, NeedsPID: p.SemaphoreAddr != 0}
 		if p.ArgsErr != nil {
 			eu.ArgsError = p.ArgsErr.Error()
 		}
 		e.USDT = eu
 	}
 	e.Boundary = boundaryText(s, an)
-	code, _ := f.Code(s.Addr, 16)
+	if an != nil {
+		if ok, known, start := an.Boundary(s.Addr); known && !ok {
+			e.inside, e.insideStart = true, start
+		}
+	}
+	code, codeErr := f.Code(s.Addr, 16)
+	e.codeErr = codeErr
 	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, &plan.Options{Vendor: sc.vendor, Rules: true})
@@ -252,6 +284,9 @@ func printExplained(w io.Writer, e *explained) error {
 			fmt.Fprintf(tw, " (file offset %#x)", e.SemOffset)
 		}
 		fmt.Fprintf(tw, "; site %s\n", e.SiteInsn)
+		if u.NeedsPID {
+			fmt.Fprintf(tw, "\t%s\n", semaphoreNeedsPID)
+		}
 		fmt.Fprintf(tw, "arguments\t%s\n", orDash(e.Args))
 		if u.ArgsError != "" {
 			fmt.Fprintf(tw, "\t%s\n", u.ArgsError)

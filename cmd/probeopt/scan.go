@@ -69,7 +69,11 @@ object with "summary": true; the fields are described in the README.
 
 A file that cannot be read is reported on stderr (or as a JSON object with
 "file" and "error") and makes the exit status 1; the other files are still
-scanned. Progress is shown on stderr when several files are scanned and
+scanned. So are directories in which no file could be scanned. A SPEC that
+matches nothing in a file is a warning on stderr that names the closest
+names the file has; it does not change the exit status. USDT probes with a
+semaphore are listed under the table: enabling them needs a running
+process (a pid). Progress is shown on stderr when several files are scanned and
 stderr is a terminal.`,
 		Example: `  probeopt scan
   probeopt scan --summary /usr/lib/x86_64-linux-gnu/libLLVM-15.so.1
@@ -368,6 +372,14 @@ func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
 		}
 	}
 	prog.done()
+	if sum.Files == 0 && failed == 0 {
+		// Every argument was a directory and none held a file to scan.
+		why := "it holds no regular files"
+		if n := skipCounts(sum.SkippedWhy).total(); n > 0 {
+			why = fmt.Sprintf("%s skipped: %s", plural(n, "file"), skipCounts(sum.SkippedWhy))
+		}
+		fail(strings.Join(args, ", "), fmt.Errorf("%w (%s)", errNothingToScan, why))
+	}
 	sum.Failed = failed
 	sum.Skipped = skipCounts(sum.SkippedWhy).total()
 	sum.Seconds = time.Since(start).Seconds()
@@ -382,6 +394,40 @@ func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
 		return errReported
 	}
 	return nil
+}
+
+// errNothingToScan means the directories given to scan held no x86-64 or
+// arm64 ELF64 file.
+var errNothingToScan = errors.New("no file to scan: none is an x86-64 or arm64 ELF64 file")
+
+// semaphoreNeedsPID says why a USDT probe with a semaphore needs a pid.
+const semaphoreNeedsPID = "the probe runs only once a tracer raises its semaphore in the running process: enabling it needs a pid"
+
+// semaphoreNote returns a note naming the USDT sites that have a semaphore,
+// or "" when none has.
+func semaphoreNote(sites []siteResult) string {
+	var names []string
+	n := 0
+	for i := range sites {
+		r := &sites[i]
+		if r.Kind != elfscan.SiteUSDT || r.Semaphore == 0 {
+			continue
+		}
+		if n++; n <= maxListed {
+			names = append(names, r.Provider+":"+r.Name)
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	list := strings.Join(names, ", ")
+	if n > maxListed {
+		list += ", ..."
+	}
+	if n == 1 {
+		return fmt.Sprintf("USDT probe %s has a semaphore: %s", list, semaphoreNeedsPID)
+	}
+	return fmt.Sprintf("%d USDT probes have a semaphore (%s): such probes run only once a tracer raises their semaphore in the running process: enabling them needs a pid", n, list)
 }
 
 // funcSites holds the sites that fall in one function.
@@ -723,6 +769,9 @@ func printFileTable(w io.Writer, rep *fileReport, policies []plan.Policy) error 
 	}
 	if err := tw.Flush(); err != nil {
 		return err
+	}
+	if n := semaphoreNote(rep.Sites); n != "" {
+		fmt.Fprintf(w, "  %s\n", n)
 	}
 	if rep.Undecodable > 0 {
 		fmt.Fprintf(w, "  %s whose sweep met bytes that do not decode (probeopt rejects their sites past that point):\n", plural(rep.Undecodable, "function"))

@@ -1,0 +1,132 @@
+#!/bin/bash -eu
+# Builds probeopt's Go fuzz targets as libFuzzer targets for ClusterFuzzLite
+# and OSS-Fuzz. It runs inside the image of .clusterfuzzlite/Dockerfile, with
+# $SRC, $OUT, $SANITIZER and the compile_native_go_fuzzer helpers of the
+# OSS-Fuzz base-builder image. docs/FUZZING.md says which targets are here
+# and why the differential ones are not.
+
+cd "$SRC/probeopt"
+
+tmpdir=$(mktemp -d)
+hidden=()
+restore_hidden() {
+	local f
+	for f in "${hidden[@]:+${hidden[@]}}"; do
+		mv "$f.hidden-for-fuzz-build" "$f"
+	done
+	hidden=()
+}
+trap 'restore_hidden; rm -rf "$tmpdir"' EXIT
+
+# The Go release go.mod asks for. When the image's Go is older, Go fetches
+# that release into the module cache, whose files cannot be overlaid (the
+# builder overlays the standard library's testing/fuzz.go): use a writable
+# copy instead.
+export GOTOOLCHAIN=auto
+goroot=$(go env GOROOT)
+if [[ "$goroot" == "$(go env GOMODCACHE)"* ]]; then
+	cp -r "$goroot/." "$tmpdir/goroot"
+	chmod -R u+rwX "$tmpdir/goroot"
+	export GOROOT="$tmpdir/goroot"
+	export PATH="$GOROOT/bin:$PATH"
+fi
+export GOTOOLCHAIN=local
+go version
+
+# Rebuild the builder (and the seed-corpus converter) with this release, so
+# that its view of the sources matches the compiler's, and give the module
+# the builder's testing package.
+ref=$(git -C "$SRC/go-118-fuzz-build" rev-parse HEAD)
+mkdir -p "$tmpdir/bin"
+(cd "$SRC/go-118-fuzz-build" && GOFLAGS=-mod=mod go build -o "$tmpdir/bin/go-118-fuzz-build_v2" .)
+if [ -d "$SRC/go-118-fuzz-build/cmd/addStdLibCorpusToFuzzer" ]; then
+	(cd "$SRC/go-118-fuzz-build/cmd/addStdLibCorpusToFuzzer" &&
+		GOFLAGS=-mod=mod go build -o "$tmpdir/bin/addStdLibCorpusToFuzzer" .)
+fi
+export PATH="$tmpdir/bin:$PATH"
+GOFLAGS=-mod=mod go get "github.com/AdamKorcz/go-118-fuzz-build/testing@$ref"
+
+# The v2 helper builds a target together with the test files of its
+# package (they hold helpers); fall back to the first helper on images
+# that lack it.
+native=compile_native_go_fuzzer_v2
+command -v "$native" >/dev/null || native=compile_native_go_fuzzer
+
+# build_fuzzer PACKAGE FUNCTION NAME builds one target into $OUT/NAME, and
+# its committed corpus (PACKAGE_DIR/testdata/fuzz/FUNCTION, Go's format)
+# into $OUT/NAME_seed_corpus.zip when the converter is there. The files of
+# the package's external test package (package foo_test) would collide with
+# the package once the builder renames test files, and a target never uses
+# them: they are moved aside for the build.
+build_fuzzer() {
+	local pkg=$1 function=$2 name=$3 dir rel
+	dir=$(go list -tags gofuzz -f '{{.Dir}}' "$pkg")
+	while IFS= read -r rel; do
+		[ -n "$rel" ] || continue
+		mv "$dir/$rel" "$dir/$rel.hidden-for-fuzz-build"
+		hidden+=("$dir/$rel")
+	done < <(go list -tags gofuzz -f '{{range .XTestGoFiles}}{{.}}{{"\n"}}{{end}}' "$pkg")
+	"$native" "$pkg" "$function" "$name"
+	restore_hidden
+	test -x "$OUT/$name" || { echo "build.sh: $name was not built" >&2; exit 1; }
+	if [ -d "$dir/testdata/fuzz/$function" ] && command -v addStdLibCorpusToFuzzer >/dev/null; then
+		addStdLibCorpusToFuzzer -dir "$dir/testdata/fuzz/$function" -fuzzer_name "$name"
+	fi
+}
+
+# wrap_external SRC PACKAGE copies the targets of an external test package
+# (SRC, "package foo_test") into a package of their own below
+# internal/ossfuzz, where the builder can find them. They only use the
+# package under test through its exported API, so nothing else changes.
+wrap_external() {
+	local src=$1 pkg=$2 dir=internal/ossfuzz/$2
+	mkdir -p "$dir"
+	printf '// Package %s holds fuzz targets copied for the OSS-Fuzz build.\npackage %s\n' "$pkg" "$pkg" >"$dir/doc.go"
+	sed "s/^package [a-z0-9_]*_test\$/package $pkg/" "$src" >"$dir/fuzz_test.go"
+	grep -q "^package $pkg\$" "$dir/fuzz_test.go" || { echo "build.sh: no external test package in $src" >&2; exit 1; }
+	if [ -d "$(dirname "$src")/testdata/fuzz" ]; then
+		mkdir -p "$dir/testdata"
+		cp -r "$(dirname "$src")/testdata/fuzz" "$dir/testdata/"
+	fi
+}
+
+# replace_once FILE OLD NEW replaces a line fragment that must occur exactly
+# once, so that a change to the target fails this build instead of
+# building something else.
+replace_once() {
+	OLD=$2 NEW=$3 perl -0pi -e '
+		my $n = () = /\Q$ENV{OLD}\E/g;
+		die "build.sh: expected one \"$ENV{OLD}\" in $ARGV, found $n\n" if $n != 1;
+		s/\Q$ENV{OLD}\E/$ENV{NEW}/;
+	' "$1"
+}
+
+mod=$(go list -m)
+
+# decode: x86-64 and arm64 instruction decoding.
+build_fuzzer "$mod/decode" FuzzDecodeX86 decode_x86
+build_fuzzer "$mod/decode" FuzzDecodeARM64 decode_arm64
+
+# emulate: the arm64 emulator's invariants (the x86-64 and arm64
+# differential targets of package fuzz need a CPU oracle or qemu-user and
+# are run with go test -fuzz and probeopt fuzz instead).
+build_fuzzer "$mod/emulate" FuzzARM64Step emulate_arm64_step
+
+# xol: arm64 relocation, checked by emulating the original and the copy.
+build_fuzzer "$mod/xol" FuzzRelocateARM64 xol_relocate_arm64
+
+# elfscan: ELF files, USDT notes and argument specs, probe specs, and the
+# edit distance behind the unknown-symbol suggestions.
+build_fuzzer "$mod/elfscan" FuzzEditDistance elfscan_edit_distance
+wrap_external elfscan/fuzz_test.go elfscanfuzz
+# FuzzNewFile seeds itself from the repository's fixtures, which the fuzzing
+# machines lack (a missing fixture fails the target): read them from the
+# working directory when present, skip them otherwise. The seed corpus zip
+# carries the committed inputs instead.
+f=internal/ossfuzz/elfscanfuzz/fuzz_test.go
+replace_once "$f" 'os.ReadFile(fixture.Path(f, arch, "tiny"))' 'os.ReadFile("testdata/" + arch + "/tiny")'
+replace_once "$f" $'\t\tif err != nil {\n\t\t\tf.Fatal(err)\n\t\t}\n\t\tf.Add(b)' $'\t\tif err != nil {\n\t\t\tcontinue\n\t\t}\n\t\tf.Add(b)'
+printf '\nvar _ = fixture.Path\n' >>"$f"
+for target in NewFile:elfscan_new_file USDTNotes:elfscan_usdt_notes ParseUSDTArgs:elfscan_usdt_args ParseSpec:elfscan_spec; do
+	build_fuzzer "$mod/internal/ossfuzz/elfscanfuzz" "Fuzz${target%%:*}" "${target##*:}"
+done

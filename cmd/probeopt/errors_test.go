@@ -1,0 +1,303 @@
+package main
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+)
+
+// badInputs holds the files the error-path tests give the command: each is
+// something a new user may well pass by mistake.
+type badInputs struct {
+	dir      string
+	missing  string // does not exist
+	emptyDir string // a directory with nothing in it
+	textDir  string // a directory with files, none of them ELF
+	notELF   string // a shell script
+	trunc    string // an ELF file cut inside its section headers
+	short    string // an ELF file cut inside its ELF header
+	riscv    string // ELF64 for EM_RISCV
+	elf32    string // a 32-bit ELF file
+	bigEnd   string // a big-endian ELF file
+	rel      string // a relocatable object (ET_REL)
+	noRead   string // a file without read permission
+}
+
+// makeBadInputs writes the bad inputs into a temporary directory. The ELF
+// variants are the committed tiny fixture with one header field changed.
+func makeBadInputs(t *testing.T) *badInputs {
+	t.Helper()
+	dir := t.TempDir()
+	b := &badInputs{
+		dir:      dir,
+		missing:  filepath.Join(dir, "missing"),
+		emptyDir: filepath.Join(dir, "empty"),
+		textDir:  filepath.Join(dir, "text"),
+		notELF:   filepath.Join(dir, "script.sh"),
+		trunc:    filepath.Join(dir, "truncated"),
+		short:    filepath.Join(dir, "short"),
+		riscv:    filepath.Join(dir, "riscv"),
+		elf32:    filepath.Join(dir, "elf32"),
+		bigEnd:   filepath.Join(dir, "bigendian"),
+		rel:      filepath.Join(dir, "object.o"),
+		noRead:   filepath.Join(dir, "unreadable"),
+	}
+	tiny, err := os.ReadFile(fixture.Path(t, "x86_64", "tiny"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tiny) < 300 {
+		t.Fatalf("the tiny fixture has %d bytes, want at least 300", len(tiny))
+	}
+	patched := func(off int, v ...byte) []byte {
+		c := bytes.Clone(tiny)
+		copy(c[off:], v)
+		return c
+	}
+	var machine [2]byte
+	binary.LittleEndian.PutUint16(machine[:], 243) // EM_RISCV
+	files := map[string][]byte{
+		b.notELF: []byte("#!/bin/sh\necho hello\n"),
+		b.trunc:  tiny[:300],
+		b.short:  tiny[:40],
+		b.riscv:  patched(0x12, machine[:]...),
+		b.elf32:  patched(4, 1),       // EI_CLASS = ELFCLASS32
+		b.bigEnd: patched(5, 2),       // EI_DATA = ELFDATA2MSB
+		b.rel:    patched(0x10, 1, 0), // e_type = ET_REL
+		b.noRead: tiny,
+	}
+	files[filepath.Join(b.textDir, "README")] = []byte("not a binary\n")
+	files[filepath.Join(b.textDir, "sub", "notes")] = []byte("nor this\n")
+	for _, d := range []string{b.emptyDir, filepath.Join(b.textDir, "sub")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for p, data := range files {
+		if err := os.WriteFile(p, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(b.noRead, 0); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runBinaryEnv runs the built command with extra environment variables
+// and returns its output and exit status.
+func runBinaryEnv(t *testing.T, env []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(probeoptBinary(t), args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	default:
+		t.Fatalf("run probeopt %q: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// errorCase is one bad input and what the command must answer.
+type errorCase struct {
+	name string
+	args []string
+	env  []string // extra environment
+	code int
+	// stderr and stdout must contain every string listed.
+	stderr, stdout []string
+	// skip, when it returns a reason, skips the case.
+	skip func() string
+}
+
+// TestErrorPaths drives the built command with every bad input a new user
+// is likely to give and checks the exit status and that the message says
+// what is wrong, on stderr, with no panic.
+func TestErrorPaths(t *testing.T) {
+	b := makeBadInputs(t)
+	fx := func(arch, name string) string { return fixture.Path(t, arch, name) }
+	funcsPIE := fx("x86_64", "funcs-pie")
+	usdtPIE := fx("x86_64", "usdt-pie")
+	tiny := fx("x86_64", "tiny")
+	noQEMU := []string{"PATH=" + b.emptyDir}
+	isRoot := func() string {
+		if os.Geteuid() == 0 {
+			return "running as root: every file is readable"
+		}
+		return ""
+	}
+	cases := []errorCase{
+		// decode
+		{name: "decode/bad-hex", args: []string{"decode", "zz"}, code: exitFailed,
+			stderr: []string{`decode "zz": invalid hex digit 'z' at position 1`}},
+		{name: "decode/odd-digits", args: []string{"decode", "f30"}, code: exitFailed,
+			stderr: []string{`decode "f30": odd number of hex digits (3); write each byte as two digits`}},
+		{name: "decode/truncated-x86", args: []string{"decode", "0f"}, code: exitFailed,
+			stderr: []string{`decode "0f": truncated instruction`}},
+		{name: "decode/truncated-arm64", args: []string{"decode", "--arch", "arm64", "1f20"}, code: exitFailed,
+			stderr: []string{`decode "1f20": truncated instruction`}},
+		{name: "decode/missing-argument", args: []string{"decode"}, code: exitUsage,
+			stderr: []string{"decode: missing HEX argument"}},
+		{name: "decode/foreign-arch", args: []string{"decode", "--arch", "mips", "00"}, code: exitUsage,
+			stderr: []string{`invalid --arch "mips": want x86-64 or arm64`}},
+
+		// scan
+		{name: "scan/missing-file", args: []string{"scan", b.missing}, code: exitFailed,
+			stderr: []string{"scan " + b.missing + ": ", "no such file or directory"}},
+		{name: "scan/missing-file-json", args: []string{"scan", "--json", b.missing}, code: exitFailed,
+			stdout: []string{`"file":"` + b.missing + `"`, `"error":`, "no such file or directory", `"failed":1`}},
+		{name: "scan/empty-directory", args: []string{"scan", b.emptyDir}, code: exitFailed,
+			stderr: []string{"scan " + b.emptyDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (it holds no regular files)"}},
+		{name: "scan/directory-without-elf", args: []string{"scan", b.textDir}, code: exitFailed,
+			stderr: []string{"scan " + b.textDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (2 files skipped: not ELF: 2)"}},
+		{name: "scan/not-elf", args: []string{"scan", b.notELF}, code: exitFailed,
+			stderr: []string{"scan " + b.notELF + ": not an ELF file"}},
+		{name: "scan/truncated", args: []string{"scan", b.trunc}, code: exitFailed,
+			stderr: []string{"scan " + b.trunc + ": malformed ELF file: section headers", "truncated ELF file"}},
+		{name: "scan/truncated-header", args: []string{"scan", b.short}, code: exitFailed,
+			stderr: []string{"40 bytes, shorter than the 64-byte header: truncated ELF file"}},
+		{name: "scan/foreign-machine", args: []string{"scan", b.riscv}, code: exitFailed,
+			stderr: []string{"unsupported ELF file: machine EM_RISCV (want EM_X86_64 or EM_AARCH64)"}},
+		{name: "scan/32-bit", args: []string{"scan", b.elf32}, code: exitFailed,
+			stderr: []string{"unsupported ELF file: 32-bit ELF (want ELF64)"}},
+		{name: "scan/big-endian", args: []string{"scan", b.bigEnd}, code: exitFailed,
+			stderr: []string{"unsupported ELF file: big-endian ELF"}},
+		{name: "scan/relocatable", args: []string{"scan", b.rel}, code: exitFailed,
+			stderr: []string{"unsupported ELF file: relocatable object (ET_REL)"}},
+		{name: "scan/unreadable", args: []string{"scan", b.noRead}, code: exitFailed,
+			stderr: []string{"permission denied"}, skip: isRoot},
+		{name: "scan/unknown-symbol", args: []string{"scan", "--sites", "mian", funcsPIE}, code: exitOK,
+			stderr: []string{"scan " + funcsPIE + `: "mian": no such symbol; did you mean main?`}},
+		{name: "scan/unknown-plt-symbol", args: []string{"scan", "--sites", "printf", funcsPIE}, code: exitOK,
+			stderr: []string{`"printf": no such symbol; did you mean printf@plt?`}},
+		{name: "scan/unknown-usdt-probe", args: []string{"scan", "--sites", "usdt:dmeo:loop", usdtPIE}, code: exitOK,
+			stderr: []string{`"usdt:dmeo:loop": no such symbol; did you mean usdt:demo:loop?`}},
+		{name: "scan/usdt-semaphore", args: []string{"scan", "--sites", "usdt", usdtPIE}, code: exitOK,
+			stdout: []string{"2 USDT probes have a semaphore (demo:sema_start, demo:sema_done)", "enabling them needs a pid"}},
+		{name: "scan/bad-spec", args: []string{"scan", "--sites", "1234", tiny}, code: exitUsage,
+			stderr: []string{`invalid --sites: invalid probe spec "1234": a symbol cannot start with a digit`}},
+
+		// explain
+		{name: "explain/missing-file", args: []string{"explain", b.missing, "main"}, code: exitFailed,
+			stderr: []string{"explain " + b.missing + ": ", "no such file or directory"}},
+		{name: "explain/directory", args: []string{"explain", b.textDir, "main"}, code: exitFailed,
+			stderr: []string{"explain " + b.textDir + ": not an ELF file: not a regular file"}},
+		{name: "explain/not-elf", args: []string{"explain", b.notELF, "main"}, code: exitFailed,
+			stderr: []string{"explain " + b.notELF + ": not an ELF file"}},
+		{name: "explain/truncated", args: []string{"explain", b.trunc, "main"}, code: exitFailed,
+			stderr: []string{"truncated ELF file"}},
+		{name: "explain/foreign-machine", args: []string{"explain", b.riscv, "main"}, code: exitFailed,
+			stderr: []string{"unsupported ELF file: machine EM_RISCV"}},
+		{name: "explain/unknown-symbol", args: []string{"explain", funcsPIE, "mian"}, code: exitFailed,
+			stderr: []string{"explain " + funcsPIE + `: "mian": no such symbol; did you mean main?`}},
+		{name: "explain/unknown-symbol-bpftrace-form", args: []string{"explain", "uprobe:" + funcsPIE + ":Main"}, code: exitFailed,
+			stderr: []string{`no such symbol; did you mean main?`}},
+		{name: "explain/unknown-usdt-probe", args: []string{"explain", usdtPIE, "usdt:demo:sema"}, code: exitFailed,
+			stderr: []string{`"usdt:demo:sema": no such symbol; did you mean usdt:demo:sema_done or usdt:demo:sema_start?`}},
+		{name: "explain/no-usdt-notes", args: []string{"explain", funcsPIE, "usdt:demo:loop"}, code: exitFailed,
+			stderr: []string{`"usdt:demo:loop": no such symbol: the file has no USDT probes`}},
+		{name: "explain/mid-instruction-x86", args: []string{"explain", funcsPIE, "main+2"}, code: exitOK,
+			stderr: []string{"explain main+2: 0x1072 is inside the instruction at 0x1071, not at an instruction start"},
+			stdout: []string{"boundary       inside the instruction at 0x1071", "probeopt: reject (mid-instruction)"}},
+		{name: "explain/mid-instruction-arm64", args: []string{"explain", fx("aarch64", "funcs-pie"), "main+2"}, code: exitOK,
+			stderr: []string{"is inside the instruction at 0x6c0"},
+			stdout: []string{"probeopt: reject (misaligned)"}},
+		{name: "explain/unmapped-address", args: []string{"explain", funcsPIE, "0xdeadbeef"}, code: exitFailed,
+			stderr: []string{"explain 0xdeadbeef: code at 0xdeadbeef: not in a loadable segment"}},
+		{name: "explain/offset-past-end", args: []string{"explain", funcsPIE, "main+0x1000"}, code: exitFailed,
+			stderr: []string{`invalid probe spec "main+0x1000": offset 0x1000 is past the end of main`}},
+		{name: "explain/usdt-semaphore", args: []string{"explain", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
+			stdout: []string{"semaphore 0x408a", "the probe runs only once a tracer raises its semaphore in the running process: enabling it needs a pid"}},
+		{name: "explain/usdt-semaphore-json", args: []string{"explain", "--json", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
+			stdout: []string{`"needs_pid":true`}},
+		{name: "explain/missing-path", args: []string{"explain", "main"}, code: exitUsage,
+			stderr: []string{"explain: missing PATH"}},
+		{name: "explain/bad-spec", args: []string{"explain", tiny, "usdt:a:b:c"}, code: exitUsage,
+			stderr: []string{`invalid probe spec "usdt:a:b:c": want usdt:PROVIDER:NAME`}},
+
+		// fuzz
+		{name: "fuzz/foreign-arch", args: []string{"fuzz", "emulate", "--arch", "mips"}, code: exitUsage,
+			stderr: []string{`invalid --arch "mips": want`}},
+		{name: "fuzz/no-cases", args: []string{"fuzz", "emulate", "-n", "0"}, code: exitUsage,
+			stderr: []string{"invalid -n 0: want a positive number of cases"}},
+		{name: "fuzz/unknown-class", args: []string{"fuzz", "emulate", "--class", "nope"}, code: exitUsage,
+			stderr: []string{`invalid --class "nope": want one of`}},
+		{name: "fuzz/xol-foreign-arch", args: []string{"fuzz", "xol", "--arch", "mips"}, code: exitUsage,
+			stderr: []string{`invalid --arch "mips": want`}},
+		{name: "fuzz/emulate-arm64-without-qemu", args: []string{"fuzz", "emulate", "--arch", "arm64", "-n", "10"}, env: noQEMU, code: exitFailed,
+			stderr: []string{"qemu-aarch64", "not found"}},
+		{name: "fuzz/xol-without-qemu", args: []string{"fuzz", "xol", "-n", "10"}, env: noQEMU, code: exitFailed,
+			stderr: []string{"qemu-aarch64", "not found"}},
+
+		// bench patch
+		{name: "bench-patch/threads", args: []string{"bench", "patch", "--threads", "0"}, code: exitUsage,
+			stderr: []string{"--threads must be between 1 and 64, got 0"}},
+		{name: "bench-patch/sizes", args: []string{"bench", "patch", "--sizes", "3"}, code: exitUsage,
+			stderr: []string{"--sizes: 3 is not a divisor of 4096"}},
+		{name: "bench-patch/repeat", args: []string{"bench", "patch", "--repeat", "0"}, code: exitUsage,
+			stderr: []string{"--repeat must be at least 1, got 0"}},
+		{name: "bench-patch/argument", args: []string{"bench", "patch", "x"}, code: exitUsage,
+			stderr: []string{`patch takes no arguments, got ["x"]`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.skip != nil {
+				if why := c.skip(); why != "" {
+					t.Skip(why)
+				}
+			}
+			stdout, stderr, code := runBinaryEnv(t, c.env, c.args...)
+			if code != c.code {
+				t.Errorf("exit status %d, want %d", code, c.code)
+			}
+			for _, want := range c.stderr {
+				if !strings.Contains(stderr, want) {
+					t.Errorf("stderr lacks %q", want)
+				}
+			}
+			for _, want := range c.stdout {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("stdout lacks %q", want)
+				}
+			}
+			checkMessages(t, stderr, code)
+			if t.Failed() {
+				t.Logf("probeopt %q\nstdout:\n%s\nstderr:\n%s", c.args, stdout, stderr)
+			}
+		})
+	}
+}
+
+// checkMessages checks the form of what a run printed on stderr: every
+// line starts with "probeopt: " (a usage error adds the line that points
+// to --help), and nothing looks like a panic.
+func checkMessages(t *testing.T, stderr string, code int) {
+	t.Helper()
+	if strings.Contains(stderr, "panic:") || strings.Contains(stderr, "goroutine ") {
+		t.Errorf("stderr shows a panic")
+	}
+	for _, line := range strings.Split(strings.TrimSuffix(stderr, "\n"), "\n") {
+		if line == "" && stderr == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "probeopt: ") && !(code == exitUsage && strings.HasPrefix(line, "Run 'probeopt ")) {
+			t.Errorf("stderr line without the probeopt: prefix: %q", line)
+		}
+	}
+	if code == exitUsage && !strings.Contains(stderr, "--help' for usage.") {
+		t.Errorf("usage error without the hint about --help")
+	}
+}

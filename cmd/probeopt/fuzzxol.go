@@ -1,0 +1,155 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/probeopt/probeopt/fuzz"
+)
+
+// The x86-64 relocation campaign: `fuzz xol --arch x86-64`, against the
+// host CPU.
+
+func init() {
+	fuzzXOLRunners["x86-64"] = runFuzzXOLX86
+}
+
+// xolX86Report is the report of `fuzz xol --arch x86-64`; it is also its
+// JSON output.
+type xolX86Report struct {
+	Campaign string `json:"campaign"` // "xol"
+	Arch     string `json:"arch"`
+	Seed     uint64 `json:"seed"`
+	Class    string `json:"class,omitempty"`
+	Vendor   string `json:"vendor"`
+	*fuzz.XOLX86Report
+	MismatchList []xolX86Mismatch `json:"mismatch_list"`
+	Stopped      bool             `json:"stopped,omitempty"` // --stop-after ended the campaign early
+}
+
+// xolX86Mismatch is one mismatch in the JSON output.
+type xolX86Mismatch struct {
+	Class  string `json:"class"`
+	Bytes  string `json:"bytes"`
+	Text   string `json:"text"`
+	Copy   string `json:"copy"`
+	Run    string `json:"run"` // "step", "boost", "relocate"...
+	Reason string `json:"reason"`
+	Want   string `json:"want,omitempty"`
+	Got    string `json:"got,omitempty"`
+	Vector string `json:"vector"`
+}
+
+// runFuzzXOLX86 runs the x86-64 relocation campaign on the host CPU.
+func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
+	if o.class != "" && !slices.Contains(fuzz.XOLX86Classes, o.class) {
+		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.XOLX86Classes, ", "))
+	}
+	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	vendor, err := fuzz.HostVendor()
+	if err != nil {
+		return fmt.Errorf("host cpu: %w", err)
+	}
+	oracle, err := fuzz.NewXOLX86Oracle()
+	if err != nil {
+		return fmt.Errorf("start the cpu oracle: %w", err)
+	}
+	defer oracle.Close()
+	rep := xolX86Report{Campaign: "xol", Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), MismatchList: []xolX86Mismatch{}}
+	var prog *progress
+	if isTerminal(stderr) {
+		prog = newProgress(stderr, "fuzz xol", "cases", o.n)
+	}
+	found := 0
+	c := fuzz.XOLX86Campaign{
+		Cases:  o.n,
+		Seed:   o.seed,
+		Class:  o.class,
+		Vendor: vendor,
+		OnMismatch: func(m *fuzz.XOLX86Mismatch) bool {
+			if o.json {
+				rep.MismatchList = append(rep.MismatchList, xolX86Mismatch{
+					Class: m.Case.Class, Bytes: fmt.Sprintf("%x", m.Case.Bytes), Text: m.Text, Copy: m.Copy,
+					Run: m.Run, Reason: m.Reason, Want: m.Want, Got: m.Got, Vector: m.Case.Vector(),
+				})
+			} else {
+				prog.done()
+				fmt.Fprintf(stdout, "%s\n\n", m)
+			}
+			found++
+			if o.stop > 0 && found >= o.stop {
+				rep.Stopped = true
+				return false
+			}
+			return true
+		},
+		Progress: prog.update,
+	}
+	res, err := c.Run(oracle)
+	prog.done()
+	if err != nil {
+		return fmt.Errorf("campaign: %w", err)
+	}
+	rep.XOLX86Report = res
+	if o.json {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(&rep); err != nil {
+			return err
+		}
+	} else {
+		printXOLX86Report(stdout, &rep)
+	}
+	if res.Mismatches > 0 {
+		if !o.json {
+			fmt.Fprintf(stderr, "probeopt: %d mismatches between original instructions and their relocated copies\n", res.Mismatches)
+		}
+		return errReported
+	}
+	return nil
+}
+
+// printXOLX86Report prints the summary as tables.
+func printXOLX86Report(w io.Writer, rep *xolX86Report) {
+	r := rep.XOLX86Report
+	class := rep.Class
+	if class == "" {
+		class = "all"
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintf(tw, "campaign\txol\n")
+	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s)\n", rep.Arch, rep.Vendor)
+	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
+	fmt.Fprintf(tw, "class\t%s\n", class)
+	fmt.Fprintf(tw, "generated\t%d cases\n", r.Generated)
+	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted; %d also boosted)\n", r.Compared, r.Completed, r.Faulted, r.Boosted)
+	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
+	if rep.Stopped {
+		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
+	}
+	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	fmt.Fprintf(tw, "cases/s\t%.0f compared\n", r.PerSecond)
+	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
+		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Forms)) {
+		fmt.Fprintf(tw, "form\t%d: %s\n", r.Forms[k], k)
+	}
+	tw.Flush()
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "class\tcases\tcompared\tfaulted\tmismatches\t\n")
+	for _, name := range fuzz.XOLX86Classes {
+		if c := r.Classes[name]; c != nil {
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t\n", name, c.Generated, c.Compared, c.Faulted, c.Mismatches)
+		}
+	}
+	tw.Flush()
+}

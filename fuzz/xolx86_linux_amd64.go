@@ -1,0 +1,649 @@
+//go:build linux && amd64
+
+package fuzz
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tuning and kernel constants of the relocation oracle.
+const (
+	xoBatchTimeout = 5 * time.Second
+	xoPoll         = 50 * time.Millisecond
+	xoSASiginfo    = 0x4
+	xoSAOnstack    = 0x08000000
+	xoSARestorer   = 0x04000000
+	xoFutexWait    = 0
+	xoFutexWake    = 1
+	xoSigSetMask   = 2
+	xoFlagsIn      = 0x8d5 | 0x400 // status flags and DF
+)
+
+// XOLX86Oracle runs x86-64 code on the host CPU for the relocation
+// campaign: an original instruction at its address and its relocated copy
+// at a slot, from the same registers, vector state and memory, many runs
+// per round trip.
+//
+// It keeps one child process (the current executable, stopped by ptrace
+// before its first instruction, then stripped of every mapping) that runs
+// only a small harness. The parent writes a batch (code windows, data,
+// run records) into a memory file both map, bumps a futex word and sleeps;
+// the child runs each run with the trap flag set, and a signal handler
+// records the registers, the changed memory and the XSAVE image of the
+// signal frame, restores the data and vector state, and starts the next
+// run with rt_sigreturn. ptrace is used only to set the child up.
+//
+// The child is started by a goroutine locked to its OS thread for the
+// oracle's life (ptrace requests must come from the thread that forked
+// the child, which is killed when that thread ends).
+//
+// The methods are safe for concurrent use; batches run one at a time. A
+// child that dies is replaced and the batch run once more; if it dies
+// again, or a batch does not finish in time, Run fails with ErrChildDied
+// or ErrTimeout.
+type XOLX86Oracle struct {
+	mu       sync.Mutex
+	closed   bool
+	keeper   chan func()
+	exited   chan struct{}
+	exe      string
+	memfd    int
+	mem      []byte
+	harness  xoHarnessCode
+	pid      int
+	seq      uint32
+	restarts int
+	fpSize   int
+	fpBase   []byte    // the XSAVE image captured from the child
+	xfeat    uint64    // state components in the image
+	comp     [8][2]int // offset and size of components 2..7 (cpuid leaf 0xd)
+}
+
+// NewXOLX86Oracle starts the child. It fails with an error wrapping the
+// errno (EPERM, for example) when ptrace is not permitted.
+func NewXOLX86Oracle() (*XOLX86Oracle, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find executable for the oracle child: %w", err)
+	}
+	h, err := buildXOLHarness()
+	if err != nil {
+		return nil, err
+	}
+	fd, err := unix.MemfdCreate("probeopt-xol", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("create shared file: %w", err)
+	}
+	o := &XOLX86Oracle{exe: exe, memfd: fd, harness: h, keeper: make(chan func()), exited: make(chan struct{})}
+	go o.keep()
+	if err := unix.Ftruncate(fd, xoFileSize); err != nil {
+		o.release()
+		return nil, fmt.Errorf("size shared file: %w", err)
+	}
+	o.mem, err = unix.Mmap(fd, 0, xoFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		o.release()
+		return nil, fmt.Errorf("map shared file: %w", err)
+	}
+	copy(o.mem[xoOffHarness:], h.code)
+	if err := o.spawn(); err != nil {
+		o.release()
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close kills the child and releases the shared file.
+func (o *XOLX86Oracle) Close() error {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if !o.closed {
+		o.closed = true
+		o.release()
+	}
+	return nil
+}
+
+// Restarts returns how many times the child had to be replaced.
+func (o *XOLX86Oracle) Restarts() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.restarts
+}
+
+// keep runs the closures sent to o.keeper on one locked thread, which the
+// runtime ends with the goroutine.
+func (o *XOLX86Oracle) keep() {
+	runtime.LockOSThread()
+	defer close(o.exited)
+	for f := range o.keeper {
+		f()
+	}
+}
+
+func (o *XOLX86Oracle) release() {
+	o.kill()
+	if o.keeper != nil {
+		close(o.keeper)
+		<-o.exited
+		o.keeper = nil
+	}
+	if o.mem != nil {
+		_ = unix.Munmap(o.mem)
+		o.mem = nil
+	}
+	if o.memfd >= 0 {
+		_ = unix.Close(o.memfd)
+		o.memfd = -1
+	}
+}
+
+func (o *XOLX86Oracle) kill() {
+	if o.pid <= 0 {
+		return
+	}
+	_ = unix.Kill(o.pid, unix.SIGKILL)
+	var ws unix.WaitStatus
+	for {
+		_, err := unix.Wait4(o.pid, &ws, unix.WALL, nil)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	o.pid = 0
+}
+
+func (o *XOLX86Oracle) word(off int) *uint32 {
+	return (*uint32)(unsafe.Pointer(&o.mem[off]))
+}
+
+// Run runs the runs with memory image img and stores what happened in
+// out[i] (len(out) >= len(runs)). It returns an error only when the oracle
+// itself failed.
+func (o *XOLX86Oracle) Run(img *XOLX86Image, runs []XOLX86Run, out []XOLX86Result) error {
+	if len(out) < len(runs) {
+		return fmt.Errorf("relocation oracle: %d results for %d runs", len(out), len(runs))
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return ErrClosed
+	}
+	o.load(img)
+	for start := 0; start < len(runs); start += xoMaxRuns {
+		end := min(start+xoMaxRuns, len(runs))
+		err := o.batch(runs[start:end], out[start:end])
+		if errors.Is(err, ErrChildDied) && !o.closed {
+			// The run that killed the child may have left the data
+			// window changed.
+			o.load(img)
+			err = o.batch(runs[start:end], out[start:end])
+		}
+		var te *XOLX86TimeoutError
+		if errors.As(err, &te) {
+			te.Run += start
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// load writes img into the shared file: code windows, data, the template
+// of the read-write window and the XSAVE template.
+func (o *XOLX86Oracle) load(img *XOLX86Image) {
+	for w := range img.Code {
+		copy(o.mem[xoOffCode+w*XOLX86WindowSize:], img.Code[w][:])
+	}
+	copy(o.mem[xoOffRO:], img.RO[:])
+	copy(o.mem[xoOffRW:], img.RW[:])
+	copy(o.mem[xoOffTemplate:], img.RW[:])
+	o.vectors(img.VecSeed)
+}
+
+// vectors writes the XSAVE template: the captured image with random xmm,
+// ymm and zmm registers and opmask registers, their components marked in
+// use.
+func (o *XOLX86Oracle) vectors(seed uint64) {
+	fp := o.mem[xoOffFP : xoOffFP+o.fpSize]
+	copy(fp, o.fpBase)
+	r := rand.New(rand.NewPCG(seed, 0x766563746f7273))
+	fill := func(b []byte) {
+		for i := 0; i+8 <= len(b); i += 8 {
+			binary.LittleEndian.PutUint64(b[i:], r.Uint64())
+		}
+	}
+	bv := binary.LittleEndian.Uint64(fp[512:])
+	if o.xfeat&2 != 0 {
+		fill(fp[160 : 160+256]) // xmm0-15
+		bv |= 2
+	}
+	for c := 2; c <= 7; c++ {
+		off, size := o.comp[c][0], o.comp[c][1]
+		if c == 3 || c == 4 || o.xfeat&(1<<c) == 0 || size == 0 || off+size > len(fp) {
+			continue // 3, 4: MPX, not vector state
+		}
+		fill(fp[off : off+size])
+		bv |= 1 << c
+	}
+	binary.LittleEndian.PutUint64(fp[512:], bv)
+}
+
+// batch runs at most xoMaxRuns runs.
+func (o *XOLX86Oracle) batch(runs []XOLX86Run, out []XOLX86Result) error {
+	le := binary.LittleEndian
+	for i := range runs {
+		r := &runs[i]
+		rec := o.mem[xoOffRuns+i<<xoRunShift:]
+		for k := 0; k < 16; k++ {
+			le.PutUint64(rec[8*xoGregOf[k]:], r.Regs.GPR[k])
+		}
+		le.PutUint64(rec[8*xoGregRIP:], r.Regs.RIP)
+		le.PutUint64(rec[8*xoGregEFL:], r.Regs.RFLAGS&xoFlagsIn|0x202)
+		le.PutUint64(rec[xoRunLo:], r.Lo)
+		le.PutUint64(rec[xoRunHi:], r.Hi)
+	}
+	le.PutUint64(o.mem[xoOffCtrl+xoCtlN:], uint64(len(runs)))
+	if err := o.kick(); err != nil {
+		return err
+	}
+	for i := range runs {
+		o.result(i, &out[i])
+	}
+	return nil
+}
+
+// kick starts a batch and waits until it is done.
+func (o *XOLX86Oracle) kick() error {
+	o.seq++
+	seq := o.seq
+	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), seq)
+	if err := xoFutex(o.word(xoOffCtrl+xoCtlSeq), xoFutexWake, 1, nil); err != nil {
+		return fmt.Errorf("wake oracle child: %w", err)
+	}
+	return o.waitDone(seq)
+}
+
+// waitDone sleeps until the child reports batch seq done; a child that
+// dies or times out is replaced and the batch fails.
+func (o *XOLX86Oracle) waitDone(seq uint32) error {
+	done := o.word(xoOffCtrl + xoCtlDone)
+	deadline := time.Now().Add(xoBatchTimeout)
+	ts := unix.NsecToTimespec(int64(xoPoll))
+	for {
+		d := atomic.LoadUint32(done)
+		if d == seq {
+			return nil
+		}
+		if err := xoFutex(done, xoFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
+			return fmt.Errorf("wait for oracle child: %w", err)
+		}
+		if atomic.LoadUint32(done) == seq {
+			return nil
+		}
+		var ws unix.WaitStatus
+		pid, err := unix.Wait4(o.pid, &ws, unix.WNOHANG|unix.WALL, nil)
+		if err == nil && pid == o.pid && (ws.Exited() || ws.Signaled()) {
+			o.pid = 0
+			return o.replace(fmt.Errorf("oracle child: %s: %w", describeWait(ws), ErrChildDied))
+		}
+		if time.Now().After(deadline) {
+			return o.replace(&XOLX86TimeoutError{Run: int(o.ctl(xoCtlCur))})
+		}
+	}
+}
+
+// ctl returns the control quadword at off.
+func (o *XOLX86Oracle) ctl(off int) uint64 {
+	return binary.LittleEndian.Uint64(o.mem[xoOffCtrl+off:])
+}
+
+// replace kills the child, starts a new one and returns cause.
+func (o *XOLX86Oracle) replace(cause error) error {
+	o.kill()
+	o.restarts++
+	if err := o.spawn(); err != nil {
+		o.closed = true
+		return fmt.Errorf("restart oracle child: %w (after %w)", err, cause)
+	}
+	return cause
+}
+
+// result decodes result record i.
+func (o *XOLX86Oracle) result(i int, r *XOLX86Result) {
+	le := binary.LittleEndian
+	rec := o.mem[xoOffResults+i<<xoResultShift:]
+	greg := func(k int) uint64 { return le.Uint64(rec[xoResGregs+8*k:]) }
+	*r = XOLX86Result{
+		Signal:  int(int32(le.Uint64(rec[xoResSigno:]))),
+		Code:    int(int32(le.Uint64(rec[xoResCode:]))),
+		Addr:    le.Uint64(rec[xoResAddr:]),
+		Trap:    int(greg(xoGregTrap)),
+		ErrCode: greg(xoGregErr),
+		Steps:   int(le.Uint64(rec[xoResSteps:])),
+	}
+	for k := 0; k < 16; k++ {
+		r.Regs.GPR[k] = greg(xoGregOf[k])
+	}
+	r.Regs.RIP = greg(xoGregRIP)
+	r.Regs.RFLAGS = greg(xoGregEFL)
+	n := int(le.Uint64(rec[xoResNDiff:]))
+	r.WritesLost = n > xoMaxDiffs
+	for k := 0; k < min(n, xoMaxDiffs); k++ {
+		r.Writes = append(r.Writes, XOLX86Word{Addr: le.Uint64(rec[xoResDiffs+16*k:]), Val: le.Uint64(rec[xoResDiffs+16*k+8:])})
+	}
+	r.FP = append([]byte(nil), rec[xoResFP:xoResFP+o.fpSize]...)
+}
+
+func xoFutex(addr *uint32, op int, val uint32, ts *unix.Timespec) error {
+	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
+	if e != 0 {
+		return e
+	}
+	return nil
+}
+
+// spawn starts and prepares a child on the keeper thread, then captures
+// its XSAVE image.
+func (o *XOLX86Oracle) spawn() error {
+	errc := make(chan error, 1)
+	o.keeper <- func() { errc <- o.setup() }
+	if err := <-errc; err != nil {
+		return err
+	}
+	// A batch of no runs captures the XSAVE image of a signal frame.
+	le := binary.LittleEndian
+	le.PutUint64(o.mem[xoOffCtrl+xoCtlCapture:], 1)
+	le.PutUint64(o.mem[xoOffCtrl+xoCtlN:], 0)
+	if err := o.kick(); err != nil {
+		return err
+	}
+	size := int(le.Uint64(o.mem[xoOffCtrl+xoCtlFPSize:]))
+	if size < 576 || size > xoFPMax {
+		o.kill()
+		return fmt.Errorf("relocation oracle: XSAVE image of %d bytes (at most %d): %w", size, xoFPMax, ErrNotSupported)
+	}
+	o.fpSize = size
+	o.fpBase = append([]byte(nil), o.mem[xoOffFP:xoOffFP+size]...)
+	o.xfeat = le.Uint64(o.fpBase[472:]) // fx_sw_bytes.xfeatures
+	return nil
+}
+
+// xoChild is the child during setup, while it is traced.
+type xoChild struct {
+	pid    int
+	mem    int
+	regs   unix.PtraceRegs
+	gadget uint64
+}
+
+// setup forks the child and prepares it; on failure the child is killed.
+func (o *XOLX86Oracle) setup() error {
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		return err
+	}
+	defer null.Close()
+	pid, err := syscall.ForkExec(o.exe, []string{o.exe}, &syscall.ProcAttr{
+		Env:   []string{},
+		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(o.memfd)},
+		Sys: &syscall.SysProcAttr{
+			Ptrace:    true,
+			Pdeathsig: syscall.SIGKILL,
+			Setpgid:   true,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("start oracle child %s: %w", o.exe, err)
+	}
+	o.pid = pid
+	ch := &xoChild{pid: pid, mem: -1}
+	err = o.prepare(ch)
+	if ch.mem >= 0 {
+		_ = unix.Close(ch.mem)
+	}
+	if err != nil {
+		o.kill()
+		return err
+	}
+	return nil
+}
+
+// prepare maps the areas in the stopped child, removes everything else,
+// reads the XSAVE layout with cpuid, installs the signal handler and lets
+// the child go to its idle loop.
+func (o *XOLX86Oracle) prepare(ch *xoChild) error {
+	var ws unix.WaitStatus
+	if err := xoWait(ch.pid, &ws); err != nil {
+		return fmt.Errorf("wait for oracle child: %w", err)
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		return fmt.Errorf("oracle child did not stop at exec: %s", describeWait(ws))
+	}
+	if err := unix.PtraceSetOptions(ch.pid, unix.PTRACE_O_EXITKILL); err != nil {
+		return fmt.Errorf("set ptrace options: %w", err)
+	}
+	mem, err := unix.Open(fmt.Sprintf("/proc/%d/mem", ch.pid), unix.O_RDWR|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open child memory: %w", err)
+	}
+	ch.mem = mem
+	if err := unix.PtraceGetRegs(ch.pid, &ch.regs); err != nil {
+		return fmt.Errorf("get child registers: %w", err)
+	}
+	ch.gadget = ch.regs.Rip
+	if _, err := unix.Pwrite(ch.mem, []byte{0x0f, 0x05, 0xcc}, int64(ch.gadget)); err != nil {
+		return fmt.Errorf("write child gadget: %w", err)
+	}
+	const (
+		shared = unix.MAP_SHARED | unix.MAP_FIXED_NOREPLACE
+		anon   = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED_NOREPLACE
+		r      = unix.PROT_READ
+		rw     = unix.PROT_READ | unix.PROT_WRITE
+		rx     = unix.PROT_READ | unix.PROT_EXEC
+		fd     = 3
+	)
+	if err := ch.mmap(xoCtrlAddr+xoOffHarness, 0x1000, rx, shared, fd, xoOffHarness); err != nil {
+		return err
+	}
+	ch.gadget = xoCtrlAddr + xoOffHarness + uint64(o.harness.gadget)
+	if err := ch.unmapOthers(); err != nil {
+		return err
+	}
+	type area struct {
+		addr, size uint64
+		prot, flag int
+		off        uint64
+	}
+	maps := []area{
+		{xoCtrlAddr, 0x1000, rw, shared, xoOffCtrl},
+		{xoCtrlAddr + xoOffFP, xoOffCode - xoOffFP, rw, shared, xoOffFP},
+		{xoAltStack, xoAltSize, rw, anon, 0},
+		{XOLX86ROAddr, XOLX86ROSize, r, shared, xoOffRO},
+		{XOLX86RWAddr, XOLX86RWSize, rw, shared, xoOffRW},
+	}
+	for w, addr := range XOLX86Windows {
+		maps = append(maps, area{addr, XOLX86WindowSize, rx, shared, uint64(xoOffCode + w*XOLX86WindowSize)})
+	}
+	for _, m := range maps {
+		f := fd
+		if m.flag == anon {
+			f = -1
+		}
+		if err := ch.mmap(m.addr, m.size, m.prot, m.flag, f, m.off); err != nil {
+			return err
+		}
+	}
+	if _, err := ch.syscall(unix.SYS_CLOSE, fd); err != nil {
+		return err
+	}
+	for c := 2; c <= 7; c++ {
+		eax, ebx, err := ch.cpuid(xoCtrlAddr+xoOffHarness+uint64(o.harness.cpuid), 0xD, uint32(c))
+		if err != nil {
+			return err
+		}
+		o.comp[c] = [2]int{int(ebx), int(eax)}
+	}
+	le := binary.LittleEndian
+	scratch := o.mem[xoOffCtrl+xoCtlScratch:]
+	le.PutUint64(scratch[0:], xoAltStack) // stack_t
+	le.PutUint64(scratch[8:], 0)
+	le.PutUint64(scratch[16:], xoAltSize)
+	le.PutUint64(scratch[32:], xoCtrlAddr+xoOffHarness+uint64(o.harness.handler)) // sigaction
+	le.PutUint64(scratch[40:], xoSASiginfo|xoSAOnstack|xoSARestorer)
+	le.PutUint64(scratch[48:], xoCtrlAddr+xoOffHarness+uint64(o.harness.restorer))
+	le.PutUint64(scratch[56:], ^uint64(0)) // every signal blocked in the handler
+	le.PutUint64(scratch[64:], 0)          // the empty set
+	base := uint64(xoCtrlAddr + xoCtlScratch)
+	if _, err := ch.syscall(unix.SYS_SIGALTSTACK, base); err != nil {
+		return err
+	}
+	for _, sig := range []int{int(unix.SIGTRAP), int(unix.SIGSEGV), int(unix.SIGBUS), int(unix.SIGILL), int(unix.SIGFPE)} {
+		if _, err := ch.syscall(unix.SYS_RT_SIGACTION, uint64(sig), base+32, 0, 8); err != nil {
+			return err
+		}
+	}
+	if _, err := ch.syscall(unix.SYS_RT_SIGPROCMASK, xoSigSetMask, base+64, 0, 8); err != nil {
+		return err
+	}
+	o.seq = 1
+	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), 1)
+	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlDone), 0)
+	le.PutUint64(o.mem[xoOffCtrl+xoCtlRunning:], 0)
+	regs := ch.regs
+	regs.Rip = xoCtrlAddr + xoOffHarness + uint64(o.harness.idle)
+	regs.Orig_rax = ^uint64(0)
+	regs.Eflags = 0x202
+	if err := unix.PtraceSetRegs(ch.pid, &regs); err != nil {
+		return fmt.Errorf("set child registers: %w", err)
+	}
+	if err := unix.PtraceDetach(ch.pid); err != nil {
+		return fmt.Errorf("detach oracle child: %w", err)
+	}
+	return o.waitDone(1)
+}
+
+func (ch *xoChild) mmap(addr, size uint64, prot, flags, fd int, off uint64) error {
+	got, err := ch.syscall(unix.SYS_MMAP, addr, size, uint64(prot), uint64(flags), uint64(int64(fd)), off)
+	if err == nil && got != addr {
+		err = fmt.Errorf("mapped at %#x", got)
+	}
+	if err != nil {
+		return fmt.Errorf("child mmap %#x+%#x: %w", addr, size, err)
+	}
+	return nil
+}
+
+// unmapOthers removes every mapping of the child but the harness page (and
+// the vsyscall page, which cannot be removed).
+func (ch *xoChild) unmapOthers() error {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", ch.pid))
+	if err != nil {
+		return fmt.Errorf("read child maps: %w", err)
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 0 || (len(f) >= 6 && f[5] == "[vsyscall]") {
+			continue
+		}
+		lo, hi, ok := strings.Cut(f[0], "-")
+		start, err1 := strconv.ParseUint(lo, 16, 64)
+		end, err2 := strconv.ParseUint(hi, 16, 64)
+		if !ok || err1 != nil || err2 != nil {
+			return fmt.Errorf("child maps: bad line %q", sc.Text())
+		}
+		if start == xoCtrlAddr+xoOffHarness {
+			continue
+		}
+		if _, err := ch.syscall(unix.SYS_MUNMAP, start, end-start); err != nil {
+			return fmt.Errorf("child munmap %#x-%#x: %w", start, end, err)
+		}
+	}
+	return sc.Err()
+}
+
+// run makes the stopped child run from rip until its next trap (the int3
+// after a gadget) and returns the registers then.
+func (ch *xoChild) run(r unix.PtraceRegs, rip uint64, what string) (unix.PtraceRegs, error) {
+	r.Rip = rip
+	r.Orig_rax = ^uint64(0)
+	if err := unix.PtraceSetRegs(ch.pid, &r); err != nil {
+		return r, fmt.Errorf("child %s: set registers: %w", what, err)
+	}
+	if err := unix.PtraceCont(ch.pid, 0); err != nil {
+		return r, fmt.Errorf("child %s: continue: %w", what, err)
+	}
+	var ws unix.WaitStatus
+	if err := xoWait(ch.pid, &ws); err != nil {
+		return r, fmt.Errorf("child %s: wait: %w", what, err)
+	}
+	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
+		if ws.Exited() || ws.Signaled() {
+			return r, fmt.Errorf("child %s: %s: %w", what, describeWait(ws), ErrChildDied)
+		}
+		return r, fmt.Errorf("child %s: unexpected %s", what, describeWait(ws))
+	}
+	if err := unix.PtraceGetRegs(ch.pid, &r); err != nil {
+		return r, fmt.Errorf("child %s: get registers: %w", what, err)
+	}
+	return r, nil
+}
+
+// syscall makes the child run system call nr at the gadget.
+func (ch *xoChild) syscall(nr uint64, args ...uint64) (uint64, error) {
+	var a [6]uint64
+	copy(a[:], args)
+	r := ch.regs
+	r.Rax = nr
+	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = a[0], a[1], a[2], a[3], a[4], a[5]
+	what := fmt.Sprintf("syscall %d", nr)
+	r, err := ch.run(r, ch.gadget, what)
+	if err != nil {
+		return 0, err
+	}
+	if r.Rip != ch.gadget+3 {
+		return 0, fmt.Errorf("child %s stopped at %#x, want %#x", what, r.Rip, ch.gadget+3)
+	}
+	if r.Rax > ^uint64(0)-4095 {
+		return r.Rax, fmt.Errorf("child %s: %w", what, unix.Errno(-r.Rax))
+	}
+	return r.Rax, nil
+}
+
+// cpuid makes the child run cpuid with eax=leaf, ecx=sub at the gadget.
+func (ch *xoChild) cpuid(gadget uint64, leaf, sub uint32) (eax, ebx uint32, err error) {
+	r := ch.regs
+	r.Rax, r.Rcx = uint64(leaf), uint64(sub)
+	r, err = ch.run(r, gadget, "cpuid")
+	if err != nil {
+		return 0, 0, err
+	}
+	return uint32(r.Rax), uint32(r.Rbx), nil
+}
+
+func xoWait(pid int, ws *unix.WaitStatus) error {
+	for {
+		_, err := unix.Wait4(pid, ws, unix.WALL, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return err
+		}
+	}
+}

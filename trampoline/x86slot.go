@@ -1,0 +1,839 @@
+package trampoline
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/xol"
+)
+
+// ThreadPointer selects how generated code reads the thread pointer, the
+// per-thread value that identifies a thread in events and keys its slot in
+// the thread table.
+type ThreadPointer uint8
+
+const (
+	// ThreadFSBase reads the %fs base with rdfsbase. It needs the
+	// FSGSBASE instructions enabled for user mode (Linux 5.9 and later on
+	// CPUs that have them: HWCAP2_FSGSBASE, see HostFeatures); elsewhere
+	// rdfsbase raises #UD. A thread without a thread pointer reads 0.
+	ThreadFSBase ThreadPointer = iota
+	// ThreadTCB reads the first word of the thread control block
+	// (mov %fs:0), which the x86-64 TLS ABI makes a pointer to itself
+	// (glibc, musl). It faults in a thread whose %fs base is 0, such as
+	// the dynamic linker before it sets up TLS.
+	ThreadTCB
+	// ThreadNone records no thread pointer (events carry 0); return
+	// probes are unavailable.
+	ThreadNone
+)
+
+// FlagsSave selects how a slot preserves the arithmetic flags around its
+// handler.
+type FlagsSave uint8
+
+const (
+	// FlagsLAHF: lahf and seto %al, restored by add $0x7f,%al and sahf (a
+	// few cycles). It needs LAHF/SAHF in 64-bit mode (CPUID lahf_lm, every
+	// x86-64 CPU since 2006). DF and the system flags are not touched by
+	// any handler, so they need no saving.
+	FlagsLAHF FlagsSave = iota
+	// FlagsPushf: pushfq and popfq (popfq is microcoded: slower).
+	FlagsPushf
+)
+
+// Config holds what the trampolines of one process share.
+type Config struct {
+	// Data is the shared data area (counters and the event ring); needed
+	// by counters and events.
+	Data *Data
+	// Threads is the thread table; needed by return probes.
+	Threads *Threads
+	// ReturnAddr is the address of the return trampoline
+	// (GenerateReturnX86), needed by return probes and Unhijack.
+	ReturnAddr    uint64
+	ThreadPointer ThreadPointer
+	Flags         FlagsSave
+}
+
+// Handler says what a slot does at a hit, in this order: count, record an
+// event, arm the return probe, restore hijacked return addresses, arm them
+// again.
+type Handler struct {
+	// ID is the probe id recorded in events and in return-probe entries.
+	ID uint32
+	// Count increments counter Counter of the data area (lock inc: exact
+	// under any concurrency).
+	Count   bool
+	Counter int
+	// Event records an entry event in the ring: the probe id, the thread
+	// pointer, the time stamp counter, rdi rsi rdx rcx r8 r9, the stack
+	// pointer and the probe address. A full ring drops the event and
+	// counts it.
+	Event bool
+	// Return arms a return probe: the return address at the stack
+	// pointer is saved on the thread's shadow stack and replaced by the
+	// return trampoline's address. The site must be a function entry (the
+	// stack pointer points at the return address): the first instruction,
+	// the one after an endbr64, or a NOP site there.
+	Return *ReturnHandler
+	// Unhijack restores every return address the thread's armed return
+	// probes replaced, in the frames above the site; the return
+	// trampoline's address has no unwind information, so an unwinder
+	// cannot cross it. Install it at the entry of the unwinders
+	// (_Unwind_RaiseException, _Unwind_Resume, _Unwind_Resume_or_Rethrow,
+	// _Unwind_ForcedUnwind, _Unwind_Backtrace) so that C++ exceptions,
+	// thread cancellation and backtraces cross probed frames.
+	Unhijack bool
+	// Rehijack arms again the return probes that Unhijack disarmed in the
+	// frames above the site that are still live. Install it at the entry
+	// of __cxa_begin_catch, which every catch block calls once unwinding
+	// is over: the frames the exception left are dead (their probes do not
+	// fire, as after a longjmp), and those above the catching frame get
+	// their return probes back. Without it they return unobserved.
+	Rehijack bool
+}
+
+// ReturnHandler says what the return trampoline does when the function
+// returns.
+type ReturnHandler struct {
+	Count   bool // increment counter Counter
+	Counter int
+	Event   bool // record a return event (rax, rdx)
+}
+
+// Range is the address range [Start, End).
+type Range struct{ Start, End uint64 }
+
+// Patch is a text rewrite: Old replaced by New at Addr. Guard lists ranges
+// in which no thread may be when the patch is written (batchpatch.Patch
+// has the same meaning).
+type Patch struct {
+	Addr     uint64
+	Old, New []byte
+	Guard    []Range
+}
+
+// Trampoline is a generated slot and the rewrites that enter it.
+type Trampoline struct {
+	Site    *Site
+	Handler Handler
+	// Slot is the address the code must be written to, Code the bytes.
+	Slot uint64
+	Code []byte
+	// Install writes the jump at the site; Remove restores the site, with
+	// the slot as a guard range (so that the slot may be reused after it).
+	Install, Remove Patch
+}
+
+func (c *Config) validate(h *Handler) error {
+	if c == nil {
+		return fmt.Errorf("no config: %w", ErrConfig)
+	}
+	counter := func(what string, i int) error {
+		if c.Data == nil {
+			return fmt.Errorf("%s without a data area: %w", what, ErrConfig)
+		}
+		if err := c.Data.validate(); err != nil {
+			return err
+		}
+		if i < 0 || i >= c.Data.NumCounters {
+			return fmt.Errorf("%s %d outside the %d counters: %w", what, i, c.Data.NumCounters, ErrConfig)
+		}
+		return nil
+	}
+	event := func(what string) error {
+		if c.Data == nil || c.Data.RingRecords == 0 {
+			return fmt.Errorf("%s without an event ring: %w", what, ErrConfig)
+		}
+		return c.Data.validate()
+	}
+	if h.Count {
+		if err := counter("counter", h.Counter); err != nil {
+			return err
+		}
+	}
+	if h.Event {
+		if err := event("event"); err != nil {
+			return err
+		}
+	}
+	if h.Return != nil || h.Unhijack || h.Rehijack {
+		if err := c.returnReady(); err != nil {
+			return err
+		}
+	}
+	if r := h.Return; r != nil {
+		if r.Count {
+			if err := counter("return counter", r.Counter); err != nil {
+				return err
+			}
+		}
+		if r.Event {
+			if err := event("return event"); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (c *Config) returnReady() error {
+	if c.ThreadPointer == ThreadNone {
+		return fmt.Errorf("return probes without a thread pointer: %w", ErrConfig)
+	}
+	if err := c.Threads.validate(); err != nil {
+		return err
+	}
+	if c.ReturnAddr == 0 {
+		return fmt.Errorf("return probes without a return trampoline: %w", ErrConfig)
+	}
+	return nil
+}
+
+// x86Gen generates slot code: a frame below the red zone, saved
+// registers, handlers.
+type x86Gen struct {
+	e     *x86Emitter
+	cfg   *Config
+	saved []x86Reg // registers pushed after rax and the flags, in order
+	frame int      // bytes pushed (flags, rax, saved)
+	// skip is what lies between the frame and the original stack pointer:
+	// 128 (the red zone) in a slot, 8 (the return-address slot) in the
+	// return trampoline.
+	skip int
+}
+
+// saveOrder is the order in which scratch registers are pushed.
+var saveOrder = [...]x86Reg{rcx, rdx, rsi, r10, r11}
+
+// offset of a saved register from the stack pointer inside the frame.
+func (g *x86Gen) savedOff(r x86Reg) int {
+	if r == rax {
+		if g.cfg.Flags == FlagsPushf {
+			return g.frame - 16
+		}
+		return g.frame - 8
+	}
+	for i, s := range g.saved {
+		if s == r {
+			return g.frame - 16 - 8*(i+1)
+		}
+	}
+	return -1
+}
+
+// spOff is the offset from the stack pointer inside the frame to the
+// stack pointer the interrupted code had.
+func (g *x86Gen) spOff() int { return g.frame + g.skip }
+
+func (g *x86Gen) prologue(need map[x86Reg]bool) {
+	e := g.e
+	if g.cfg.Flags == FlagsPushf {
+		e.pushfq()
+		e.push(rax)
+	} else {
+		e.push(rax)
+		e.lahf()
+		e.setoAL()
+		e.push(rax)
+	}
+	g.frame = 16
+	g.saved = g.saved[:0]
+	for _, r := range saveOrder {
+		if need[r] {
+			e.push(r)
+			g.saved = append(g.saved, r)
+			g.frame += 8
+		}
+	}
+}
+
+func (g *x86Gen) epilogue() {
+	e := g.e
+	for i := len(g.saved) - 1; i >= 0; i-- {
+		e.pop(g.saved[i])
+	}
+	if g.cfg.Flags == FlagsPushf {
+		e.pop(rax)
+		e.popfq()
+	} else {
+		e.pop(rax)
+		e.addAL(0x7f)
+		e.sahf()
+		e.pop(rax)
+	}
+}
+
+// threadPointer loads the thread pointer into r.
+func (g *x86Gen) threadPointer(r x86Reg) {
+	switch g.cfg.ThreadPointer {
+	case ThreadFSBase:
+		g.e.rdfsbase(r)
+	case ThreadTCB:
+		g.e.loadFS0(r)
+	default:
+		g.e.zero32(r)
+	}
+}
+
+// counter increments the 64-bit word at a (r11 is saved when a is beyond
+// a RIP-relative operand's reach).
+func (g *x86Gen) counter(a uint64) {
+	e := g.e
+	if reachRIP(e.pc()+9, a) {
+		e.lockInc(memRIP(a))
+		return
+	}
+	e.movImm(r11, a)
+	e.lockInc(memAt(r11, 0))
+}
+
+// counterFar reports whether a counter at a may be beyond reach of code
+// in [at, at+64 KiB).
+func counterFar(at, a uint64) bool {
+	return !reachRIP(at, a) || !reachRIP(at+1<<16, a)
+}
+
+// eventSpec says where the fields of an event come from.
+type eventSpec struct {
+	kind  EventKind
+	id    uint32
+	idMem *x86Mem // load the id from memory instead (not rax, rdx, r10, r11 based)
+	args  bool    // store rdi rsi rdx rcx r8 r9 (else zeros)
+	ret   bool    // Ret and Ret2 from the saved rax and rdx
+	ip    uint64  // the IP field, or (ipFromSP) the word at the original stack pointer
+	ipSP  bool
+}
+
+// event records one event in the ring. It clobbers rax, rdx, r10 and r11,
+// which must be saved, and the flags.
+func (g *x86Gen) event(sp eventSpec) {
+	e := g.e
+	d := g.cfg.Data
+	ring := d.RingAddr()
+	full, done, retry := e.newLabel(), e.newLabel(), e.newLabel()
+	e.addr(r11, ring)
+	e.bind(retry)
+	e.load(rax, memAt(r11, ringHead))
+	e.movRR(r10, rax)
+	e.subMem(r10, memAt(r11, ringTail))
+	e.cmpImm(r10, int32(d.RingRecords), true)
+	e.jccL(ccAE, full)
+	e.lea(r10, memAt(rax, 1))
+	e.cmpxchg(memAt(r11, ringHead), r10, true)
+	e.jccL(ccNE, retry)
+	// rax = sequence number, r10 = commit value.
+	e.andImm(rax, int32(d.RingRecords-1))
+	e.shl(rax, recordLog)
+	e.lea(rax, memIdx(r11, rax, ringRecords))
+	args := [6]x86Reg{rdi, rsi, rdx, rcx, r8, r9}
+	for i, r := range args {
+		if sp.args {
+			e.store(memAt(rax, int32(recArgs+8*i)), r)
+		} else {
+			e.storeImm(memAt(rax, int32(recArgs+8*i)), 0)
+		}
+	}
+	// rdx is free from here on (its value is stored or saved).
+	if sp.idMem != nil {
+		e.load32(rdx, *sp.idMem)
+		e.store32(memAt(rax, recProbe), rdx)
+		e.storeImm32(memAt(rax, recKind), int32(sp.kind))
+	} else {
+		e.movImm(rdx, uint64(sp.kind)<<32|uint64(sp.id))
+		e.store(memAt(rax, recProbe), rdx)
+	}
+	if sp.ret {
+		e.load(rdx, memAt(rsp, int32(g.savedOff(rax))))
+		e.store(memAt(rax, recRet), rdx)
+		e.load(rdx, memAt(rsp, int32(g.savedOff(rdx))))
+		e.store(memAt(rax, recRet2), rdx)
+	} else {
+		e.storeImm(memAt(rax, recRet), 0)
+		e.storeImm(memAt(rax, recRet2), 0)
+	}
+	e.lea(rdx, memAt(rsp, int32(g.spOff())))
+	e.store(memAt(rax, recSP), rdx)
+	if sp.ipSP {
+		e.load(rdx, memAt(rsp, int32(g.spOff())))
+	} else {
+		e.movImm(rdx, sp.ip)
+	}
+	e.store(memAt(rax, recIP), rdx)
+	g.threadPointer(rdx)
+	e.store(memAt(rax, recThread), rdx)
+	e.movRR(r11, rax)
+	e.rdtsc()
+	e.shl(rdx, 32)
+	e.orRR(rax, rdx)
+	e.store(memAt(r11, recTime), rax)
+	// Publish: x86 stores are not reordered with earlier stores.
+	e.store(memAt(r11, recCommit), r10)
+	e.jmpL(done)
+	e.bind(full)
+	e.lockInc(memAt(r11, ringDropped))
+	e.bind(done)
+}
+
+// threadLookup finds the calling thread's slot in the thread table and
+// leaves its address in rsi; it jumps to notFound when the thread has no
+// thread pointer, or no slot (with claim: the table is full). It clobbers
+// rax, rcx, rdx, r10, r11 and the flags.
+func (g *x86Gen) threadLookup(claim bool, notFound x86Label) {
+	e := g.e
+	t := g.cfg.Threads
+	loop, next, found := e.newLabel(), e.newLabel(), e.newLabel()
+	g.threadPointer(rdx)
+	e.test(rdx, true)
+	e.jccL(ccE, notFound)
+	if t.Slots == 1 {
+		e.zero32(rax)
+	} else {
+		e.movImm(rax, threadHashMul)
+		e.imulRR(rax, rdx)
+		e.shr(rax, uint8(64-t.bits()))
+	}
+	e.addr(r11, t.Addr)
+	e.movImm(rcx, uint64(t.Slots))
+	e.bind(loop)
+	e.movRR(rsi, rax)
+	e.shl(rsi, threadSlotLog)
+	e.addRR(rsi, r11)
+	e.cmpMemReg(memAt(rsi, threadKey), rdx)
+	e.jccL(ccE, found)
+	e.cmpMemImm8(memAt(rsi, threadKey), 0)
+	e.jccL(ccNE, next)
+	if !claim {
+		e.jmpL(notFound)
+	} else {
+		e.movRR(r10, rax)
+		e.zero32(rax)
+		e.cmpxchg(memAt(rsi, threadKey), rdx, true)
+		e.jccL(ccE, found)
+		e.movRR(rax, r10)
+	}
+	e.bind(next)
+	e.inc(rax)
+	e.andImm(rax, int32(t.Slots-1))
+	e.dec32(rcx)
+	e.jccL(ccNE, loop)
+	e.jmpL(notFound)
+	e.bind(found)
+}
+
+// arm pushes a return-probe entry for the frame whose return address lies
+// at the original stack pointer and replaces that address by the return
+// trampoline's. rsi holds the thread's slot. Clobbers rax, rcx, rdx, r10,
+// r11 and the flags.
+func (g *x86Gen) arm(h *Handler) {
+	e := g.e
+	r := h.Return
+	retry, chained, drop, chk, push, overflow, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	e.lea(r10, memAt(rsp, int32(g.spOff())))
+	e.addr(r11, g.cfg.ReturnAddr)
+	e.bind(retry)
+	e.load(rdx, memAt(r10, 0))
+	e.load(rax, memAt(rsi, threadState))
+	e.movRR32(rcx, rax)
+	e.cmpRR(rdx, r11)
+	e.jccL(ccE, chained)
+	// Not chained: entries whose frame is at or below this one are dead
+	// (a longjmp or an exception left them).
+	e.bind(drop)
+	e.test(rcx, false)
+	e.jccL(ccE, push)
+	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+	e.jccL(ccA, push)
+	e.sub32(rcx, threadEntrySize)
+	e.jmpL(drop)
+	// Chained (a tail call from a function whose return is armed): the
+	// return address is already the trampoline's; entries strictly below
+	// are dead, and the top one must be this frame's.
+	e.bind(chained)
+	e.test(rcx, false)
+	e.jccL(ccE, done)
+	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+	e.jccL(ccAE, chk)
+	e.sub32(rcx, threadEntrySize)
+	e.jmpL(chained)
+	e.bind(chk)
+	e.jccL(ccNE, done)
+	e.load(rdx, memIdx(rsi, rcx, entRet))
+	e.bind(push)
+	e.cmpImm(rcx, MaxDepth*threadEntrySize, false)
+	e.jccL(ccAE, overflow)
+	// The new entry lies at rsi + rcx + 32 (entries start at +32).
+	e.store(memIdx(rsi, rcx, threadEntries+entRet), rdx)
+	e.store(memIdx(rsi, rcx, threadEntries+entSP), r10)
+	var flags uint64
+	if r.Event {
+		flags |= entFlagEvent
+	}
+	e.movImm(rdx, flags<<32|uint64(h.ID))
+	e.store(memIdx(rsi, rcx, threadEntries+entProbe), rdx)
+	var ctr uint64
+	if r.Count {
+		ctr = g.cfg.Data.CounterAddr(r.Counter)
+	}
+	e.movImm(rdx, ctr)
+	e.store(memIdx(rsi, rcx, threadEntries+entCounter), rdx)
+	// New state: generation + 1, depth + 32; compare-and-swap (no lock:
+	// only this thread writes, and an instruction is atomic with respect
+	// to signal handlers).
+	e.movRR(rdx, rax)
+	e.shr(rdx, 32)
+	e.inc(rdx)
+	e.shl(rdx, 32)
+	e.add32(rcx, threadEntrySize)
+	e.orRR(rdx, rcx)
+	e.cmpxchg(memAt(rsi, threadState), rdx, false)
+	e.jccL(ccNE, retry)
+	e.store(memAt(r10, 0), r11)
+	e.jmpL(done)
+	e.bind(overflow)
+	e.incMem(memAt(rsi, threadMissed))
+	e.bind(done)
+}
+
+// unhijack restores the original return address of every armed entry of
+// the thread (slot in rsi) whose frame lies above the original stack
+// pointer and still holds the trampoline's address; with rearm it does
+// the reverse: it puts the trampoline's address back where the original
+// one is. Clobbers rax, rcx, rdx, r10, r11 and the flags.
+func (g *x86Gen) unhijack(rearm bool) {
+	e := g.e
+	loop, next, done := e.newLabel(), e.newLabel(), e.newLabel()
+	e.lea(r10, memAt(rsp, int32(g.spOff())))
+	e.addr(r11, g.cfg.ReturnAddr)
+	e.load32(rcx, memAt(rsi, threadState))
+	e.bind(loop)
+	e.test(rcx, false)
+	e.jccL(ccE, done)
+	e.load(rdx, memIdx(rsi, rcx, entSP))
+	e.cmpRR(rdx, r10)
+	e.jccL(ccBE, next)
+	e.load(rax, memIdx(rsi, rcx, entRet))
+	if rearm {
+		e.cmpMemReg(memAt(rdx, 0), rax)
+		e.jccL(ccNE, next)
+		e.store(memAt(rdx, 0), r11)
+	} else {
+		e.cmpMemReg(memAt(rdx, 0), r11)
+		e.jccL(ccNE, next)
+		e.store(memAt(rdx, 0), rax)
+	}
+	e.bind(next)
+	e.sub32(rcx, threadEntrySize)
+	e.jmpL(loop)
+	e.bind(done)
+}
+
+// GenerateX86 generates the code of the slot at address slot for site s
+// and handler h. Most callers use Area.BuildX86, which also allocates the
+// slot and makes the patches.
+func GenerateX86(slot uint64, s *Site, h *Handler, cfg *Config) ([]byte, error) {
+	e := newX86Emitter(slot)
+	if err := generateInto(e, s, h, cfg); err != nil {
+		return nil, err
+	}
+	return e.b, nil
+}
+
+// generateInto generates a slot with emitter e (at its base address).
+func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
+	if s == nil || h == nil {
+		return fmt.Errorf("no site or handler: %w", ErrConfig)
+	}
+	if err := cfg.validate(h); err != nil {
+		return err
+	}
+	slot := e.base
+	g := &x86Gen{e: e, cfg: cfg, skip: 128}
+	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
+	if work {
+		need := map[x86Reg]bool{}
+		if h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter)) {
+			need[r11] = true
+		}
+		if h.Event {
+			need[rdx], need[r10], need[r11] = true, true, true
+		}
+		if h.Return != nil || h.Unhijack || h.Rehijack {
+			need[rcx], need[rdx], need[rsi], need[r10], need[r11] = true, true, true, true, true
+		}
+		e.lea(rsp, memAt(rsp, -128))
+		g.prologue(need)
+		if h.Count {
+			g.counter(cfg.Data.CounterAddr(h.Counter))
+		}
+		if h.Event {
+			g.event(eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr})
+		}
+		if h.Return != nil {
+			skip := e.newLabel()
+			g.threadLookup(true, skip)
+			g.arm(h)
+			e.bind(skip)
+		}
+		for _, rearm := range []bool{false, true} {
+			if rearm && !h.Rehijack || !rearm && !h.Unhijack {
+				continue
+			}
+			skip := e.newLabel()
+			g.threadLookup(false, skip)
+			g.unhijack(rearm)
+			e.bind(skip)
+		}
+		g.epilogue()
+		e.lea(rsp, memAt(rsp, 128))
+	}
+	if err := g.displaced(s); err != nil {
+		return err
+	}
+	_, err := e.finish()
+	return err
+}
+
+// displaced appends the relocated instructions of a detour and the jump
+// back (or just the jump back for a NOP site).
+func (g *x86Gen) displaced(s *Site) error {
+	e := g.e
+	if s.Kind != SiteDetour || s.Run == 0 {
+		e.jmpTo(s.Resume())
+		return nil
+	}
+	for i := 0; i < s.Run; i++ {
+		in := &s.Insts[i]
+		last := i == s.Run-1 || !fallsThrough(in.Branch)
+		pos := e.pc()
+		c, err := relocate(in, pos)
+		if err != nil {
+			return err
+		}
+		if !last {
+			ok := c.Form == xol.X86FormCopy || c.Form == xol.X86FormDisp ||
+				c.Form == xol.X86FormRetarget && in.Branch == decode.BranchJcc
+			if !ok {
+				return fmt.Errorf("the %s at %#x needs a %s form in the middle of the detour at %#x: %w", in.Mnemonic, in.Addr, c.Form, pos, ErrOutOfReach)
+			}
+			e.foreignCode(c.Code[:c.StepLen])
+			continue
+		}
+		// The last instruction run: its boost code does what the original
+		// does and goes on to the resume address or the branch target. Its
+		// entry must land at pos.
+		if c.BoostOff != 0 {
+			off := c.BoostOff
+			if c, err = relocate(in, pos-uint64(off)); err != nil {
+				return err
+			}
+			if c.BoostOff != off {
+				return fmt.Errorf("boost entry of the %s at %#x moved from %d to %d: %w", in.Mnemonic, in.Addr, off, c.BoostOff, ErrEncode)
+			}
+		}
+		e.foreignCode(c.Code[c.BoostOff:])
+		return nil
+	}
+	return nil
+}
+
+// relocate relocates one displaced instruction to pos and requires a copy
+// that runs without a trap.
+func relocate(in *decode.X86Inst, pos uint64) (*xol.X86Copy, error) {
+	c, err := xol.RelocateX86(in, pos, nil)
+	if err != nil {
+		var re *xol.RefusalError
+		if errors.As(err, &re) && re.Code == xol.RefuseRIPRelNoScratch {
+			return nil, fmt.Errorf("the operand of the %s at %#x from the slot at %#x: %w", in.Mnemonic, in.Addr, pos, ErrOutOfReach)
+		}
+		return nil, siteErr(in.Addr, RefuseNotRelocatable, err, "relocating the %s at %#x to %#x failed", in.Mnemonic, in.Addr, pos)
+	}
+	if c.Scratch >= 0 {
+		return nil, fmt.Errorf("the RIP-relative operand of the %s at %#x from the slot at %#x: %w", in.Mnemonic, in.Addr, pos, ErrOutOfReach)
+	}
+	if !c.Boost {
+		return nil, siteErr(in.Addr, RefuseNotBoostable, nil, "the %s at %#x cannot run from the slot without a trap", in.Mnemonic, in.Addr)
+	}
+	return c, nil
+}
+
+// GenerateReturnX86 generates the return trampoline at address addr: the
+// code a function whose return probe is armed returns to. It finds the
+// thread's innermost entry for the frame (dropping entries that a longjmp
+// or an exception abandoned), runs the return handlers of that entry (and
+// of entries chained by tail calls), and returns to the original return
+// address with every register and flag as the function left them. A
+// return without an entry (the stack was switched behind the tracer's
+// back) executes ud2: the thread gets SIGILL, as Linux does then.
+//
+// The code does not depend on any probe: one return trampoline serves a
+// whole process, and it must stay mapped for as long as a thread may
+// return through it (in practice, for the life of the process).
+func GenerateReturnX86(addr uint64, cfg *Config) ([]byte, error) {
+	e := newX86Emitter(addr)
+	if err := generateReturnInto(e, cfg); err != nil {
+		return nil, err
+	}
+	return e.b, nil
+}
+
+// generateReturnInto generates the return trampoline with emitter e.
+func generateReturnInto(e *x86Emitter, cfg *Config) error {
+	if cfg == nil {
+		return fmt.Errorf("no config: %w", ErrConfig)
+	}
+	if cfg.ThreadPointer == ThreadNone {
+		return fmt.Errorf("return probes without a thread pointer: %w", ErrConfig)
+	}
+	if err := cfg.Threads.validate(); err != nil {
+		return err
+	}
+	ring := cfg.Data != nil && cfg.Data.RingRecords > 0
+	if cfg.Data != nil {
+		if err := cfg.Data.validate(); err != nil {
+			return err
+		}
+	}
+	g := &x86Gen{e: e, cfg: cfg, skip: 8}
+	fatal, drop, got, each, nocount, noevent, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	// The return popped the return address: the slot at rsp-8 (S) is
+	// free and receives the original return address for the final ret.
+	e.lea(rsp, memAt(rsp, -8))
+	g.prologue(map[x86Reg]bool{rcx: true, rdx: true, rsi: true, r10: true, r11: true})
+	g.threadLookup(false, fatal)
+	e.lea(r10, memAt(rsp, int32(g.spOff()-8)))
+	e.load32(rcx, memAt(rsi, threadState))
+	// Drop the entries below S (abandoned frames); the top one must then
+	// be S's.
+	e.bind(drop)
+	e.test(rcx, false)
+	e.jccL(ccE, fatal)
+	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+	e.jccL(ccAE, got)
+	e.sub32(rcx, threadEntrySize)
+	e.jmpL(drop)
+	e.bind(got)
+	e.jccL(ccNE, fatal)
+	e.load(rdx, memIdx(rsi, rcx, entRet))
+	e.store(memAt(r10, 0), rdx)
+	e.bind(each)
+	e.load(rdx, memIdx(rsi, rcx, entCounter))
+	e.test(rdx, true)
+	e.jccL(ccE, nocount)
+	e.lockInc(memAt(rdx, 0))
+	e.bind(nocount)
+	if ring {
+		e.testMemImm32(memIdx(rsi, rcx, entFlags), entFlagEvent)
+		e.jccL(ccE, noevent)
+		idm := memIdx(rsi, rcx, entProbe)
+		// The event's SP is S and its IP the original return address.
+		g.skip = 0
+		g.event(eventSpec{kind: EventReturn, idMem: &idm, ret: true, ipSP: true})
+		g.skip = 8
+		e.lea(r10, memAt(rsp, int32(g.spOff()-8)))
+	}
+	e.bind(noevent)
+	// Entries chained by tail calls share S: run their handlers too.
+	e.sub32(rcx, threadEntrySize)
+	e.test(rcx, false)
+	e.jccL(ccE, done)
+	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+	e.jccL(ccE, each)
+	e.bind(done)
+	// Pop: a 32-bit store of the depth keeps the generation.
+	e.store32(memAt(rsi, threadState), rcx)
+	g.epilogue()
+	e.ret()
+	e.bind(fatal)
+	e.ud2()
+	_, err := e.finish()
+	return err
+}
+
+// x86Jump returns the bytes written at a site: jmp rel32 from at to slot,
+// then int3 up to n bytes.
+func x86Jump(at, slot uint64, n int) ([]byte, error) {
+	d := int64(slot - (at + jmpLen))
+	if d != int64(int32(d)) {
+		return nil, fmt.Errorf("jump from %#x to the slot at %#x: %w", at, slot, ErrOutOfReach)
+	}
+	b := []byte{0xE9, byte(d), byte(d >> 8), byte(d >> 16), byte(d >> 24)}
+	for len(b) < n {
+		b = append(b, 0xCC)
+	}
+	return b, nil
+}
+
+// Area is a range of executable memory in the tracee, mapped read-execute
+// by the engine, from which slots are allocated in order. It is not safe
+// for concurrent use.
+type Area struct {
+	Addr, Size uint64
+	used       uint64
+}
+
+// NewArea returns an empty area of size bytes at addr.
+func NewArea(addr, size uint64) (*Area, error) {
+	if size == 0 || addr+size < addr {
+		return nil, fmt.Errorf("area of %d bytes at %#x: %w", size, addr, ErrConfig)
+	}
+	return &Area{Addr: addr, Size: size}, nil
+}
+
+// Used returns the bytes allocated so far.
+func (a *Area) Used() uint64 { return a.used }
+
+// slotAlign aligns slots (and the return trampoline) to 16 bytes.
+const slotAlign = 16
+
+func (a *Area) place(gen func(at uint64) ([]byte, error)) (uint64, []byte, error) {
+	at := (a.Addr + a.used + slotAlign - 1) &^ (slotAlign - 1)
+	code, err := gen(at)
+	if err != nil {
+		return 0, nil, err
+	}
+	if at+uint64(len(code)) > a.Addr+a.Size {
+		return 0, nil, fmt.Errorf("%d bytes at %#x: %w", len(code), at, ErrAreaFull)
+	}
+	a.used = at + uint64(len(code)) - a.Addr
+	return at, code, nil
+}
+
+// ReturnX86 allocates and generates the return trampoline (see
+// GenerateReturnX86). Set cfg.ReturnAddr to the address it returns before
+// building return probes, and write the code before installing them.
+func (a *Area) ReturnX86(cfg *Config) (uint64, []byte, error) {
+	return a.place(func(at uint64) ([]byte, error) { return GenerateReturnX86(at, cfg) })
+}
+
+// BuildX86 allocates a slot for site s, generates its code for handler h,
+// and makes the patches that enter it and restore the site. The engine
+// writes Code at Slot (the area is mapped read-execute; write through
+// /proc/PID/mem or ptrace), then applies Install with the other patches of
+// the batch. The slot must stay mapped while a thread may be in it; after
+// Remove is applied (Remove's guard keeps threads out of the slot) the
+// space may be reused.
+func (a *Area) BuildX86(s *Site, h *Handler, cfg *Config) (*Trampoline, error) {
+	if s == nil || h == nil {
+		return nil, fmt.Errorf("no site or handler: %w", ErrConfig)
+	}
+	slot, code, err := a.place(func(at uint64) ([]byte, error) { return GenerateX86(at, s, h, cfg) })
+	if err != nil {
+		return nil, err
+	}
+	jmp, err := x86Jump(s.PatchAddr, slot, s.Len)
+	if err != nil {
+		return nil, err
+	}
+	t := &Trampoline{Site: s, Handler: *h, Slot: slot, Code: code}
+	t.Install = Patch{Addr: s.PatchAddr, Old: append([]byte(nil), s.Old...), New: jmp}
+	t.Remove = Patch{Addr: s.PatchAddr, Old: append([]byte(nil), jmp...), New: append([]byte(nil), s.Old...),
+		Guard: []Range{{slot, slot + uint64(len(code))}}}
+	if h.Return != nil {
+		hr := *h.Return
+		t.Handler.Return = &hr
+	}
+	return t, nil
+}

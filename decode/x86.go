@@ -520,7 +520,10 @@ func (d X86Decoder) decode(b []byte, addr uint64, inst *X86Inst) error {
 			rel = int64(int32(imm))
 		}
 		target = next + uint64(rel)
-		if relSize == 2 {
+		if opSize == 16 {
+			// A 16-bit operand size truncates the instruction pointer
+			// (AMD near branches with 66, xbegin with 66), whatever the
+			// displacement's size.
 			target &= 0xFFFF
 		}
 	} else if ripRel {

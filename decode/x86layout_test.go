@@ -21,7 +21,7 @@ func checkLayout(t testing.TB, b []byte, addr uint64) {
 		}
 		errL := d.Layout(b, addr, &got)
 		if errD != errL || got != want {
-			t.Fatalf("% x (%s): Layout = %+v, %v; Decode gives %+v, %v", b, v, got, errL, want, errD)
+			t.Fatalf("% x (%s): Layout = %+v, %v; Decode gives %+v, %v", b[:min(len(b), 16)], v, got, errL, want, errD)
 		}
 	}
 }

@@ -92,22 +92,22 @@ var x86Entries = [...]x86Entry{
 	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x84, impW: 0x80, mnem: "ins"},           // 84: 1byte line 132
 	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x44, impW: 0x40, mnem: "outs"},          // 85: 1byte line 133
 	{flags: fString, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x44, impW: 0x40, mnem: "outs"},          // 86: 1byte line 134
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},               // 87: 1byte line 135
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"},              // 88: 1byte line 136
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},               // 89: 1byte line 137
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"},              // 90: 1byte line 138
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},               // 91: 1byte line 139
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"},              // 92: 1byte line 140
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"},              // 93: 1byte line 141
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},               // 94: 1byte line 142
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},               // 95: 1byte line 143
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"},              // 96: 1byte line 144
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},               // 97: 1byte line 145
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"},              // 98: 1byte line 146
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},               // 99: 1byte line 147
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"},              // 100: 1byte line 148
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"},              // 101: 1byte line 149
-	{flags: fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},               // 102: 1byte line 150
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},        // 87: 1byte line 135
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"},       // 88: 1byte line 136
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},        // 89: 1byte line 137
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"},       // 90: 1byte line 138
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},        // 91: 1byte line 139
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"},       // 92: 1byte line 140
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"},       // 93: 1byte line 141
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},        // 94: 1byte line 142
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},        // 95: 1byte line 143
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"},       // 96: 1byte line 144
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},        // 97: 1byte line 145
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"},       // 98: 1byte line 146
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},        // 99: 1byte line 147
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"},       // 100: 1byte line 148
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"},       // 101: 1byte line 149
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},        // 102: 1byte line 150
 	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "add"},    // 103: 1byte line 151
 	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "or"},     // 104: 1byte line 152
 	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "adc"},    // 105: 1byte line 153

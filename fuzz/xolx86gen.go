@@ -65,10 +65,9 @@ const (
 // xoRand wraps the generator's random source.
 type xoRand struct{ *rand.Rand }
 
-func (r xoRand) n(k int) int            { return r.IntN(k) }
-func (r xoRand) chance(k int) bool      { return r.IntN(k) == 0 }
-func (r xoRand) pick(b []byte) byte     { return b[r.IntN(len(b))] }
-func (r xoRand) between(lo, hi int) int { return lo + r.IntN(hi-lo+1) }
+func (r xoRand) n(k int) int        { return r.IntN(k) }
+func (r xoRand) chance(k int) bool  { return r.IntN(k) == 0 }
+func (r xoRand) pick(b []byte) byte { return b[r.IntN(len(b))] }
 
 // NewXOLX86Image returns the memory image of seed: code windows filled
 // with int3, and data with code pointers, far pointers, return frames,

@@ -220,7 +220,7 @@ func TestErrorPaths(t *testing.T) {
 		{name: "explain/offset-past-end", args: []string{"explain", funcsPIE, "main+0x1000"}, code: exitFailed,
 			stderr: []string{`invalid probe spec "main+0x1000": offset 0x1000 is past the end of main`}},
 		{name: "explain/usdt-semaphore", args: []string{"explain", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
-			stdout: []string{"semaphore 0x408a", "the probe runs only once a tracer raises its semaphore in the running process: enabling it needs a pid"}},
+			stdout: []string{"semaphore 0x408a", "the probe runs only once a tracer raises its semaphore in the running process; enabling it needs a pid"}},
 		{name: "explain/usdt-semaphore-json", args: []string{"explain", "--json", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
 			stdout: []string{`"needs_pid":true`}},
 		{name: "explain/missing-path", args: []string{"explain", "main"}, code: exitUsage,
@@ -239,7 +239,7 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{`invalid --arch "mips": want`}},
 		{name: "fuzz/emulate-arm64-without-qemu", args: []string{"fuzz", "emulate", "--arch", "arm64", "-n", "10"}, env: noQEMU, code: exitFailed,
 			stderr: []string{"qemu-aarch64", "not found"}},
-		{name: "fuzz/xol-without-qemu", args: []string{"fuzz", "xol", "-n", "10"}, env: noQEMU, code: exitFailed,
+		{name: "fuzz/xol-without-qemu", args: []string{"fuzz", "xol", "--arch", "arm64", "-n", "10"}, env: noQEMU, code: exitFailed,
 			stderr: []string{"qemu-aarch64", "not found"}},
 
 		// bench patch

@@ -32,8 +32,13 @@ func newFuzzXOLCmd() *cobra.Command {
 	var o fuzzEmulateOptions
 	cmd := &cobra.Command{
 		Use:   "xol",
-		Short: "Check the relocation of instructions to another address against qemu-user",
-		Long: `Generate runs of one to four instructions (branches, calls, adr, adrp,
+		Short: "Check instructions relocated to another address against the CPU (x86-64) or qemu-user (arm64)",
+		Long: `x86-64 (the default): relocate one instruction to a slot far from it
+(within and beyond +-2 GiB), run the original at its address and the copy at
+the slot on this CPU from the same state, apply the post-step fixups, and
+compare every register, rip, the flags and every byte written.
+
+arm64: generate runs of one to four instructions (branches, calls, adr, adrp,
 literal loads, indirect branches, loads, stores and arithmetic), relocate
 each with the relocator (xol) to another address: in the same code window,
 2 MiB away (beyond b.cond and literal reach), 256 MiB away (beyond b) or
@@ -75,7 +80,7 @@ report is one JSON object. The exit status is 1 if there was any mismatch.`,
 		}),
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.arch, "arch", "arm64", "relocator to check: `ARCH` arm64")
+	f.StringVar(&o.arch, "arch", "x86-64", "relocator to check: `ARCH` x86-64 or arm64")
 	f.IntVarP(&o.n, "cases", "n", 100000, "generate `N` runs")
 	f.Uint64Var(&o.seed, "seed", 0, "seed `S` of the generators (default: a random seed, printed in the report)")
 	f.StringVar(&o.class, "class", "", "make the first instruction of every run of class `NAME` (default: all classes)")

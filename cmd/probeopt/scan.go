@@ -69,12 +69,12 @@ object with "summary": true; the fields are described in the README.
 
 A file that cannot be read is reported on stderr (or as a JSON object with
 "file" and "error") and makes the exit status 1; the other files are still
-scanned. So are directories in which no file could be scanned. A SPEC that
-matches nothing in a file is a warning on stderr that names the closest
-names the file has; it does not change the exit status. USDT probes with a
-semaphore are listed under the table: enabling them needs a running
-process (a pid). Progress is shown on stderr when several files are scanned and
-stderr is a terminal.`,
+scanned. A directory in which no file can be scanned is reported the same
+way. A SPEC that matches nothing in a file is a warning on stderr that names
+the closest names the file has; it does not change the exit status. USDT
+probes with a semaphore are listed under the table: enabling them needs a
+running process (a pid). Progress is shown on stderr when several files are
+scanned and stderr is a terminal.`,
 		Example: `  probeopt scan
   probeopt scan --summary /usr/lib/x86_64-linux-gnu/libLLVM-15.so.1
   probeopt scan --sites usdt --policy linux-uprobes /usr/lib/postgresql/15/bin/postgres
@@ -401,7 +401,7 @@ func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
 var errNothingToScan = errors.New("no file to scan: none is an x86-64 or arm64 ELF64 file")
 
 // semaphoreNeedsPID says why a USDT probe with a semaphore needs a pid.
-const semaphoreNeedsPID = "the probe runs only once a tracer raises its semaphore in the running process: enabling it needs a pid"
+const semaphoreNeedsPID = "the probe runs only once a tracer raises its semaphore in the running process; enabling it needs a pid"
 
 // semaphoreNote returns a note naming the USDT sites that have a semaphore,
 // or "" when none has.
@@ -427,7 +427,7 @@ func semaphoreNote(sites []siteResult) string {
 	if n == 1 {
 		return fmt.Sprintf("USDT probe %s has a semaphore: %s", list, semaphoreNeedsPID)
 	}
-	return fmt.Sprintf("%d USDT probes have a semaphore (%s): such probes run only once a tracer raises their semaphore in the running process: enabling them needs a pid", n, list)
+	return fmt.Sprintf("%d USDT probes have a semaphore (%s): such probes run only once a tracer raises their semaphore in the running process; enabling them needs a pid", n, list)
 }
 
 // funcSites holds the sites that fall in one function.

@@ -4,20 +4,54 @@ import (
 	"debug/elf"
 	"errors"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/trampoline"
 )
 
-// corpusFiles are gcc -O2 binaries of the machine (see
-// reference/measured-baselines.md); the short run samples one.
-var corpusFiles = []string{
-	"/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
-	"/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+// corpusFiles returns gcc -O2 binaries of the machine: GCC's cc1 (as gcc
+// names it) and, for long runs, the newest libLLVM the dynamic linker
+// knows.
+func corpusFiles(t *testing.T) []string {
+	var out []string
+	if gcc, err := exec.LookPath("gcc"); err == nil {
+		if b, err := exec.Command(gcc, "-print-prog-name=cc1").Output(); err == nil {
+			if p := strings.TrimSpace(string(b)); filepath.IsAbs(p) {
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) == 0 {
+		testenv.Unavailable(t, "gcc's cc1 not found")
+	}
+	if !testenv.Long() {
+		return out
+	}
+	ldconfig, err := exec.LookPath("ldconfig")
+	if err != nil {
+		testenv.Unavailable(t, "ldconfig not on PATH: %v", err)
+	}
+	if b, err := exec.Command(ldconfig, "-p").Output(); err == nil {
+		var llvm []string
+		for _, l := range strings.Split(string(b), "\n") {
+			if _, p, ok := strings.Cut(l, "=> "); ok && strings.Contains(p, "/libLLVM-") && strings.Contains(l, "x86-64") {
+				llvm = append(llvm, strings.TrimSpace(p))
+			}
+		}
+		sort.Strings(llvm)
+		if len(llvm) > 0 {
+			out = append(out, llvm[len(llvm)-1])
+		}
+	}
+	return out
 }
 
 // TestCorpusFunctionEntries analyzes the entry of every function of real
@@ -26,13 +60,10 @@ var corpusFiles = []string{
 // and a return probe, so that the relocated instructions follow the
 // handler) and checks every generated instruction with the decoder. It
 // logs the share of entries that take a trampoline and the refusals by
-// reason. PROBEOPT_LONG=1 runs every corpus file; the default, cc1 only.
+// reason. The default run takes cc1; PROBEOPT_LONG=1 adds libLLVM.
 func TestCorpusFunctionEntries(t *testing.T) {
-	files := corpusFiles[:1]
-	if testenv.Long() {
-		files = corpusFiles
-	}
-	for _, path := range files {
+	files := []string{fixture.Path(t, "x86_64", "funcs-mcount"), fixture.Path(t, "x86_64", "funcs-cet")}
+	for _, path := range append(files, corpusFiles(t)...) {
 		t.Run(path, func(t *testing.T) {
 			if _, err := os.Stat(path); err != nil {
 				testenv.Unavailable(t, "corpus file %s: %v", path, err)
@@ -107,6 +138,9 @@ func TestCorpusFunctionEntries(t *testing.T) {
 				reasons = append(reasons, k)
 			}
 			sort.Slice(reasons, func(i, j int) bool { return refused[reasons[i]] > refused[reasons[j]] })
+			if filepath.Base(path) == "funcs-mcount" && nop == 0 {
+				t.Errorf("no NOP site among the -mfentry -mnop-mcount entries")
+			}
 			t.Logf("%d function entries: %d take a trampoline (%.1f%%: %d NOP sites, %d detours)", total, nop+detour,
 				100*float64(nop+detour)/float64(max(total, 1)), nop, detour)
 			for _, r := range reasons {

@@ -215,6 +215,12 @@ func (t *Threads) bits() int { return bits.TrailingZeros(uint(t.Slots)) }
 // Size returns the size of the table in bytes (a multiple of 4 KiB).
 func (t *Threads) Size() uint64 { return (uint64(t.Slots)*ThreadSlotSize + 4095) &^ 4095 }
 
+// SlotAddr returns the tracee address of thread slot i. The engine
+// reclaims the slot of a thread that has exited by writing TombstoneKey at
+// this address while the process is stopped (lookups then skip the slot;
+// it is not reused).
+func (t *Threads) SlotAddr(i int) uint64 { return t.Addr + uint64(i)*ThreadSlotSize }
+
 // threadHashMul is the multiplier of the slot hash (Fibonacci hashing of
 // the thread pointer: 2^64 divided by the golden ratio, made odd).
 const threadHashMul = 0x9E3779B97F4A7C15

@@ -11,6 +11,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"debug/elf"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -374,9 +375,20 @@ func sameAsUnpatched(t *testing.T, o envOptions, fn string, args func(*rand.Rand
 				}
 			}
 			n := uint64(len(in))
-			// A Go thread's %fs:0 is not a TCB self pointer but 0: with
-			// ThreadTCB return probes are then not armed (and do no harm).
-			armed := h.Return != nil && o.tp != trampoline.ThreadTCB
+			// A Go thread's %fs:0 is a TCB self pointer only when the
+			// program uses the C TLS layout (cgo, the race detector);
+			// otherwise it is 0 and with ThreadTCB return probes are not
+			// armed (and do no harm). Either way, all or none.
+			armed := h.Return != nil
+			if armed && o.tp == trampoline.ThreadTCB {
+				switch c := e.view.Counter(h.Return.Counter); c {
+				case 0:
+					armed = false
+				case n:
+				default:
+					t.Errorf("return counter %d with ThreadTCB, want 0 or %d", c, n)
+				}
+			}
 			if h.Count && e.view.Counter(h.Counter) != n {
 				t.Errorf("entry counter %d, want %d", e.view.Counter(h.Counter), n)
 			}
@@ -700,6 +712,36 @@ func TestNativeReturnProbes(t *testing.T) {
 		}
 		if a, b := e.view.Counter(0), e.view.Counter(1); a != 30 || b != 0 {
 			t.Fatalf("lj_top returns %d (want 30), lj_deep returns %d (want 0: every frame was abandoned)", a, b)
+		}
+	})
+	t.Run("tombstone", func(t *testing.T) {
+		// A reclaimed slot is skipped: the thread claims another one.
+		e := newEnv(t, envOptions{threadSlots: 4})
+		e.install(e.site("fib", nil), trampoline.Handler{ID: 3, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
+		stack := e.stack()
+		var r native.Regs
+		r.GPR[7] = 10
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		native.Call(uintptr(e.sym("fib")), &r, stack)
+		st, err := e.threads.ReadThreads(e.thrMem)
+		if err != nil || len(st) != 1 {
+			t.Fatalf("slots %+v %v", st, err)
+		}
+		first := st[0].Slot
+		off := e.threads.SlotAddr(first) - e.threads.Addr
+		binary.LittleEndian.PutUint64(e.thrMem[off:], trampoline.TombstoneKey)
+		r.GPR[7] = 10
+		native.Call(uintptr(e.sym("fib")), &r, stack)
+		if r.GPR[0] != 55 {
+			t.Fatalf("fib(10) = %d", r.GPR[0])
+		}
+		st, err = e.threads.ReadThreads(e.thrMem)
+		if err != nil || len(st) != 1 || st[0].Slot == first {
+			t.Fatalf("slots after the tombstone %+v %v", st, err)
+		}
+		if c := e.view.Counter(1); c != 2*177 {
+			t.Fatalf("returns %d, want %d", c, 2*177)
 		}
 	})
 	t.Run("unhijack", func(t *testing.T) {

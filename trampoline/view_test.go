@@ -149,6 +149,9 @@ func TestThreadSlotHash(t *testing.T) {
 	if len(seen) < 60 {
 		t.Fatalf("64 thread pointers hash to %d slots", len(seen))
 	}
+	if th.SlotAddr(3) != 3*ThreadSlotSize || th.Size() != 1024*ThreadSlotSize {
+		t.Fatal("slot addresses")
+	}
 	one, _ := NewThreads(0, 1)
 	if one.ThreadSlot(12345) != 0 {
 		t.Fatal("one slot")

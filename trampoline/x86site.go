@@ -115,6 +115,13 @@ func AnalyzeX86(addr uint64, code []byte, opts *SiteOptions) (*Site, error) {
 	if s := nopSite(dec, addr, code); s != nil {
 		return s, nil
 	}
+	// endbr64 then a NOP site (gcc -fcf-protection -mfentry).
+	if !o.ReplaceEndbr && isEndbr64(code) {
+		if s := nopSite(dec, addr+4, code[4:]); s != nil {
+			s.Addr = addr
+			return s, nil
+		}
+	}
 	if o.NopOnly {
 		return nil, siteErr(addr, RefuseNoDetour, nil, "not a NOP site of 5 bytes or more, and detours are off")
 	}

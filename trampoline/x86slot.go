@@ -51,10 +51,15 @@ type Config struct {
 	// Threads is the thread table; needed by return probes.
 	Threads *Threads
 	// ReturnAddr is the address of the return trampoline
-	// (GenerateReturnX86), needed by return probes and Unhijack.
-	ReturnAddr    uint64
+	// (GenerateReturnX86, Area.ReturnX86), needed by return probes,
+	// Unhijack and Rehijack. One serves the whole process.
+	ReturnAddr uint64
+	// ThreadPointer is how the code reads the thread pointer (see
+	// Features.ThreadPointer); it must be the same for every slot and the
+	// return trampoline of a process.
 	ThreadPointer ThreadPointer
-	Flags         FlagsSave
+	// Flags is how slots save the flags (see Features.Flags).
+	Flags FlagsSave
 }
 
 // Handler says what a slot does at a hit, in this order: count, record an

@@ -22,7 +22,7 @@ absolute times drift between machines and runs, ratios within one run much
 less.`,
 		Args: argsRange(0, 0, ""),
 	}
-	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd())
+	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd())
 	return cmd
 }
 

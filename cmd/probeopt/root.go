@@ -101,6 +101,7 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 		newExplainCmd(),
 		newFuzzCmd(),
 		newScanCmd(),
+		newTraceCmd(),
 		newVersionCmd(),
 		newGendocsCmd(),
 	)

@@ -1,0 +1,179 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+)
+
+// benchTraceOptions are the flags of "bench trace".
+type benchTraceOptions struct {
+	calls int
+	kinds []string
+	json  bool
+}
+
+// benchTraceKinds are the probed functions, by the instruction they start
+// with, in report order.
+var benchTraceKinds = []string{"nop", "push", "mov", "rip", "sse"}
+
+// benchTraceRow is one line of "bench trace": one function, every way of
+// probing it. Costs are nanoseconds per hit, the cost of an unprobed call
+// subtracted; 0 when the way does not apply.
+type benchTraceRow struct {
+	Kind        string `json:"kind"`
+	Function    string `json:"function"`
+	Instruction string `json:"instruction"`
+	Calls       int    `json:"calls"`
+	// BaseNs is the cost of one call without a probe.
+	BaseNs float64 `json:"base_ns"`
+	// KernelPath is how the kernel's uprobe runs the instruction (emulate
+	// or xol, as the linux-uprobes policy predicts it); KernelNs its cost.
+	KernelPath string  `json:"kernel_path"`
+	KernelNs   float64 `json:"kernel_ns"`
+	// EmulatedNs is probeopt's hit with the instruction emulated (0 when
+	// the plan does not emulate it); SteppedNs with it single-stepped in
+	// place.
+	EmulatedNs float64 `json:"emulated_ns"`
+	SteppedNs  float64 `json:"stepped_ns"`
+	// The ratios are probeopt / kernel.
+	EmulatedRatio float64 `json:"emulated_ratio"`
+	SteppedRatio  float64 `json:"stepped_ratio"`
+}
+
+// benchTraceReport is what "bench trace --json" prints.
+type benchTraceReport struct {
+	XOLMethod string          `json:"xol_method"`
+	Rows      []benchTraceRow `json:"rows"`
+}
+
+func newBenchTraceCmd() *cobra.Command {
+	var o benchTraceOptions
+	cmd := &cobra.Command{
+		Use:   "trace",
+		Short: "Time a probe hit: probeopt's emulated and single-stepped hits against the kernel's uprobe",
+		Long: `Start a target process (probeopt itself, in a hidden mode) that calls one small
+function in a loop, and time a call of it, in one run:
+
+  base       without a probe
+  kernel     with a kernel uprobe (perf_event_open, the uprobe PMU, counting)
+  emulated   with a probeopt probe whose instruction is emulated
+  stepped    with a probeopt probe whose instruction is single-stepped in
+             place (every other thread stopped meanwhile)
+
+for functions that start with a nop, a push, a mov between registers, a
+RIP-relative load and a vector instruction (which probeopt cannot emulate).
+Each figure is nanoseconds per hit, the cost of an unprobed call subtracted;
+the ratios are probeopt / kernel. A probeopt hit is a trap that a tracer
+process serves through ptrace, so it costs more than a kernel uprobe, which
+is served in the kernel: these are the figures that a probe which never
+traps (a trampoline) must beat.
+
+Every probe is checked to have been hit exactly once per call.
+
+Needs Linux on x86-64, root (kernel uprobes) and permission to trace a child.`,
+		Example: `  probeopt bench trace
+  probeopt bench trace --calls 20000 --kinds push,sse --json`,
+		Args: argsRange(0, 0, ""),
+		RunE: runE(func(cmd *cobra.Command, _ []string) error {
+			if o.calls < 1 {
+				return usagef("--calls must be at least 1, got %d", o.calls)
+			}
+			for _, k := range o.kinds {
+				if _, ok := benchTraceFuncsOf(k); !ok {
+					return usagef("--kinds: unknown kind %q (want %v)", k, benchTraceKinds)
+				}
+			}
+			rep, err := benchTrace(cmd.ErrOrStderr(), &o)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if o.json {
+				if err := json.NewEncoder(w).Encode(rep); err != nil {
+					return fmt.Errorf("write JSON: %w", err)
+				}
+				return nil
+			}
+			if err := printBenchTrace(w, rep); err != nil {
+				return fmt.Errorf("write output: %w", err)
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.IntVar(&o.calls, "calls", 5000, "calls of each function per measurement")
+	f.StringSliceVar(&o.kinds, "kinds", benchTraceKinds, "functions to time, by first instruction: nop, push, mov, rip, sse")
+	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	cmd.AddCommand(newBenchTraceTargetCmd())
+	return cmd
+}
+
+// newBenchTraceTargetCmd is the hidden target process of "bench trace".
+func newBenchTraceTargetCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:    "target KIND CALLS",
+		Short:  "The target process of bench trace",
+		Hidden: true,
+		Args:   argsRange(2, 2, "KIND and CALLS"),
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			return runBenchTraceTarget(cmd.InOrStdin(), cmd.OutOrStdout(), args[0], args[1])
+		}),
+	}
+}
+
+// benchTraceFuncsOf reports whether kind is a known kind.
+func benchTraceFuncsOf(kind string) (string, bool) {
+	for _, k := range benchTraceKinds {
+		if k == kind {
+			return k, true
+		}
+	}
+	return "", false
+}
+
+// printBenchTrace prints the report as a table.
+func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "first instruction\tbase\tkernel path\tkernel\temulated\tratio\tstepped\tratio\n")
+	for _, r := range rep.Rows {
+		em, emr := "-", "-"
+		if r.EmulatedNs > 0 {
+			em, emr = btNs(r.EmulatedNs), btRatio(r.EmulatedRatio)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), r.KernelPath, btNs(r.KernelNs),
+			em, emr, btNs(r.SteppedNs), btRatio(r.SteppedRatio))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	calls := 0
+	if len(rep.Rows) > 0 {
+		calls = rep.Rows[0].Calls
+	}
+	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each, one run; ratios: probeopt / kernel.\n"+
+		"emulated: one trap served by a ptrace tracer; stepped: %s, two traps and a stop of every thread.\n", calls, rep.XOLMethod)
+	return err
+}
+
+// btNs prints nanoseconds with three significant digits.
+func btNs(ns float64) string {
+	switch {
+	case ns >= 1e6:
+		return fmt.Sprintf("%.3gms", ns/1e6)
+	case ns >= 1e3:
+		return fmt.Sprintf("%.3gµs", ns/1e3)
+	}
+	return fmt.Sprintf("%.3gns", ns)
+}
+
+// btRatio prints a ratio.
+func btRatio(r float64) string {
+	if r >= 100 {
+		return fmt.Sprintf("%.0fx", r)
+	}
+	return fmt.Sprintf("%.1fx", r)
+}

@@ -1,0 +1,364 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// traceOptions are the flags of "trace".
+type traceOptions struct {
+	json        bool
+	events      bool
+	pid         int
+	followForks bool
+	output      string
+	stepOnly    bool
+}
+
+func newTraceCmd() *cobra.Command {
+	var o traceOptions
+	cmd := &cobra.Command{
+		Use:   "trace [flags] SPEC... (-p PID | -- CMD [ARGS...])",
+		Short: "Probe a running process or a command and count the hits of each probe",
+		Long: `Start CMD (after "--") or attach to process PID, probe every site the SPECs
+name in every module the process maps (the executable, its shared libraries,
+and libraries loaded later with dlopen), and count the hits until the process
+exits or probeopt gets SIGINT or SIGTERM; then print the count of every probe
+and site. On a signal probeopt removes every probe and detaches, and the
+process carries on untraced.
+
+SPEC is what scan takes (SYM, SYM+OFF, 0xADDR, usdt:PROVIDER:NAME, globs,
+uprobe:PATH:SYM), optionally preceded by a module and a colon:
+"libc.so.6:malloc", "*:free", "libpython*:usdt:python:*". A module matches
+the base name of a mapped file, also without its suffixes ("libc.so" and
+"libc" match "libc.so.6"), or the whole path when it has a "/". Without a module a function or address names
+the main executable, and a USDT probe any module. PLT stubs match patterns
+that end in "@plt".
+
+Each site is decided by the probeopt policy (see "probeopt explain"): a site
+it rejects is refused with its reason on stderr and never written; the
+others get an int3, written in one stop of the whole process. Each hit
+traps: the displaced instruction is emulated where the plan says so, and
+single-stepped in place otherwise (the original byte put back while every
+thread is stopped). A spec none of whose sites can be probed is an error;
+when no probe at all could be installed probeopt stops (killing CMD, or
+detaching from PID) with exit status 1.
+
+--events prints one line per hit, as it is served: time, pid, thread, probe,
+address and the six argument registers (rdi, rsi, rdx, rcx, r8, r9). Events
+that come faster than they are printed are dropped and counted.
+
+The report is a table (probe, site, strategy, reason, hits) followed by
+totals, or with --json one JSON object ("probes", each with its "sites" and
+"refused" sites, and the totals); with --json --events each event is a JSON
+object on its own line before it. --output writes them to a file rather than
+standard output, which CMD shares.
+
+Needs Linux on x86-64 and permission to trace the process (ptrace).`,
+		Example: `  probeopt trace main 'parse_*' -- ./server --port 8080
+  probeopt trace --events libc.so.6:malloc -p 1234
+  probeopt trace --json -o counts.json '*' -- /usr/bin/sort big.txt`,
+		Args: func(cmd *cobra.Command, args []string) error { return nil },
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			specs, argv := args, []string(nil)
+			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
+				specs, argv = args[:dash], args[dash:]
+			}
+			switch {
+			case len(specs) == 0:
+				return usagef("trace: missing SPEC argument")
+			case o.pid != 0 && argv != nil:
+				return usagef("trace: -p and a command after -- are exclusive")
+			case o.pid == 0 && len(argv) == 0:
+				return usagef("trace: give a command after -- or a process with -p")
+			case o.pid < 0:
+				return usagef("trace: invalid -p %d", o.pid)
+			}
+			return runTrace(cmd, &o, specs, argv)
+		}),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print the report (and the events) as JSON")
+	f.BoolVar(&o.events, "events", false, "print one line per probe hit")
+	f.IntVarP(&o.pid, "pid", "p", 0, "attach to the running process `PID`")
+	f.BoolVar(&o.followForks, "follow-forks", false, "trace the children the process forks too (by default their probes are removed and they run untraced)")
+	f.StringVarP(&o.output, "output", "o", "", "write the report and events to `FILE` instead of standard output")
+	f.BoolVar(&o.stepOnly, "step-only", false, "single-step every site, even those the plan emulates (for measurements)")
+	return cmd
+}
+
+// traceReport is what "trace --json" prints.
+type traceReport struct {
+	Pid       int           `json:"pid"`
+	Command   []string      `json:"command,omitempty"`
+	Exit      *traceExit    `json:"exit,omitempty"`
+	Detached  bool          `json:"detached,omitempty"`
+	Probes    []traceProbe  `json:"probes"`
+	Traps     uint64        `json:"traps"`
+	Emulated  uint64        `json:"emulated"`
+	Stepped   uint64        `json:"stepped"`
+	Fallbacks uint64        `json:"fallbacks"`
+	Dropped   uint64        `json:"dropped_events"`
+	XOL       string        `json:"xol_method"`
+	Batches   int           `json:"batches"`
+	Elapsed   time.Duration `json:"elapsed_ns"`
+}
+
+// traceExit is how the traced process ended.
+type traceExit struct {
+	Code   int `json:"code"`
+	Signal int `json:"signal,omitempty"`
+}
+
+// traceProbe is one probe of the report.
+type traceProbe struct {
+	ID      int           `json:"id"`
+	Spec    string        `json:"spec"`
+	Hits    uint64        `json:"hits"`
+	Pending bool          `json:"pending,omitempty"`
+	Sites   []traceSite   `json:"sites"`
+	Refused []traceRefuse `json:"refused,omitempty"`
+}
+
+// traceSite is one installed site of the report.
+type traceSite struct {
+	Pid         int           `json:"pid"`
+	Module      string        `json:"module"`
+	Symbol      string        `json:"symbol,omitempty"`
+	Addr        uint64        `json:"addr"`
+	RuntimeAddr uint64        `json:"runtime_addr"`
+	Strategy    plan.Strategy `json:"strategy"`
+	Reason      plan.Reason   `json:"reason"`
+	Hits        uint64        `json:"hits"`
+	Emulated    uint64        `json:"emulated"`
+	Stepped     uint64        `json:"stepped"`
+	Live        bool          `json:"live"`
+}
+
+// traceRefuse is one refused site of the report.
+type traceRefuse struct {
+	Module string      `json:"module,omitempty"`
+	Symbol string      `json:"symbol,omitempty"`
+	Addr   uint64      `json:"addr"`
+	Reason plan.Reason `json:"reason"`
+	Detail string      `json:"detail"`
+}
+
+// traceEvent is one event of "trace --json --events".
+type traceEvent struct {
+	Time  time.Time `json:"time"`
+	Pid   int       `json:"pid"`
+	Tid   int       `json:"tid"`
+	Probe int       `json:"probe"`
+	Spec  string    `json:"spec"`
+	Addr  uint64    `json:"addr"`
+	Args  []uint64  `json:"args"`
+}
+
+func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
+	out := cmd.OutOrStdout()
+	stderr := cmd.ErrOrStderr()
+	if o.output != "" {
+		f, err := os.Create(o.output)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		out = f
+	}
+	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly}
+	// Signals that arrive while the probes are being installed wait: the
+	// process is stopped then, and is detached or killed afterwards.
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
+
+	var tr *probe.Tracer
+	var err error
+	if o.pid != 0 {
+		tr, err = probe.Attach(o.pid, &opts)
+	} else {
+		tr, err = probe.Spawn(argv, &probe.SpawnOptions{Options: opts, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	}
+	if err != nil {
+		return err
+	}
+	probes, addErr := tr.Add(specs...)
+	if addErr != nil {
+		for _, line := range strings.Split(addErr.Error(), "\n") {
+			fmt.Fprintf(stderr, "probeopt: %s\n", line)
+		}
+	}
+	if len(probes) == 0 {
+		if o.pid != 0 {
+			tr.Detach()
+		} else {
+			tr.Kill()
+		}
+		return errReported
+	}
+	for _, p := range tr.Stats().Probes {
+		for _, r := range p.Refused {
+			fmt.Fprintf(stderr, "probeopt: warning: %v\n", &r)
+		}
+	}
+	specOf := map[int]string{}
+	for _, p := range probes {
+		specOf[p.ID] = p.Spec
+	}
+
+	start := time.Now()
+	if err := tr.Resume(); err != nil {
+		tr.Kill()
+		return err
+	}
+	var wg sync.WaitGroup
+	stopEvents := make(chan struct{})
+	if o.events {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			printEvents(out, o.json, tr.Events(), stopEvents, specOf)
+		}()
+	}
+	detached := false
+	select {
+	case <-tr.Exited():
+	case s := <-sigs:
+		fmt.Fprintf(stderr, "probeopt: %v: removing the probes and detaching\n", s)
+		if err := tr.Detach(); err != nil && !errors.Is(err, probe.ErrClosed) {
+			fmt.Fprintf(stderr, "probeopt: detach: %v\n", err)
+		}
+		detached = true
+	}
+	elapsed := time.Since(start)
+	close(stopEvents)
+	wg.Wait()
+
+	st := tr.Stats()
+	rep := traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
+		Traps: st.Traps, Emulated: st.Emulated, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
+		Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
+	if !detached {
+		if es, err := tr.Wait(); err == nil {
+			rep.Exit = &traceExit{Code: es.Code, Signal: es.Signal}
+		}
+	}
+	for _, p := range st.Probes {
+		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Pending: p.Pending, Sites: []traceSite{}}
+		for _, s := range p.Sites {
+			tp.Sites = append(tp.Sites, traceSite{Pid: s.Pid, Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, RuntimeAddr: s.RuntimeAddr,
+				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Stepped: s.Stepped, Live: s.Live})
+		}
+		for _, r := range p.Refused {
+			tp.Refused = append(tp.Refused, traceRefuse{Module: r.Module, Symbol: r.Symbol, Addr: r.Addr, Reason: r.Reason, Detail: r.Detail})
+		}
+		rep.Probes = append(rep.Probes, tp)
+	}
+	if o.json {
+		if err := json.NewEncoder(out).Encode(rep); err != nil {
+			return fmt.Errorf("write JSON: %w", err)
+		}
+	} else if err := printTraceReport(out, &rep); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
+
+// printEvents prints events until stop is closed, then those still queued.
+func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-chan struct{}, specOf map[int]string) {
+	enc := json.NewEncoder(w)
+	print := func(e probe.Event) {
+		if asJSON {
+			_ = enc.Encode(traceEvent{Time: e.Time, Pid: e.Pid, Tid: e.Tid, Probe: e.Probe, Spec: specOf[e.Probe], Addr: e.Addr, Args: e.Args[:]})
+			return
+		}
+		fmt.Fprintf(w, "%s %d %d %s %#x %#x %#x %#x %#x %#x %#x\n", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid,
+			specOf[e.Probe], e.Addr, e.Args[0], e.Args[1], e.Args[2], e.Args[3], e.Args[4], e.Args[5])
+	}
+	for {
+		select {
+		case e := <-events:
+			print(e)
+		case <-stop:
+			for {
+				select {
+				case e := <-events:
+					print(e)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// printTraceReport prints the table of probes and sites, then the totals.
+func printTraceReport(w io.Writer, rep *traceReport) error {
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROBE\tSITE\tADDRESS\tSTRATEGY\tREASON\tHITS")
+	sites, refused := 0, 0
+	for _, p := range rep.Probes {
+		ss := append([]traceSite(nil), p.Sites...)
+		sort.SliceStable(ss, func(i, j int) bool { return ss[i].Hits > ss[j].Hits })
+		for _, s := range ss {
+			name := shortModule(s.Module)
+			if s.Symbol != "" {
+				name += ":" + s.Symbol
+			}
+			if len(rep.Probes) > 0 && s.Pid != rep.Pid {
+				name += " (pid " + strconv.Itoa(s.Pid) + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%#x\t%s\t%s\t%d\n", p.Spec, name, s.Addr, s.Strategy, s.Reason, s.Hits)
+		}
+		if p.Pending {
+			fmt.Fprintf(tw, "%s\t(no module matches yet)\t-\t-\t-\t0\n", p.Spec)
+		}
+		if len(ss) > 1 {
+			fmt.Fprintf(tw, "%s\t(total, %d sites)\t\t\t\t%d\n", p.Spec, len(ss), p.Hits)
+		}
+		sites += len(ss)
+		refused += len(p.Refused)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nprobes %d, sites %d, refused %d\n", len(rep.Probes), sites, refused)
+	fmt.Fprintf(w, "traps  %d: %d emulated, %d single-stepped (%s), %d emulations left to the CPU\n", rep.Traps, rep.Emulated, rep.Stepped, rep.XOL, rep.Fallbacks)
+	if rep.Dropped > 0 {
+		fmt.Fprintf(w, "events %d dropped\n", rep.Dropped)
+	}
+	switch {
+	case rep.Detached:
+		fmt.Fprintf(w, "process %d detached after %v, still running\n", rep.Pid, rep.Elapsed.Round(time.Millisecond))
+	case rep.Exit != nil && rep.Exit.Signal != 0:
+		fmt.Fprintf(w, "process %d killed by signal %d after %v\n", rep.Pid, rep.Exit.Signal, rep.Elapsed.Round(time.Millisecond))
+	case rep.Exit != nil:
+		fmt.Fprintf(w, "process %d exited with status %d after %v\n", rep.Pid, rep.Exit.Code, rep.Elapsed.Round(time.Millisecond))
+	}
+	return nil
+}
+
+// shortModule shortens a module path to its base name.
+func shortModule(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[i+1:]
+	}
+	return p
+}

@@ -1,0 +1,449 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/probe"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// wantHits checks the hits of some symbols.
+func wantHits(t *testing.T, st probe.Stats, want map[string]uint64) {
+	t.Helper()
+	hits := hitsBySymbol(st)
+	for sym, w := range want {
+		if hits[sym] != w {
+			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
+		}
+	}
+}
+
+// TestThreads runs the same probes in four threads at once: every probe is
+// hit by several threads, the emulated accesses that another thread could
+// see are stepped, and the locked add (stepped) keeps its count.
+func TestThreads(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const threads, n = 4, 200
+	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	if _, err := r.tr.Add("k_*", "c_sum", "work"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, 2*time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	wantHits(t, st, map[string]uint64{"work": threads, "k_push": threads * n, "k_mov": 2 * threads * n,
+		"k_lock": threads * n, "k_sse": threads * n, "k_rep_stos": threads * n, "c_sum": threads * n})
+	t.Logf("traps %d, emulated %d, stepped %d, emulations left to the CPU %d", st.Traps, st.Emulated, st.Stepped, st.Fallbacks)
+}
+
+// TestSignalsDuringSteps runs the stepped kinds under a 50 µs interval
+// timer: signals arrive while threads are single-stepped, are delivered
+// after the step, and every hit is counted once.
+func TestSignalsDuringSteps(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const n = 1500
+	argv := []string{exe, "signals", strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	if _, err := r.tr.Add("k_sse", "k_riprel", "k_lock", "k_rep_stos"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, 2*time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	wantHits(t, st, map[string]uint64{"k_sse": n, "k_riprel": n, "k_lock": n, "k_rep_stos": n})
+	var alarms int
+	fmt.Sscanf(r.stderr.String(), "alarms %d", &alarms)
+	if alarms == 0 || st.DeferredSignals == 0 {
+		t.Errorf("%d SIGALRM while tracing, %d during a step (stderr %q)", alarms, st.DeferredSignals, r.stderr)
+	}
+	t.Logf("%d signals, %d of them during one of %d single steps", alarms, st.DeferredSignals, st.Stepped)
+}
+
+// TestFork checks a forked child: without FollowForks its int3 bytes are
+// removed and it runs untraced; with it, its hits are counted too.
+func TestFork(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const n = 100
+	argv := []string{exe, "fork", strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	for _, follow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
+			r := spawn(t, argv, &probe.Options{FollowForks: follow}, nil)
+			if _, err := r.tr.Add("k_*", "work"); err != nil {
+				t.Fatal(err)
+			}
+			r.finish(t, 2*time.Minute)
+			if !bytes.Equal(r.stdout.Bytes(), want) {
+				t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+			}
+			procs := uint64(1)
+			if follow {
+				procs = 2
+			}
+			st := r.tr.Stats()
+			wantHits(t, st, map[string]uint64{"work": procs, "k_push": procs * n, "k_sse": procs * n, "k_rep_stos": procs * n})
+			pids := map[int]bool{}
+			for _, p := range st.Probes {
+				for _, s := range p.Sites {
+					if s.Hits > 0 {
+						pids[s.Pid] = true
+					}
+				}
+			}
+			if len(pids) != int(procs) {
+				t.Errorf("hits in %d processes, want %d", len(pids), procs)
+			}
+		})
+	}
+}
+
+// TestExec checks that the probes are resolved again after an exec.
+func TestExec(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const n = 100
+	argv := []string{exe, "exec", strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	if _, err := r.tr.Add("k_push", "work"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, 2*time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	images := 0
+	for _, p := range st.Probes {
+		if p.Spec == "k_push" {
+			images = len(p.Sites)
+		}
+	}
+	if images != 2 {
+		t.Errorf("k_push was installed in %d images, want 2 (before and after the exec)", images)
+	}
+	// The new image runs until the exec event is served: its first hits
+	// may be missed (see the package documentation).
+	hits := hitsBySymbol(st)
+	if hits["k_push"] < n || hits["k_push"] > 2*n {
+		t.Errorf("k_push: %d hits, want between %d and %d", hits["k_push"], n, 2*n)
+	}
+	t.Logf("hits across the exec: k_push %d of %d, work %d of 2", hits["k_push"], 2*n, hits["work"])
+}
+
+// TestDlopen checks that a library loaded with dlopen is probed before
+// its code runs (the dynamic linker's rendezvous).
+func TestDlopen(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	lib := traceFixture(t, "libtracelib.so")
+	const n = 100
+	argv := []string{exe, "dlopen", lib, strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	probes, err := r.tr.Add("libtracelib*:lib_*")
+	if err != nil || len(probes) != 1 {
+		t.Fatalf("add: %v %v", probes, err)
+	}
+	if st := r.tr.Stats(); !st.Probes[0].Pending {
+		t.Errorf("a probe on a library not loaded yet is not pending: %+v", st.Probes[0])
+	}
+	r.finish(t, time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	wantHits(t, r.tr.Stats(), map[string]uint64{"lib_work": 1, "lib_square": n})
+}
+
+// server is the fixture in "serve" mode.
+type server struct {
+	cmd *exec.Cmd
+	in  io.WriteCloser
+	out *bufio.Reader
+}
+
+// startServer starts "tracee serve" untraced and waits for "ready".
+func startServer(t *testing.T, exe string) *server {
+	t.Helper()
+	cmd := exec.Command(exe, "serve")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s := &server{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
+	if l := s.line(t); l != "ready" {
+		t.Fatalf("server said %q", l)
+	}
+	return s
+}
+
+func (s *server) line(t *testing.T) string {
+	t.Helper()
+	l, err := s.out.ReadString('\n')
+	if err != nil {
+		t.Fatalf("read from the server: %v", err)
+	}
+	return strings.TrimSpace(l)
+}
+
+// work asks the server for "work n" and checks the answer.
+func (s *server) work(t *testing.T, exe string, n int) {
+	t.Helper()
+	fmt.Fprintf(s.in, "%d\n", n)
+	got := s.line(t)
+	want := strings.Fields(string(untraced(t, []string{exe, "work", strconv.Itoa(n)}, nil)))
+	if len(want) < 3 || got != strings.Join(want[:3], " ") {
+		t.Fatalf("server answered %q, want %q", got, want)
+	}
+}
+
+// textEqualsFile checks that every executable mapping of a file in process
+// pid holds the file's bytes.
+func textEqualsFile(t *testing.T, pid int, path string) {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := proc.ParseMaps(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	checked := 0
+	for _, m := range maps {
+		if !m.Exec || m.Path != path {
+			continue
+		}
+		n := min(m.End-m.Start, uint64(len(file))-m.Offset)
+		buf := make([]byte, n)
+		if _, err := mem.ReadAt(buf, int64(m.Start)); err != nil {
+			t.Fatalf("read %#x: %v", m.Start, err)
+		}
+		if want := file[m.Offset : m.Offset+n]; !bytes.Equal(buf, want) {
+			for i := range buf {
+				if buf[i] != want[i] {
+					t.Errorf("%s: text at %#x (file offset %#x) is %#x, the file has %#x", path, m.Start+uint64(i), m.Offset+uint64(i), buf[i], want[i])
+					break
+				}
+			}
+		}
+		checked++
+	}
+	if checked == 0 {
+		t.Errorf("%s is not mapped executable in %d", path, pid)
+	}
+}
+
+// TestAttachDetach attaches to a running server, probes it, detaches, and
+// checks that its text equals the file and that it carries on.
+func TestAttachDetach(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startServer(t, exe)
+	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Add("k_*", "c_sum", "work"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 50)
+	wantHits(t, tr.Stats(), map[string]uint64{"work": 1, "k_push": 50, "k_sse": 50, "c_sum": 50})
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tr.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the tracer did not end after Detach")
+	}
+	if _, err := tr.Wait(); !errors.Is(err, probe.ErrClosed) {
+		t.Errorf("Wait after Detach: %v, want ErrClosed", err)
+	}
+	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	s.work(t, exe, 20)
+	s.in.Close()
+	if err := s.cmd.Wait(); err != nil {
+		t.Errorf("server after detach: %v", err)
+	}
+}
+
+// TestAddRemoveWhileRunning adds and removes probes in batches while the
+// program keeps hitting them.
+func TestAddRemoveWhileRunning(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startServer(t, exe)
+	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Detach()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	push, err := tr.Add("k_push")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 10)
+	more, err := tr.Add("k_nop", "k_sse", "work")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 10)
+	if err := tr.Remove(push...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Remove(push...); !errors.Is(err, probe.ErrUnknownProbe) {
+		t.Errorf("removing twice: %v, want ErrUnknownProbe", err)
+	}
+	s.work(t, exe, 10)
+	wantHits(t, tr.Stats(), map[string]uint64{"k_push": 20, "k_nop": 20, "k_sse": 20, "work": 2})
+
+	// Toggle probes from another goroutine while the server works.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var toggles int
+	var toggleErr error
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			ps, err := tr.Add("k_mov", "k_riprel", "c_*")
+			if err == nil {
+				err = tr.Remove(ps...)
+			}
+			if err != nil {
+				toggleErr = err
+				return
+			}
+			toggles++
+		}
+	}()
+	for i := 0; i < 20; i++ {
+		s.work(t, exe, 20)
+	}
+	close(stop)
+	wg.Wait()
+	if toggleErr != nil {
+		t.Fatal(toggleErr)
+	}
+	if err := tr.Remove(more...); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d add/remove batches while the server ran", toggles)
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	s.work(t, exe, 5)
+}
+
+// TestEvents checks the events of a probe: one per hit, with the argument
+// registers.
+func TestEvents(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const n = 20
+	r := spawn(t, []string{exe, "work", strconv.Itoa(n)}, &probe.Options{Events: true}, nil)
+	probes, err := r.tr.Add("k_mov")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, time.Minute)
+	seen := map[[2]uint64]int{}
+	for {
+		select {
+		case e := <-r.tr.Events():
+			if e.Probe != probes[0].ID || e.Pid != r.tr.Pid() || e.Tid != e.Pid || e.Time.IsZero() {
+				t.Errorf("event %+v", e)
+			}
+			seen[[2]uint64{e.Args[0], e.Args[1]}]++
+			continue
+		default:
+		}
+		break
+	}
+	// k_mov(i, 3) directly and k_mov(i, 5) through k_jmp.
+	for i := uint64(0); i < n; i++ {
+		for _, b := range []uint64{3, 5} {
+			if seen[[2]uint64{i, b}] != 1 {
+				t.Errorf("events with arguments (%d, %d): %d, want 1", i, b, seen[[2]uint64{i, b}])
+			}
+		}
+	}
+	if st := r.tr.Stats(); st.DroppedEvents != 0 {
+		t.Errorf("%d events dropped", st.DroppedEvents)
+	}
+}
+
+// TestSpecs checks module-qualified specs and the refusal of a site whose
+// text differs from the file.
+func TestSpecs(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	r := spawn(t, []string{exe, "work", "5"}, nil, nil)
+	if _, err := r.tr.Add("tracee:k_push", "libc.so.6:getpid", "*:no_such_function_anywhere"); err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if _, err := r.tr.Add("bad glob["); !errors.Is(err, elfscan.ErrBadSpec) {
+		t.Errorf("bad spec: %v, want ErrBadSpec", err)
+	}
+	st := r.tr.Stats()
+	if len(st.Probes) != 3 || len(st.Probes[0].Sites) != 1 || st.Probes[2].Sites != nil || !st.Probes[2].Pending {
+		t.Errorf("stats %+v", st.Probes)
+	}
+	r.finish(t, time.Minute)
+	wantHits(t, r.tr.Stats(), map[string]uint64{"k_push": 5})
+}

@@ -1,0 +1,87 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// TestFixtureEveryFunction probes every function of the fixture, runs it,
+// and checks the output against an untraced run and the hit counts against
+// the calls the program makes.
+func TestFixtureEveryFunction(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const n = 300
+	argv := []string{exe, "work", strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	probes, err := r.tr.Add("*")
+	if err != nil {
+		t.Fatalf("add: %v", err)
+	}
+	if len(probes) != 1 {
+		t.Fatalf("probes %v", probes)
+	}
+	r.finish(t, time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	hits := hitsBySymbol(st)
+	for sym, w := range map[string]uint64{
+		"k_push": n, "k_nop": n, "k_mov": 2 * n, "k_jmp": n, "k_ret": n, "k_redzone": n,
+		"k_sse": n, "k_riprel": n, "k_lock": n, "k_rep": n, "k_rep_stos": n, "c_sum": n,
+		"work": 1, "k_global": 1, "main": 1,
+	} {
+		if hits[sym] != w {
+			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
+		}
+	}
+	t.Logf("traps %d, emulated %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Stepped, st.Fallbacks, st.Batches)
+	for _, p := range st.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy == plan.XOL && s.Hits > 0 && s.Stepped != s.Hits {
+				t.Errorf("%s: xol site with %d hits, %d stepped", s.Symbol, s.Hits, s.Stepped)
+			}
+		}
+	}
+}
+
+// TestRejectedProbe checks that a probe the plan refuses is refused with
+// its reason and never written.
+func TestRejectedProbe(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	r := spawn(t, []string{exe, "work", "3"}, nil, nil)
+	before := r.tr.Stats().Patches
+	for spec, reason := range map[string]plan.Reason{
+		"k_syscall+1": plan.ReasonMidInstruction,
+		"k_syscall+7": plan.ReasonSyscall,
+	} {
+		_, err := r.tr.Add(spec)
+		var re *probe.RejectedError
+		if !errors.As(err, &re) || !errors.Is(err, probe.ErrRejected) {
+			t.Errorf("%s: error %v, want a RejectedError", spec, err)
+			continue
+		}
+		if re.Reason != reason || re.Detail == "" {
+			t.Errorf("%s: reason %s (%s), want %s", spec, re.Reason, re.Detail, reason)
+		}
+	}
+	if _, err := r.tr.Add("no_such_function"); !errors.Is(err, probe.ErrNoSites) {
+		t.Errorf("no_such_function: %v, want ErrNoSites", err)
+	}
+	st := r.tr.Stats()
+	if st.Patches != before {
+		t.Errorf("%d bytes written for refused probes", st.Patches-before)
+	}
+	r.finish(t, time.Minute)
+}

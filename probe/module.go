@@ -1,0 +1,251 @@
+package probe
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// deletedSuffix is what the kernel appends to the path of a mapped file
+// that was removed.
+const deletedSuffix = " (deleted)"
+
+// execMapping is one executable mapping of a file.
+type execMapping struct {
+	path       string
+	dev        string
+	inode      uint64
+	start, end uint64
+	offset     uint64 // file offset of start
+}
+
+// execMappings lists the file-backed executable mappings, in address order.
+// Anonymous memory, "[vdso]"-like regions and deleted files are left out.
+func execMappings(maps []proc.Mapping) []execMapping {
+	var out []execMapping
+	for _, m := range maps {
+		if !m.Exec || m.Path == "" || m.Path[0] != '/' || m.Inode == 0 || strings.HasSuffix(m.Path, deletedSuffix) {
+			continue
+		}
+		out = append(out, execMapping{path: m.Path, dev: m.Dev, inode: m.Inode, start: m.Start, end: m.End, offset: m.Offset})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].start < out[j].start })
+	return out
+}
+
+// mappingsKey summarises the executable file mappings of a process, to
+// tell cheaply whether they changed.
+func mappingsKey(ms []execMapping) string {
+	var b strings.Builder
+	for _, m := range ms {
+		fmt.Fprintf(&b, "%x-%x %s %d;", m.start, m.end, m.dev, m.inode)
+	}
+	return b.String()
+}
+
+// loadBias returns what to add to a link-time address of f to get its
+// address in a process that maps file offset m.offset at m.start: the
+// mapping must fall in an executable PT_LOAD segment.
+func loadBias(f *elfscan.File, m execMapping, pageSize uint64) (uint64, error) {
+	for _, s := range f.Segments {
+		if !s.Exec() {
+			continue
+		}
+		lo := s.Off &^ (pageSize - 1)
+		if m.offset < lo || m.offset >= s.Off+s.Filesz {
+			continue
+		}
+		// vaddr(x) = s.Vaddr + (x - s.Off); runtime(x) = m.start + (x - m.offset).
+		return m.start - m.offset - s.Vaddr + s.Off, nil
+	}
+	return 0, fmt.Errorf("%s: mapping at %#x (file offset %#x) is in no executable segment: %w", m.path, m.start, m.offset, elfscan.ErrNotMapped)
+}
+
+// plannedSite is a probe site of a file, decoded and decided. It holds
+// link-time addresses and is shared by every process mapping the file.
+type plannedSite struct {
+	vaddr    uint64
+	symbol   string
+	code     []byte // the instruction's bytes (its length), a copy
+	inst     decode.X86Inst
+	decision plan.Decision
+	// semaphore is the link-time address of a USDT semaphore, 0 if none.
+	semaphore uint64
+}
+
+// fileInfo is an opened ELF file and what was learnt about it.
+type fileInfo struct {
+	path string
+	f    *elfscan.File
+
+	mu       sync.Mutex
+	funcs    map[uint64]*plan.Function // by function address
+	planned  map[uint64]*plannedSite   // by vaddr
+	resolved map[string]resolution     // by spec text
+}
+
+// resolution is what a spec names in a file.
+type resolution struct {
+	sites []elfscan.Site
+	err   error
+}
+
+func newFileInfo(path string, f *elfscan.File) *fileInfo {
+	return &fileInfo{path: path, f: f, funcs: map[uint64]*plan.Function{}, planned: map[uint64]*plannedSite{}, resolved: map[string]resolution{}}
+}
+
+// resolve returns the sites sp names in the file (cached).
+func (fi *fileInfo) resolve(sp *spec) ([]elfscan.Site, error) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if r, ok := fi.resolved[sp.text]; ok {
+		return r.sites, r.err
+	}
+	sites, err := fi.f.Resolve(sp.es)
+	fi.resolved[sp.text] = resolution{sites, err}
+	return sites, err
+}
+
+// plan decodes and decides the site at vaddr (cached).
+func (fi *fileInfo) plan(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, error) {
+	fi.mu.Lock()
+	defer fi.mu.Unlock()
+	if ps := fi.planned[s.Addr]; ps != nil {
+		return ps, nil
+	}
+	if fi.f.Arch != decode.X86_64 {
+		return nil, fmt.Errorf("%s: %s code: %w", fi.path, fi.f.Arch, ErrNotSupported)
+	}
+	code, err := fi.f.Code(s.Addr, 16)
+	if err != nil {
+		return nil, fmt.Errorf("%s: code at %#x: %w", fi.path, s.Addr, err)
+	}
+	var fn *plan.Function
+	if s.Func != nil {
+		fn = fi.funcs[s.Func.Addr]
+		if fn == nil {
+			body, err := fi.f.Code(s.Func.Addr, s.Func.End-s.Func.Addr)
+			if err == nil && len(body) > 0 {
+				fn = plan.AnalyzeX86(s.Func.Addr, body, decode.X86Decoder{Vendor: vendor})
+				fi.funcs[s.Func.Addr] = fn
+			}
+		}
+	}
+	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT}
+	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s)}
+	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true})
+	if err := (decode.X86Decoder{Vendor: vendor}).Decode(code, s.Addr, &ps.inst); err == nil {
+		ps.code = append([]byte(nil), code[:ps.inst.Len]...)
+	} else if ps.decision.Strategy != plan.Reject {
+		// The plan decoded it; a disagreement here is a bug, not a site.
+		return nil, fmt.Errorf("%s: decode at %#x: %w", fi.path, s.Addr, err)
+	}
+	if s.USDT != nil {
+		ps.semaphore = s.USDT.SemaphoreAddr
+	}
+	fi.planned[s.Addr] = ps
+	return ps, nil
+}
+
+// siteSymbol names a site for reports: "func", "func+0x10",
+// "usdt:provider:name".
+func siteSymbol(s *elfscan.Site) string {
+	switch {
+	case s.USDT != nil:
+		return "usdt:" + s.USDT.Provider + ":" + s.USDT.Name
+	case s.Func == nil:
+		return ""
+	case s.Addr == s.Func.Addr:
+		return s.Func.Name
+	}
+	return fmt.Sprintf("%s+%#x", s.Func.Name, s.Addr-s.Func.Addr)
+}
+
+// fileCache opens each file once per tracer.
+type fileCache struct {
+	mu    sync.Mutex
+	files map[string]*fileInfo // by dev:inode
+}
+
+// open returns the file mapped as m in process pid: the path as the
+// process sees it (through /proc/PID/root, for a process in another mount
+// namespace), checked to be the same file (device and inode) as the one
+// mapped.
+func (c *fileCache) open(pid int, m execMapping) (*fileInfo, error) {
+	key := fmt.Sprintf("%s:%d", m.dev, m.inode)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if fi := c.files[key]; fi != nil {
+		return fi, nil
+	}
+	var firstErr error
+	for _, p := range []string{fmt.Sprintf("/proc/%d/root%s", pid, m.path), m.path, fmt.Sprintf("/proc/%d/map_files/%x-%x", pid, m.start, m.end)} {
+		if !sameInode(p, m.inode) {
+			continue
+		}
+		f, err := elfscan.Open(p)
+		if err != nil {
+			if firstErr == nil {
+				firstErr = err
+			}
+			continue
+		}
+		fi := newFileInfo(m.path, f)
+		if c.files == nil {
+			c.files = map[string]*fileInfo{}
+		}
+		c.files[key] = fi
+		return fi, nil
+	}
+	if firstErr == nil {
+		firstErr = fmt.Errorf("open %s: %w", m.path, os.ErrNotExist)
+	}
+	return nil, firstErr
+}
+
+// close closes every file.
+func (c *fileCache) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, fi := range c.files {
+		fi.f.Close()
+	}
+	c.files = nil
+}
+
+// hostVendor says which vendor's decoding rules this CPU follows, from
+// /proc/cpuinfo: Intel for GenuineIntel (and the Intel-compatible VIA and
+// Zhaoxin parts), AMD otherwise.
+func hostVendor() decode.Vendor {
+	f, err := os.Open("/proc/cpuinfo")
+	if err != nil {
+		return decode.VendorAMD
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		k, v, ok := strings.Cut(sc.Text(), ":")
+		if !ok || strings.TrimSpace(k) != "vendor_id" {
+			continue
+		}
+		switch strings.TrimSpace(v) {
+		case "GenuineIntel", "CentaurHauls", "Shanghai":
+			return decode.VendorIntel
+		}
+		return decode.VendorAMD
+	}
+	return decode.VendorAMD
+}
+
+// errNoModule is the cause of a main-executable spec in a process whose
+// executable is not mapped as a file (it was deleted, say).
+var errNoModule = errors.New("the main executable is not mapped from a file")

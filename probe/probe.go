@@ -1,0 +1,188 @@
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// Errors of the package. They are wrapped with context; compare with
+// errors.Is.
+var (
+	// ErrNotSupported means live probes are not available on this
+	// platform; it is proc.ErrNotSupported.
+	ErrNotSupported = proc.ErrNotSupported
+	// ErrNoSites means a spec named no site in any module the process
+	// maps (and, for a spec bound to the main executable, none there).
+	ErrNoSites = errors.New("no probe site matches")
+	// ErrRejected means the plan refuses to probe a site; the error is a
+	// *RejectedError that says why.
+	ErrRejected = errors.New("probe site rejected")
+	// ErrTextMismatch means the bytes of a site in memory differ from the
+	// file's: the site is not probed.
+	ErrTextMismatch = errors.New("text in memory differs from the file")
+	// ErrClosed means the tracer was detached or the process has exited.
+	ErrClosed = errors.New("tracer closed")
+	// ErrUnknownProbe means Remove was given a probe this tracer does not
+	// hold.
+	ErrUnknownProbe = errors.New("unknown probe")
+)
+
+// RejectedError describes a site that was not probed: the plan refused it
+// (Reason and Detail come from plan.Decide), or its text differs from the
+// file. It matches ErrRejected under errors.Is (and ErrTextMismatch for
+// the latter).
+type RejectedError struct {
+	Spec   string      // the spec that named the site
+	Module string      // the file
+	Symbol string      // the function and offset, "" if none
+	Addr   uint64      // the link-time virtual address in Module
+	Reason plan.Reason // the plan's reason code ("text-mismatch" for ErrTextMismatch)
+	Detail string      // the sentence behind Reason
+}
+
+// ReasonTextMismatch is the Reason of a RejectedError for a site whose
+// bytes in memory differ from the file's.
+const ReasonTextMismatch plan.Reason = "text-mismatch"
+
+func (e *RejectedError) Error() string {
+	where := fmt.Sprintf("%s:%#x", e.Module, e.Addr)
+	if e.Symbol != "" {
+		where = fmt.Sprintf("%s:%s (%#x)", e.Module, e.Symbol, e.Addr)
+	}
+	return fmt.Sprintf("%s: %s refused: %s: %s", e.Spec, where, e.Reason, e.Detail)
+}
+
+// Unwrap returns ErrTextMismatch or ErrRejected.
+func (e *RejectedError) Unwrap() error {
+	if e.Reason == ReasonTextMismatch {
+		return ErrTextMismatch
+	}
+	return ErrRejected
+}
+
+// SpecError reports a spec that could not be used: it does not parse
+// (elfscan.ErrBadSpec), it names nothing (ErrNoSites), or every site it
+// names was refused (a *RejectedError, possibly joined with others).
+type SpecError struct {
+	Spec string
+	Err  error
+}
+
+func (e *SpecError) Error() string { return fmt.Sprintf("probe %q: %v", e.Spec, e.Err) }
+
+// Unwrap returns the cause.
+func (e *SpecError) Unwrap() error { return e.Err }
+
+// Options tune Spawn and Attach. A nil *Options means the defaults.
+type Options struct {
+	// FollowForks traces the children of fork like their parent, counting
+	// their hits under the same probes. By default a child's int3 bytes
+	// are removed before it runs, and it is detached.
+	FollowForks bool
+	// Events asks for one Event per probe hit on the Events channel.
+	Events bool
+	// EventBuffer is the capacity of the Events channel; 0 means 65536.
+	// Events that find it full are dropped and counted
+	// (Stats.DroppedEvents): the hit path never waits for a reader.
+	EventBuffer int
+	// RescanInterval is how often /proc/PID/maps is read to find
+	// executable mappings the dynamic linker did not announce (0 means one
+	// second; a negative value means never). The process is stopped only
+	// when a new mapping is found.
+	RescanInterval time.Duration
+	// StepOnly single-steps every site, even those the plan would
+	// emulate: for measurements and tests of the stepping path.
+	StepOnly bool
+}
+
+// SpawnOptions tune Spawn. A nil *SpawnOptions means the defaults.
+type SpawnOptions struct {
+	Options
+	Dir    string   // working directory; "" means the caller's
+	Env    []string // environment; nil means the caller's
+	Stdin  *os.File // nil means /dev/null
+	Stdout *os.File // nil means /dev/null
+	Stderr *os.File // nil means /dev/null
+}
+
+// Probe is a handle on the sites one spec named, returned by Add and taken
+// by Remove.
+type Probe struct {
+	ID   int    // unique within the tracer, from 1
+	Spec string // the spec as given
+}
+
+// Event is one hit of one probe.
+type Event struct {
+	Probe int       // Probe.ID
+	Pid   int       // the process
+	Tid   int       // the thread
+	Addr  uint64    // the run-time address of the site
+	Time  time.Time // when the tracer served the trap
+	// Args are the first six integer argument registers of the calling
+	// convention at the site: rdi, rsi, rdx, rcx, r8, r9 on x86-64.
+	Args [6]uint64
+}
+
+// SiteStats describes one probe site in one process.
+type SiteStats struct {
+	Pid    int    // the process
+	Module string // the file
+	Symbol string // the function and offset ("main", "parse+0x10"), "" if none
+	// Addr is the link-time virtual address in Module (what scan prints);
+	// RuntimeAddr where it is mapped in the process.
+	Addr        uint64
+	RuntimeAddr uint64
+	Strategy    plan.Strategy
+	Reason      plan.Reason
+	Detail      string
+	// Hits counts the hits of this probe at this site; Emulated and
+	// Stepped say how the instruction was executed (a hit whose emulation
+	// was refused at run time is stepped).
+	Hits, Emulated, Stepped uint64
+	// Live is false once the site is gone: its module was unmapped or the
+	// process exec'd or exited.
+	Live bool
+}
+
+// ProbeStats describes one probe.
+type ProbeStats struct {
+	Probe
+	// Hits is the sum of the hits of every site, live or gone, in every
+	// traced process.
+	Hits uint64
+	// Sites are the sites installed, in every traced process.
+	Sites []SiteStats
+	// Refused are the sites the spec named that were not installed, each
+	// with its reason.
+	Refused []RejectedError
+	// Pending is set for a spec bound to modules that are not mapped yet.
+	Pending bool
+}
+
+// Stats is a snapshot of a tracer's counters.
+type Stats struct {
+	Probes []ProbeStats // in the order they were added
+	// DroppedEvents counts events that found the Events channel full.
+	DroppedEvents uint64
+	// Traps counts the traps served; Emulated and Stepped how the
+	// displaced instructions ran; Fallbacks the emulations refused at run
+	// time (an access another thread could see half-done, a fault...)
+	// that were stepped instead.
+	Traps, Emulated, Stepped, Fallbacks uint64
+	// DeferredSignals counts the signals that stopped a thread about to
+	// be stepped, before the instruction: each was delivered after it.
+	DeferredSignals uint64
+	// XOLMethod names how non-emulated instructions are executed:
+	// "in-place step" (the original byte is put back while every thread is
+	// stopped, the thread single-stepped, the int3 written again).
+	XOLMethod string
+	// Batches counts the stop-the-world passes that wrote text, and
+	// Patches the bytes they wrote.
+	Batches, Patches int
+}

@@ -1,0 +1,292 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/testenv"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/probe"
+	"github.com/probeopt/probeopt/probe/kuprobe"
+)
+
+// realRun traces argv with the specs, runs it again untraced with a
+// counting kernel uprobe on every site the kernel accepts, and checks that
+// both runs print what a plain run prints and that every site's hits equal
+// the kernel's count. The program must be deterministic: the same
+// arguments, environment and input make the same calls.
+//
+// The two counts come from twin runs rather than one because a kernel
+// uprobe and a ptrace int3 cannot share an instruction: the kernel serves
+// an int3 at an address where it has a uprobe itself, and the tracer never
+// sees it.
+func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe.Stats {
+	t.Helper()
+	plain := exec.Command(argv[0], argv[1:]...)
+	plain.Env = env
+	var plainErr bytes.Buffer
+	plain.Stderr = &plainErr
+	want, err := plain.Output()
+	if err != nil {
+		t.Fatalf("%q: %v\n%s", argv, err, plainErr.String())
+	}
+
+	var o probe.SpawnOptions
+	o.Env = env
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Standard error is a pipe too, as in the other runs: a program may
+	// behave differently on /dev/null.
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.Stdout, o.Stderr = outW, errW
+	tr, err := probe.Spawn(argv, &o)
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Kill()
+	var got, gotErr bytes.Buffer
+	copied := make(chan struct{}, 2)
+	go func() { got.ReadFrom(outR); outR.Close(); copied <- struct{}{} }()
+	go func() { gotErr.ReadFrom(errR); errR.Close(); copied <- struct{}{} }()
+	if _, err := tr.Add(specs...); err != nil {
+		t.Logf("add %d specs: %v", len(specs), err)
+	}
+	anchor, haveAnchor := entryAnchor(t, argv[0])
+	for _, p := range tr.Stats().Probes {
+		for _, s := range p.Sites {
+			if s.Module == anchor.module && s.Addr == anchor.addr {
+				haveAnchor = false // probed already: no room for a kernel uprobe
+			}
+		}
+	}
+	if haveAnchor {
+		c, err := kuprobe.Open(anchor.module, anchor.offset, tr.Pid(), nil)
+		if err != nil {
+			t.Fatalf("anchor %s: %v", anchor.siteKey, err)
+		}
+		defer c.Close()
+	}
+	start := time.Now()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tr.Exited():
+	case <-time.After(limit):
+		t.Fatalf("%q traced did not finish in %v", argv, limit)
+	}
+	traced := time.Since(start)
+	st, werr := tr.Wait()
+	<-copied
+	<-copied
+	if werr != nil || !st.Success() {
+		t.Fatalf("traced %q: %+v %v", argv, st, werr)
+	}
+	stats := tr.Stats()
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("traced output differs from an untraced run (%d bytes vs %d)", got.Len(), len(want))
+	}
+
+	sites, skipped := kernelSites(t, stats)
+	ksites := sites
+	if haveAnchor {
+		ksites = append(append([]kernelSite(nil), sites...), anchor)
+	}
+	kout, kcounts := kernelRun(t, argv, env, nil, ksites)
+	if !bytes.Equal(kout, want) {
+		t.Errorf("output under kernel uprobes differs from an untraced run (%d bytes vs %d)", len(kout), len(want))
+	}
+	report := compareWithKernel(t, stats, sites, kcounts)
+	t.Logf("%s\n%s; traced in %v: %d traps (%.0f us each), %d emulated, %d stepped, %d emulations refused at run time; %d sites the kernel refuses not compared\nmost hit:\n%s",
+		strings.Join(argv, " "), report, traced.Round(time.Millisecond), stats.Traps,
+		float64(traced.Microseconds())/float64(max(stats.Traps, 1)), stats.Emulated, stats.Stepped, stats.Fallbacks,
+		len(skipped), topSites(stats, kcounts, 12))
+	for _, s := range skipped {
+		t.Logf("not compared: %s", s)
+	}
+	return stats
+}
+
+// entryAnchor returns the entry point of the executable exe as a kernel
+// uprobe site, when the kernel single-steps the instruction there (out of
+// line: the first such hit maps the kernel's "[uprobes]" page into the
+// process). Both twin runs get a kernel uprobe there, so that the page is
+// mapped at the same moment in both and the address-space layout is the
+// same: a program whose behaviour depends on addresses (python's method
+// cache is indexed by them) makes the same calls in both runs only then.
+func entryAnchor(t *testing.T, exe string) (kernelSite, bool) {
+	t.Helper()
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := ef.Entry
+	ef.Close()
+	f, err := elfscan.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	off, err := f.TextOffset(entry)
+	if err != nil {
+		return kernelSite{}, false
+	}
+	code, err := f.Code(entry, 16)
+	if err != nil {
+		return kernelSite{}, false
+	}
+	fn := f.FuncAt(entry)
+	var an *plan.Function
+	if fn != nil {
+		if body, err := f.Code(fn.Addr, fn.End-fn.Addr); err == nil {
+			an = plan.AnalyzeX86(fn.Addr, body, decode.X86Decoder{})
+		}
+	}
+	d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: f.Arch, Addr: entry, Code: code, Func: an, USDT: true}, nil)
+	if d.Strategy != plan.XOL {
+		return kernelSite{}, false
+	}
+	return kernelSite{siteKey: siteKey{exe, entry}, symbol: "(entry)", offset: off}, true
+}
+
+// TestFixtureAgainstKernel probes every function of the fixture and
+// compares each site's hits with the kernel's.
+func TestFixtureAgainstKernel(t *testing.T) {
+	needPtrace(t)
+	needKernelUprobes(t)
+	exe := traceFixture(t, "tracee")
+	realRun(t, []string{exe, "work", "500"}, os.Environ(), []string{"*"}, 2*time.Minute)
+}
+
+// TestSortAgainstKernel probes every function of sort (and its PLT stubs,
+// through which it calls the C library) while it sorts 1 MB.
+func TestSortAgainstKernel(t *testing.T) {
+	needPtrace(t)
+	needKernelUprobes(t)
+	sortPath := testenv.MustHaveTool(t, "sort")
+	in := filepath.Join(t.TempDir(), "input")
+	if err := os.WriteFile(in, sortInput(1<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "LC_ALL=C")
+	realRun(t, []string{sortPath, in}, env, []string{"*", "*@plt"}, 3*time.Minute)
+}
+
+// sortInput returns about n bytes of lines of random words (about 70
+// bytes a line, so that the traced sort makes a few hundred thousand
+// calls rather than millions), always the same.
+func sortInput(n int) []byte {
+	rng := rand.New(rand.NewSource(1))
+	var b bytes.Buffer
+	for b.Len() < n {
+		words := 6 + rng.Intn(8)
+		for w := 0; w < words; w++ {
+			if w > 0 {
+				b.WriteByte(' ')
+			}
+			for l := 3 + rng.Intn(6); l > 0; l-- {
+				b.WriteByte(byte('a' + rng.Intn(26)))
+			}
+		}
+		fmt.Fprintf(&b, " %d\n", rng.Intn(1000))
+	}
+	return b.Bytes()
+}
+
+// pythonScript is the small script python3 runs.
+const pythonScript = `import json
+data = {"primes": [2, 3, 5, 7, 11, 13], "words": sorted("the quick brown fox".split())}
+text = json.dumps(data, sort_keys=True)
+print(len(text), sum(data["primes"]), json.loads(text)["words"][:2])
+`
+
+// TestPythonAgainstKernel probes every function the python3 interpreter
+// exports (see pythonTarget) while it runs a small script, without the
+// site module (-S) to keep the number of calls down.
+func TestPythonAgainstKernel(t *testing.T) {
+	needPtrace(t)
+	needKernelUprobes(t)
+	py, specs := pythonTarget(t)
+	script := filepath.Join(t.TempDir(), "script.py")
+	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := append(os.Environ(), "PYTHONHASHSEED=0")
+	realRun(t, []string{py, "-I", "-S", "-B", script}, env, specs, 4*time.Minute)
+}
+
+var _ = strconv.Itoa
+
+// pythonTarget finds the python3 interpreter on PATH and the specs of
+// every function it exports: the executable's dynamic symbols and, for an
+// interpreter linked with a shared libpython, the library's. (The static
+// functions of a libpython with a symbol table are left out: the script
+// would make millions of calls to them.)
+func pythonTarget(t *testing.T) (string, []string) {
+	t.Helper()
+	py := testenv.MustHaveTool(t, "python3")
+	out, err := exec.Command(py, "-I", "-c", `import os, sys, sysconfig
+print(os.path.realpath(sys.executable))
+print(os.path.join(sysconfig.get_config_var("LIBDIR") or "", sysconfig.get_config_var("INSTSONAME") or "") if sysconfig.get_config_var("Py_ENABLE_SHARED") else "")`).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", py, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(out), "\n"), "\n")
+	exe := lines[0]
+	var specs []string
+	add := func(path, prefix string) {
+		f, err := elf.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		entry := uint64(0)
+		if f.Type == elf.ET_EXEC || prefix == "" {
+			entry = f.Entry // left to the anchor (see entryAnchor)
+		}
+		syms, err := f.DynamicSymbols()
+		if err != nil {
+			t.Fatalf("%s: %v", path, err)
+		}
+		seen := map[string]bool{}
+		for _, s := range syms {
+			if elf.ST_TYPE(s.Info) != elf.STT_FUNC || s.Section == elf.SHN_UNDEF || s.Value == 0 || s.Value == entry || seen[s.Name] {
+				continue
+			}
+			seen[s.Name] = true
+			specs = append(specs, prefix+s.Name)
+		}
+	}
+	add(exe, "")
+	if len(lines) > 1 && lines[1] != "" {
+		if real, err := filepath.EvalSymlinks(lines[1]); err == nil {
+			add(real, filepath.Base(real)+":")
+		}
+	}
+	sort.Strings(specs)
+	return exe, specs
+}

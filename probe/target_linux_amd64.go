@@ -1,0 +1,517 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// rendezvousSymbol is the function the GNU and musl dynamic linkers call
+// after every change to their list of loaded objects (r_debug.r_brk).
+const rendezvousSymbol = "_dl_debug_state"
+
+// ref is one probe at one site, with its counters.
+type ref struct {
+	p *probeState
+	c *siteCounter
+}
+
+// siteCounter counts the hits of one probe at one site of one process.
+type siteCounter struct {
+	pid      int
+	module   string
+	symbol   string
+	vaddr    uint64
+	addr     uint64
+	decision plan.Decision
+
+	hits, emulated, stepped atomic.Uint64
+	live                    atomic.Bool
+}
+
+// module is one file mapped executable in a target, at one load bias.
+type module struct {
+	fi       *fileInfo
+	key      string
+	bias     uint64
+	main     bool
+	resolved map[int]bool // probe IDs already resolved here
+	// rendezvous is set once the internal probe of the dynamic linker
+	// was looked for in this module.
+	rendezvous bool
+}
+
+// liveSite is an installed site of a target (control side, under
+// Tracer.mu).
+type liveSite struct {
+	addr       uint64
+	ps         *plannedSite
+	mod        *module
+	refs       []ref
+	rendezvous bool
+	// sema is the run-time address of the USDT semaphore this site
+	// incremented, 0 if none.
+	sema uint64
+}
+
+// target is one traced address space: a process and its threads.
+type target struct {
+	t   *Tracer
+	p   *proc.Process
+	pid int
+	xol xolExecutor
+
+	// Read by the hit path.
+	tab   atomic.Pointer[table]
+	mem   atomic.Pointer[os.File] // /proc/PID/mem of the current image
+	snap  atomic.Pointer[mapSnap]
+	multi atomic.Bool
+
+	// Under Tracer.mu.
+	modules map[string]*module
+	sites   map[uint64]*liveSite
+	retired map[uint64]byte
+	mapsKey string
+	exe     string
+	closed  bool
+	// execs is the number of execs (proc.World.Execs) of the image the
+	// state above describes.
+	execs int
+
+	hmu  sync.Mutex
+	held []held
+	wake chan struct{}
+	gone chan struct{} // closed when the target ends
+}
+
+func newTarget(t *Tracer, p *proc.Process) (*target, error) {
+	tg := &target{
+		t: t, p: p, pid: p.Pid(), xol: inPlace{}, execs: p.Execs(),
+		modules: map[string]*module{}, sites: map[uint64]*liveSite{}, retired: map[uint64]byte{},
+		wake: make(chan struct{}, 1), gone: make(chan struct{}),
+	}
+	tg.tab.Store(emptyTable)
+	if err := tg.openMem(); err != nil {
+		return nil, err
+	}
+	if tids, err := p.Threads(); err == nil && len(tids) > 1 {
+		tg.multi.Store(true)
+	}
+	tg.refreshSnap()
+	return tg, nil
+}
+
+// openMem opens /proc/PID/mem for the hit path's checks, closing the
+// former one.
+func (tg *target) openMem() error {
+	f, err := os.Open("/proc/" + strconv.Itoa(tg.pid) + "/mem")
+	if err != nil {
+		return fmt.Errorf("open memory of %d: %w", tg.pid, err)
+	}
+	if old := tg.mem.Swap(f); old != nil {
+		old.Close()
+	}
+	return nil
+}
+
+// liveProbes returns the probes in force.
+func (t *Tracer) liveProbes() []*probeState {
+	var out []*probeState
+	for _, p := range t.probes {
+		if !p.removed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// sync brings the target's state up to the process's current image: after
+// an exec (which the event loop may learn of only later) the sites, the
+// modules and the memory descriptor of the former image are dropped. The
+// world is stopped. It reports whether the image changed.
+func (tg *target) sync(w *proc.World) bool {
+	if w.Execs() == tg.execs {
+		return false
+	}
+	tg.execs = w.Execs()
+	for _, s := range tg.sites {
+		tg.forget(s)
+	}
+	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
+	tg.exe, tg.mapsKey = "", ""
+	tg.takeHeld()
+	tg.multi.Store(false)
+	_ = tg.openMem()
+	tg.publish()
+	return true
+}
+
+// rescanStopped finds the executable mappings that appeared or vanished,
+// resolves the probes in force in the new ones, and installs their sites
+// in one batch. The world is stopped.
+func (tg *target) rescanStopped(w *proc.World) batchResult {
+	var res batchResult
+	tg.sync(w)
+	maps, err := w.Maps()
+	if err != nil {
+		res.errs = append(res.errs, err)
+		return res
+	}
+	sort.Slice(maps, func(i, j int) bool { return maps[i].Start < maps[j].Start })
+	tg.snap.Store(&mapSnap{maps: maps, at: time.Now()})
+	ems := execMappings(maps)
+	tg.mapsKey = mappingsKey(ems)
+	if tg.exe == "" {
+		if exe, err := os.Readlink("/proc/" + strconv.Itoa(tg.pid) + "/exe"); err == nil {
+			tg.exe = strings.TrimSuffix(exe, deletedSuffix)
+		}
+	}
+	next := tg.cloneSites()
+	seen := map[string]bool{}
+	for _, m := range ems {
+		fi, err := tg.t.files.open(tg.pid, m)
+		if err != nil {
+			continue // not an ELF file we can read: nothing to probe there
+		}
+		bias, err := loadBias(fi.f, m, pageSize)
+		if err != nil {
+			continue
+		}
+		key := fmt.Sprintf("%s:%d:%x", m.dev, m.inode, bias)
+		seen[key] = true
+		if tg.modules[key] == nil {
+			tg.modules[key] = &module{fi: fi, key: key, bias: bias, main: m.path == tg.exe, resolved: map[int]bool{}}
+		}
+	}
+	for key, mod := range tg.modules {
+		if seen[key] {
+			continue
+		}
+		// Unmapped: its sites went with its memory.
+		for addr, s := range next {
+			if s.mod == mod {
+				delete(next, addr)
+				tg.forget(s)
+			}
+		}
+		delete(tg.modules, key)
+	}
+	tg.resolveAll(next, tg.t.liveProbes(), &res)
+	tg.commit(w, next, &res)
+	return res
+}
+
+// resolveAll resolves every probe not yet resolved in every module into
+// next.
+func (tg *target) resolveAll(next map[uint64]*liveSite, probes []*probeState, res *batchResult) {
+	keys := make([]string, 0, len(tg.modules))
+	for k := range tg.modules {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		mod := tg.modules[k]
+		if !mod.rendezvous {
+			mod.rendezvous = true
+			tg.addRendezvous(next, mod)
+		}
+		for _, p := range probes {
+			if mod.resolved[p.ID] {
+				continue
+			}
+			mod.resolved[p.ID] = true
+			tg.resolve(next, mod, p, res)
+		}
+	}
+}
+
+// isDynamicLinker reports whether a module is the program interpreter.
+func (tg *target) isDynamicLinker(mod *module) bool {
+	for _, m := range tg.modules {
+		if m.main && m.fi.f.Interp != "" {
+			return samePath(m.fi.f.Interp, mod.fi.path) || filepath.Base(m.fi.f.Interp) == filepath.Base(mod.fi.path)
+		}
+	}
+	base := filepath.Base(mod.fi.path)
+	return strings.HasPrefix(base, "ld-linux") || strings.HasPrefix(base, "ld-musl")
+}
+
+// addRendezvous adds the internal probe on the dynamic linker's
+// rendezvous function, when mod is the dynamic linker and the plan accepts
+// the site.
+func (tg *target) addRendezvous(next map[uint64]*liveSite, mod *module) {
+	if !tg.isDynamicLinker(mod) {
+		return
+	}
+	sp := spec{text: rendezvousSymbol, es: elfscan.Spec{Text: rendezvousSymbol, Kind: elfscan.SpecFunc, Symbol: rendezvousSymbol}}
+	sites, err := mod.fi.resolve(&sp)
+	if err != nil || len(sites) != 1 {
+		return
+	}
+	ps, err := mod.fi.plan(&sites[0], tg.t.vendor)
+	if err != nil || ps.decision.Strategy == plan.Reject {
+		return
+	}
+	addr := ps.vaddr + mod.bias
+	s := next[addr]
+	if s == nil {
+		s = &liveSite{addr: addr, ps: ps, mod: mod}
+		next[addr] = s
+	}
+	s.rendezvous = true
+}
+
+// resolve adds the sites probe p names in mod to next, and records the
+// refusals.
+func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState, res *batchResult) {
+	if p.internal || !p.sp.matchesModule(mod.fi.path, mod.main) {
+		return
+	}
+	sites, err := mod.fi.resolve(&p.sp)
+	if err != nil {
+		if !errors.Is(err, elfscan.ErrNoSymbol) {
+			res.specErr(p, fmt.Errorf("%s: %w", mod.fi.path, err))
+		}
+		return
+	}
+	for i := range sites {
+		s := &sites[i]
+		res.matched(p)
+		rej := RejectedError{Spec: p.Spec, Module: mod.fi.path, Symbol: siteSymbol(s), Addr: s.Addr}
+		if s.OffsetErr != nil {
+			rej.Reason, rej.Detail = plan.ReasonNoFunction, s.OffsetErr.Error()
+			res.refuse(p, rej)
+			continue
+		}
+		ps, err := mod.fi.plan(s, tg.t.vendor)
+		if err != nil {
+			rej.Reason, rej.Detail = plan.ReasonUndecodable, err.Error()
+			res.refuse(p, rej)
+			continue
+		}
+		if ps.decision.Strategy == plan.Reject {
+			rej.Reason, rej.Detail = ps.decision.Reason, ps.decision.Detail
+			res.refuse(p, rej)
+			continue
+		}
+		addr := ps.vaddr + mod.bias
+		ls := next[addr]
+		if ls == nil {
+			ls = &liveSite{addr: addr, ps: ps, mod: mod}
+			next[addr] = ls
+		}
+		if ls.hasProbe(p) {
+			continue
+		}
+		c := &siteCounter{pid: tg.pid, module: mod.fi.path, symbol: ps.symbol, vaddr: ps.vaddr, addr: addr, decision: ps.decision}
+		ls.refs = append(ls.refs, ref{p: p, c: c})
+	}
+}
+
+func (s *liveSite) hasProbe(p *probeState) bool {
+	for _, r := range s.refs {
+		if r.p == p {
+			return true
+		}
+	}
+	return false
+}
+
+// cloneSites copies the installed sites so that a batch can be staged.
+func (tg *target) cloneSites() map[uint64]*liveSite {
+	next := make(map[uint64]*liveSite, len(tg.sites))
+	for a, s := range tg.sites {
+		c := *s
+		c.refs = append([]ref(nil), s.refs...)
+		next[a] = &c
+	}
+	return next
+}
+
+// batchResult collects what a batch did, per probe.
+type batchResult struct {
+	matches  map[*probeState]int
+	refused  map[*probeState][]RejectedError
+	specErrs map[*probeState][]error
+	errs     []error
+}
+
+func (r *batchResult) matched(p *probeState) {
+	if r.matches == nil {
+		r.matches = map[*probeState]int{}
+	}
+	r.matches[p]++
+}
+
+func (r *batchResult) refuse(p *probeState, e RejectedError) {
+	if r.refused == nil {
+		r.refused = map[*probeState][]RejectedError{}
+	}
+	r.refused[p] = append(r.refused[p], e)
+}
+
+func (r *batchResult) specErr(p *probeState, err error) {
+	if r.specErrs == nil {
+		r.specErrs = map[*probeState][]error{}
+	}
+	r.specErrs[p] = append(r.specErrs[p], err)
+}
+
+// commit makes next the installed set of the target in one batch: int3
+// bytes written at the new sites, original bytes back at the sites that
+// went, sites without probes dropped, and the hit path's table replaced.
+// The world is stopped. A site whose text differs from its file is refused.
+// When the batch fails, nothing changes.
+func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchResult) {
+	for addr, s := range next {
+		kept := s.refs[:0]
+		for _, r := range s.refs {
+			if !r.p.removed {
+				kept = append(kept, r)
+			}
+		}
+		s.refs = kept
+		if len(s.refs) == 0 && !s.rendezvous {
+			delete(next, addr)
+		}
+	}
+	var patches []batchpatch.Patch
+	var added, removed []*liveSite
+	for addr, s := range next {
+		if tg.sites[addr] != nil {
+			continue
+		}
+		buf := make([]byte, len(s.ps.code))
+		if err := w.ReadMemory(addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
+			detail := fmt.Sprintf("memory holds %x at %#x, the file %x", buf, addr, s.ps.code)
+			if err != nil {
+				detail = fmt.Sprintf("read %#x: %v", addr, err)
+			}
+			for _, r := range s.refs {
+				res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: ReasonTextMismatch, Detail: detail})
+			}
+			delete(next, addr)
+			continue
+		}
+		patches = append(patches, batchpatch.Patch{Addr: addr, Old: []byte{s.ps.code[0]}, New: []byte{int3}})
+		added = append(added, s)
+	}
+	for addr, s := range tg.sites {
+		if next[addr] != nil {
+			continue
+		}
+		removed = append(removed, s)
+		patches = append(patches, batchpatch.Patch{Addr: addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}})
+	}
+	if len(patches) > 0 {
+		batchpatch.Sort(patches)
+		r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: -1})
+		if err == nil {
+			err = r.Err()
+		}
+		if err != nil {
+			res.errs = append(res.errs, fmt.Errorf("install %d, remove %d probe sites in %d: %w", len(added), len(removed), tg.pid, err))
+			for _, s := range added {
+				for _, r := range s.refs {
+					res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: "patch-failed", Detail: err.Error()})
+				}
+			}
+			return
+		}
+		tg.t.batches++
+		tg.t.patches += len(patches)
+	}
+	for _, s := range added {
+		tg.semaphore(w, s, +1)
+	}
+	for _, s := range removed {
+		tg.semaphore(w, s, -1)
+		tg.retired[s.addr] = s.ps.code[0]
+		tg.forget(s)
+	}
+	tg.sites = next
+	for _, s := range next {
+		for _, r := range s.refs {
+			if r.c.live.CompareAndSwap(false, true) {
+				r.p.counters = append(r.p.counters, r.c)
+			}
+		}
+	}
+	tg.publish()
+}
+
+// forget marks the counters of a site that is gone.
+func (tg *target) forget(s *liveSite) {
+	for _, r := range s.refs {
+		r.c.live.Store(false)
+	}
+}
+
+// lost drops a site whose int3 could not be written back after a step.
+func (tg *target) lost(addr uint64) {
+	if s := tg.sites[addr]; s != nil {
+		delete(tg.sites, addr)
+		tg.retired[addr] = s.ps.code[0]
+		tg.forget(s)
+		tg.publish()
+	}
+}
+
+// publish replaces the hit path's table with one built from the installed
+// sites.
+func (tg *target) publish() {
+	tab := &table{entries: make(map[uint64]*entry, len(tg.sites)), retired: make(map[uint64]byte, len(tg.retired))}
+	for a, b := range tg.retired {
+		tab.retired[a] = b
+	}
+	for addr, s := range tg.sites {
+		tab.entries[addr] = &entry{
+			addr:       addr,
+			inst:       &s.ps.inst,
+			emulate:    s.ps.decision.Strategy == plan.Emulate,
+			refs:       append([]ref(nil), s.refs...),
+			rendezvous: s.rendezvous,
+		}
+		delete(tab.retired, addr)
+	}
+	tg.tab.Store(tab)
+}
+
+// semaphore adds delta to the USDT semaphore of a site (the 16-bit counter
+// that <sys/sdt.h> code tests before it evaluates a probe's arguments), as
+// the kernel does for its own USDT probes.
+func (tg *target) semaphore(w *proc.World, s *liveSite, delta int) {
+	switch {
+	case s.ps.semaphore == 0:
+		return
+	case delta > 0:
+		s.sema = s.ps.semaphore + s.mod.bias
+	case s.sema == 0:
+		return
+	}
+	var b [2]byte
+	if err := w.ReadMemory(s.sema, b[:]); err != nil {
+		return
+	}
+	v := uint16(b[0]) | uint16(b[1])<<8
+	if delta < 0 && v == 0 {
+		return
+	}
+	v = uint16(int(v) + delta)
+	_ = w.WriteMemory(s.sema, []byte{byte(v), byte(v >> 8)})
+}

@@ -1,0 +1,739 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// Tracer traces one program: the process it was given and, with
+// Options.FollowForks, the children it forks. Its methods are safe for
+// concurrent use.
+type Tracer struct {
+	opts   Options
+	vendor decode.Vendor
+	files  fileCache
+
+	// mu orders the control operations (adding and removing probes,
+	// new modules, forks, execs, single steps, detaching). It is always
+	// taken before a call that stops a process, never inside one; the hit
+	// path never takes it.
+	mu      sync.Mutex
+	probes  []*probeState
+	nextID  int
+	root    *target
+	targets map[int]*target
+	closed  bool
+	batches int
+	patches int
+
+	events  chan Event
+	dropped atomic.Uint64
+	traps   atomic.Uint64
+	// emulated, stepped and fallbacks count the executions of displaced
+	// instructions.
+	emulated, stepped, fallbacks atomic.Uint64
+	deferred                     atomic.Uint64
+
+	wg      sync.WaitGroup
+	done    chan struct{} // closed when the root process has exited or was detached
+	status  proc.ExitStatus
+	waitErr error
+}
+
+// probeState is a probe and its sites (under Tracer.mu).
+type probeState struct {
+	Probe
+	sp       spec
+	internal bool
+	removed  bool
+	counters []*siteCounter
+	refused  []RejectedError
+	errs     []error // why the spec could not be resolved in some module
+}
+
+// procOptions are the options of every traced process: forked children
+// are always kept (and stopped) at first, so that their int3 bytes can be
+// removed before they run, even when they are not followed.
+func procOptions() proc.Options {
+	return proc.Options{FollowForks: true, EventBuffer: 1 << 14}
+}
+
+// Spawn starts argv (argv[0] is looked up in PATH) as a traced process and
+// returns it stopped before its first instruction, with no probes: call
+// Add, then Resume. The process is killed if the calling program exits
+// without detaching.
+func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
+	var o SpawnOptions
+	if opts != nil {
+		o = *opts
+	}
+	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
+	if err != nil {
+		return nil, err
+	}
+	t := newTracer(o.Options)
+	if err := t.start(p); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
+	return t, nil
+}
+
+// Attach traces the running process pid and returns it stopped, with no
+// probes: call Add, then Resume.
+func Attach(pid int, opts *Options) (*Tracer, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	po := procOptions()
+	p, err := proc.Attach(pid, &po)
+	if err != nil {
+		return nil, err
+	}
+	t := newTracer(o)
+	if err := t.start(p); err != nil {
+		_ = p.Detach()
+		return nil, err
+	}
+	return t, nil
+}
+
+func newTracer(o Options) *Tracer {
+	n := o.EventBuffer
+	if n <= 0 {
+		n = 1 << 16
+	}
+	if o.RescanInterval == 0 {
+		o.RescanInterval = time.Second
+	}
+	return &Tracer{opts: o, vendor: hostVendor(), targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
+}
+
+// start makes p the root target: the trap handler, the modules mapped now
+// (and the dynamic linker's rendezvous probe), the service goroutines.
+func (t *Tracer) start(p *proc.Process) error {
+	tg, err := t.trace(p, nil)
+	if tg != nil {
+		t.mu.Lock()
+		t.root = tg
+		t.mu.Unlock()
+	}
+	return err
+}
+
+// trace traces the stopped process p, whose installed sites are sites (a
+// forked child's inherited int3 bytes; nil for none): it installs the trap
+// handler, probes what is mapped and starts the goroutines. The world stays
+// as it is (stopped).
+func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite) (*target, error) {
+	tg, err := newTarget(t, p)
+	if err != nil {
+		return nil, err
+	}
+	if sites != nil {
+		tg.sites = sites
+		tg.publish()
+	}
+	if _, err := p.SetTrapHandler(tg.trap); err != nil {
+		return nil, err
+	}
+	t.mu.Lock()
+	var res batchResult
+	_, err = p.Stopped(func(w *proc.World) error {
+		res = tg.rescanStopped(w)
+		return nil
+	})
+	t.targets[tg.pid] = tg
+	t.record(&res)
+	t.mu.Unlock()
+	if err == nil && len(res.errs) > 0 {
+		err = res.errs[0]
+	}
+	t.wg.Add(2)
+	go tg.eventLoop()
+	go tg.serveLoop()
+	if t.opts.RescanInterval > 0 {
+		t.wg.Add(1)
+		go tg.rescanLoop(t.opts.RescanInterval)
+	}
+	return tg, err
+}
+
+// Pid returns the process id of the traced program.
+func (t *Tracer) Pid() int { return t.root.pid }
+
+// Resume lets the process run (after Spawn or Attach, once the probes are
+// added). Calling it again does no harm.
+func (t *Tracer) Resume() error {
+	if err := t.root.p.Resume(); err != nil {
+		return fmt.Errorf("resume %d: %w", t.root.pid, err)
+	}
+	return nil
+}
+
+// Events returns the channel of probe hits (Options.Events). It is never
+// closed; Exited tells when the process is gone.
+func (t *Tracer) Events() <-chan Event { return t.events }
+
+// Exited returns a channel closed once the process has exited or was
+// detached.
+func (t *Tracer) Exited() <-chan struct{} { return t.done }
+
+// Wait waits until the process exits and returns its status; after Detach
+// it returns an error wrapping ErrClosed.
+func (t *Tracer) Wait() (proc.ExitStatus, error) {
+	<-t.done
+	return t.status, t.waitErr
+}
+
+// Add resolves the specs in every module each traced process maps, plans
+// every site, and installs the accepted ones in one batch per process. It
+// returns the probes that were installed or wait for their modules; the
+// error joins a *SpecError for each spec that was not (it does not parse,
+// names nothing, or every site it names was refused) and any failure of a
+// batch. Refused sites of the returned probes are listed in Stats.
+func (t *Tracer) Add(specs ...string) ([]*Probe, error) {
+	parsed := make([]spec, len(specs))
+	for i, s := range specs {
+		sp, err := parseSpec(s)
+		if err != nil {
+			return nil, &SpecError{Spec: s, Err: err}
+		}
+		parsed[i] = sp
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return nil, ErrClosed
+	}
+	var added []*probeState
+	for _, sp := range parsed {
+		t.nextID++
+		p := &probeState{Probe: Probe{ID: t.nextID, Spec: sp.text}, sp: sp}
+		t.probes = append(t.probes, p)
+		added = append(added, p)
+	}
+	var errs []error
+	for _, tg := range t.targetList() {
+		var res batchResult
+		_, err := tg.p.Stopped(func(w *proc.World) error {
+			res = tg.rescanStopped(w)
+			return nil
+		})
+		if err != nil && tg == t.root {
+			errs = append(errs, err)
+		}
+		t.record(&res)
+		errs = append(errs, res.errs...)
+	}
+	var out []*Probe
+	failed := map[*probeState]bool{}
+	for _, p := range added {
+		if err := t.verdict(p); err != nil {
+			p.removed = true
+			failed[p] = true
+			errs = append(errs, &SpecError{Spec: p.Spec, Err: err})
+			continue
+		}
+		pr := p.Probe
+		out = append(out, &pr)
+	}
+	if len(failed) > 0 {
+		// A probe that failed was never installed: it is forgotten.
+		kept := t.probes[:0]
+		for _, p := range t.probes {
+			if !failed[p] {
+				kept = append(kept, p)
+			}
+		}
+		t.probes = kept
+	}
+	return out, errors.Join(errs...)
+}
+
+// record keeps what a batch found per probe.
+func (t *Tracer) record(res *batchResult) {
+	for p, rs := range res.refused {
+		p.refused = append(p.refused, rs...)
+	}
+	for p, es := range res.specErrs {
+		p.errs = append(p.errs, es...)
+	}
+}
+
+// verdict says why a probe just added is not usable, or nil.
+func (t *Tracer) verdict(p *probeState) error {
+	live := 0
+	for _, c := range p.counters {
+		if c.live.Load() {
+			live++
+		}
+	}
+	if live > 0 {
+		return nil
+	}
+	if len(p.refused) > 0 || len(p.errs) > 0 {
+		errs := append([]error(nil), p.errs...)
+		for i := range p.refused {
+			errs = append(errs, &p.refused[i])
+		}
+		return errors.Join(errs...)
+	}
+	if p.sp.module != "" || p.sp.es.Kind == elfscan.SpecUSDT {
+		return nil // waits for a module that is not mapped yet
+	}
+	if t.root.mainModule() == nil {
+		return errNoModule
+	}
+	return ErrNoSites
+}
+
+// mainModule returns the module of the executable, nil if none.
+func (tg *target) mainModule() *module {
+	for _, m := range tg.modules {
+		if m.main {
+			return m
+		}
+	}
+	return nil
+}
+
+// Remove removes probes, in one batch per process.
+func (t *Tracer) Remove(probes ...*Probe) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	for _, pr := range probes {
+		p := t.probeByID(pr.ID)
+		if p == nil || p.removed {
+			return fmt.Errorf("remove probe %d (%s): %w", pr.ID, pr.Spec, ErrUnknownProbe)
+		}
+	}
+	for _, pr := range probes {
+		t.probeByID(pr.ID).removed = true
+	}
+	var errs []error
+	for _, tg := range t.targetList() {
+		var res batchResult
+		_, err := tg.p.Stopped(func(w *proc.World) error {
+			tg.sync(w)
+			tg.commit(w, tg.cloneSites(), &res)
+			return nil
+		})
+		if err != nil && tg == t.root {
+			errs = append(errs, err)
+		}
+		errs = append(errs, res.errs...)
+	}
+	return errors.Join(errs...)
+}
+
+func (t *Tracer) probeByID(id int) *probeState {
+	for _, p := range t.probes {
+		if p.ID == id {
+			return p
+		}
+	}
+	return nil
+}
+
+// targetList returns the targets, the root first.
+func (t *Tracer) targetList() []*target {
+	var out []*target
+	if t.root != nil && !t.root.closed {
+		out = append(out, t.root)
+	}
+	pids := make([]int, 0, len(t.targets))
+	for pid := range t.targets {
+		pids = append(pids, pid)
+	}
+	sort.Ints(pids)
+	for _, pid := range pids {
+		if tg := t.targets[pid]; tg != t.root && !tg.closed {
+			out = append(out, tg)
+		}
+	}
+	return out
+}
+
+// Stats returns the counters of every probe.
+func (t *Tracer) Stats() Stats {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	st := Stats{
+		DroppedEvents:   t.dropped.Load(),
+		Traps:           t.traps.Load(),
+		Emulated:        t.emulated.Load(),
+		Stepped:         t.stepped.Load(),
+		Fallbacks:       t.fallbacks.Load(),
+		DeferredSignals: t.deferred.Load(),
+		XOLMethod:       t.root.xol.name(),
+		Batches:         t.batches,
+		Patches:         t.patches,
+	}
+	for _, p := range t.probes {
+		if p.internal {
+			continue
+		}
+		ps := ProbeStats{Probe: p.Probe, Refused: append([]RejectedError(nil), p.refused...)}
+		for _, c := range p.counters {
+			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
+				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
+				Hits: c.hits.Load(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Live: c.live.Load()}
+			ps.Hits += s.Hits
+			ps.Sites = append(ps.Sites, s)
+		}
+		ps.Pending = !p.removed && len(p.counters) == 0 && (p.sp.module != "" || p.sp.es.Kind == elfscan.SpecUSDT)
+		st.Probes = append(st.Probes, ps)
+	}
+	return st
+}
+
+// Detach removes every probe (one batch per process), lets the threads the
+// engine held go on, and detaches: the process runs on untraced, its text
+// as in its files.
+func (t *Tracer) Detach() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return ErrClosed
+	}
+	t.closed = true
+	var errs []error
+	list := t.targetList()
+	for i := len(list) - 1; i >= 0; i-- {
+		if err := list[i].detach(); err != nil && !errors.Is(err, proc.ErrExited) {
+			errs = append(errs, fmt.Errorf("detach %d: %w", list[i].pid, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Kill kills the traced processes and waits until they are gone.
+func (t *Tracer) Kill() error {
+	t.mu.Lock()
+	list := t.targetList()
+	t.closed = true
+	t.mu.Unlock()
+	var errs []error
+	for _, tg := range list {
+		if err := tg.p.Kill(); err != nil && !errors.Is(err, proc.ErrExited) && !errors.Is(err, proc.ErrDetached) {
+			errs = append(errs, err)
+		}
+	}
+	<-t.done
+	return errors.Join(errs...)
+}
+
+// detach restores the target's text and detaches it (under Tracer.mu).
+func (tg *target) detach() error {
+	inflight := false
+	var res batchResult
+	_, err := tg.p.Stopped(func(w *proc.World) error {
+		tg.sync(w)
+		tg.commit(w, map[uint64]*liveSite{}, &res)
+		if len(res.errs) > 0 {
+			return res.errs[0]
+		}
+		inflight = tg.inflight(w)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	// Every held thread stands at an original instruction now.
+	_ = tg.p.Release(nil)
+	for i := 0; inflight && i < 1000; i++ {
+		time.Sleep(time.Millisecond)
+		_, err := tg.p.Stopped(func(w *proc.World) error {
+			inflight = tg.inflight(w)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	tg.closed = true
+	_, _ = tg.p.SetTrapHandler(nil)
+	return tg.p.Detach()
+}
+
+// inflight reports whether a thread has executed one of the removed int3
+// bytes without its SIGTRAP being served yet (it can be reported after an
+// interrupt stop): such a thread must see the handler, which sends it back
+// to the original instruction, before the process is detached.
+func (tg *target) inflight(w *proc.World) bool {
+	ths, err := w.Threads()
+	if err != nil {
+		return false
+	}
+	for _, th := range ths {
+		if _, ok := tg.retired[th.PC-1]; ok && sigPending(tg.pid, th.Tid, int(unix.SIGTRAP)) {
+			return true
+		}
+	}
+	return false
+}
+
+// sigPending reports whether signal sig is pending for thread tid.
+func sigPending(pid, tid, sig int) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "SigPnd:"); ok {
+			mask, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && mask&(1<<(sig-1)) != 0
+		}
+	}
+	return false
+}
+
+// eventLoop follows the process's events until it is gone.
+func (tg *target) eventLoop() {
+	defer tg.t.wg.Done()
+	for {
+		select {
+		case ev := <-tg.p.Events():
+			tg.t.onEvent(tg, ev)
+		case <-tg.p.Exited():
+			for {
+				select {
+				case ev := <-tg.p.Events():
+					tg.t.onEvent(tg, ev)
+					continue
+				default:
+				}
+				break
+			}
+			tg.t.onGone(tg)
+			return
+		}
+	}
+}
+
+// onEvent handles one event of a target.
+func (t *Tracer) onEvent(tg *target, ev proc.Event) {
+	debugf("event %d: %v pid %d tid %d new %d child %v", tg.pid, ev.Kind, ev.Pid, ev.Tid, ev.NewPid, ev.Child != nil)
+	switch ev.Kind {
+	case proc.EventClone:
+		tg.multi.Store(true)
+	case proc.EventFork:
+		if ev.Child != nil {
+			t.onFork(tg, ev.Child)
+		}
+	case proc.EventExec:
+		switch {
+		case ev.Child != nil:
+			t.onNewImage(ev.Child)
+		case ev.Pid == tg.pid:
+			t.onExec(tg)
+		}
+	}
+}
+
+// onFork handles a forked child, stopped: followed, or cleaned of the int3
+// bytes it inherited and detached.
+func (t *Tracer) onFork(parent *target, child *proc.Process) {
+	// The child may not have reported its first stop yet although it is
+	// delivered as stopped: Stop waits for it (Stopped and Detach would
+	// take the world as stopped already, and a stop that comes after
+	// Detach leaves the child stopped and traced for ever).
+	if err := child.Stop(); err != nil {
+		return
+	}
+	t.mu.Lock()
+	debugf("fork %d -> %d", parent.pid, child.Pid())
+	defer debugf("fork %d -> %d done", parent.pid, child.Pid())
+	if !t.opts.FollowForks || t.closed {
+		defer t.mu.Unlock()
+		addrs := map[uint64]byte{}
+		for a, s := range parent.sites {
+			addrs[a] = s.ps.code[0]
+		}
+		for a, b := range parent.retired {
+			addrs[a] = b
+		}
+		_, err := child.Stopped(func(w *proc.World) error { return cleanChild(w, addrs) })
+		debugf("fork clean %d: %v", child.Pid(), err)
+		if err != nil {
+			// The child keeps int3 bytes it cannot survive without us:
+			// better it never runs.
+			_ = child.Kill()
+			return
+		}
+		err = child.Detach()
+		debugf("fork detach %d: %v", child.Pid(), err)
+		return
+	}
+	inherited := map[uint64]*liveSite{}
+	_, err := child.Stopped(func(w *proc.World) error {
+		var b [1]byte
+		for a, s := range parent.sites {
+			if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
+				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema}
+				for _, r := range s.refs {
+					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision}})
+				}
+				inherited[a] = c
+			}
+		}
+		// Sites the parent removed after the fork: the child still has
+		// their int3 bytes.
+		for a, orig := range parent.retired {
+			if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
+				if err := w.WriteMemory(a, []byte{orig}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	t.mu.Unlock()
+	if err != nil {
+		_ = child.Kill()
+		return
+	}
+	if _, err := t.trace(child, inherited); err != nil {
+		_ = child.Kill()
+		return
+	}
+	_ = child.Resume()
+}
+
+// cleanChild puts back the original byte at every address of addrs that
+// holds an int3 in a forked child, in one batch.
+func cleanChild(w *proc.World, addrs map[uint64]byte) error {
+	var patches []batchpatch.Patch
+	var b [1]byte
+	for a, orig := range addrs {
+		if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
+			patches = append(patches, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{orig}})
+		}
+	}
+	if len(patches) == 0 {
+		return nil
+	}
+	batchpatch.Sort(patches)
+	r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: -1})
+	if err == nil {
+		err = r.Err()
+	}
+	return err
+}
+
+// onNewImage handles a child that shared its parent's memory (vfork) and
+// has exec'd a program of its own: followed with FollowForks, else
+// detached (it holds no int3 of ours).
+func (t *Tracer) onNewImage(child *proc.Process) {
+	if err := child.Stop(); err != nil {
+		return
+	}
+	t.mu.Lock()
+	follow := t.opts.FollowForks && !t.closed
+	t.mu.Unlock()
+	if !follow {
+		_ = child.Detach()
+		return
+	}
+	if _, err := t.trace(child, nil); err != nil {
+		_ = child.Kill()
+		return
+	}
+	_ = child.Resume()
+}
+
+// onExec handles an exec of a target: the old sites went with the old
+// image; the probes are resolved again in the new one (see target.sync: the
+// event may come after later execs, or after the new image was probed).
+func (t *Tracer) onExec(tg *target) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if tg.closed {
+		return
+	}
+	debugf("exec %d", tg.pid)
+	_, _ = tg.p.Stopped(func(w *proc.World) error {
+		tg.rescanStopped(w)
+		return nil
+	})
+}
+
+// onGone ends a target whose process exited or was detached.
+func (t *Tracer) onGone(tg *target) {
+	t.mu.Lock()
+	tg.closed = true
+	for _, s := range tg.sites {
+		tg.forget(s)
+	}
+	delete(t.targets, tg.pid)
+	close(tg.gone)
+	if f := tg.mem.Swap(nil); f != nil {
+		f.Close()
+	}
+	last := len(t.targets) == 0
+	t.mu.Unlock()
+	if tg == t.root {
+		st, err := tg.p.Wait()
+		if errors.Is(err, proc.ErrDetached) {
+			err = fmt.Errorf("%w: %w", ErrClosed, err)
+		}
+		t.status, t.waitErr = st, err
+		close(t.done)
+	}
+	if last {
+		t.files.close()
+	}
+}
+
+// rescanLoop looks at /proc/PID/maps every interval and, when the
+// executable mappings changed, probes the new ones.
+func (tg *target) rescanLoop(interval time.Duration) {
+	defer tg.t.wg.Done()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-tick.C:
+		case <-tg.gone:
+			return
+		}
+		s := tg.refreshSnap()
+		if s == nil {
+			continue
+		}
+		key := mappingsKey(execMappings(s.maps))
+		t := tg.t
+		t.mu.Lock()
+		if !tg.closed && !t.closed && key != tg.mapsKey {
+			_, _ = tg.p.Stopped(func(w *proc.World) error {
+				tg.rescanStopped(w)
+				return nil
+			})
+		}
+		t.mu.Unlock()
+	}
+}

@@ -1,0 +1,187 @@
+/*
+ * tracee: the program the live-probe tests trace. Every mode prints
+ * results that depend only on its arguments, so that a traced run can be
+ * compared byte for byte with an untraced one.
+ *
+ *   tracee work N          call every kind N times, print a checksum
+ *   tracee threads T N     T threads run "work N" at once
+ *   tracee signals N       "work N" on the stepped kinds under a 200 us
+ *                          interval timer (SIGALRM during single steps)
+ *   tracee fork N          fork; parent and child each run "work N"
+ *   tracee exec N          exec itself as "work N"
+ *   tracee dlopen LIB N    dlopen LIB and call its lib_work(N)
+ *   tracee serve           print "ready", then for each line N of stdin
+ *                          run "work N" and print the checksum
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+long k_push(long, long), k_nop(long, long), k_mov(long, long), k_sse(long, long);
+long k_riprel(long, long), k_global(long, long), k_lock(long, long), k_redzone(long, long);
+long k_jmp(long, long), k_ret(void), k_syscall(void);
+void k_rep(char *, long);
+extern long k_counter;
+
+__attribute__((noinline)) static unsigned long mix(unsigned long h, long v)
+{
+	h ^= (unsigned long)v + 0x9e3779b97f4a7c15UL + (h << 6) + (h >> 2);
+	return h;
+}
+
+__attribute__((noinline)) unsigned long c_fib(unsigned n)
+{
+	return n < 2 ? n : c_fib(n - 1) + c_fib(n - 2);
+}
+
+__attribute__((noinline)) long c_sum(const long *v, int n)
+{
+	long s = 0;
+	for (int i = 0; i < n; i++)
+		s += v[i];
+	return s;
+}
+
+/* work runs every kind n times and returns a checksum of the results. */
+__attribute__((noinline)) unsigned long work(long n, int stepped_only)
+{
+	unsigned long h = 1469598103934665603UL;
+	char buf[64];
+	long v[8];
+	for (long i = 0; i < n; i++) {
+		if (!stepped_only) {
+			h = mix(h, k_push(i, 1));
+			h = mix(h, k_nop(i, 2));
+			h = mix(h, k_mov(i, 3));
+			h = mix(h, k_redzone(i, 4));
+			h = mix(h, k_jmp(i, 5));
+			k_ret();
+			for (int j = 0; j < 8; j++)
+				v[j] = i * j;
+			h = mix(h, c_sum(v, 8));
+			h = mix(h, (long)c_fib(i % 10));
+		}
+		h = mix(h, k_sse(i, 6));
+		h = mix(h, k_riprel(i, 7));
+		h = mix(h, k_lock(1, 8) & 0xff);
+		k_rep(buf, 1 + i % 40);
+		h = mix(h, buf[i % 40]);
+	}
+	return h;
+}
+
+struct job {
+	long n;
+	unsigned long h;
+};
+
+static void *run(void *arg)
+{
+	struct job *j = arg;
+	j->h = work(j->n, 0);
+	return NULL;
+}
+
+static volatile sig_atomic_t alarms;
+
+static void on_alarm(int sig)
+{
+	(void)sig;
+	alarms++;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc >= 3 && strcmp(argv[1], "work") == 0) {
+		long n = atol(argv[2]);
+		printf("work %ld %016lx %ld\n", n, work(n, 0), k_global(0, 0) != -1 ? 1L : 0L);
+		return 0;
+	}
+	if (argc >= 4 && strcmp(argv[1], "threads") == 0) {
+		int t = atoi(argv[2]);
+		long n = atol(argv[3]);
+		pthread_t th[64];
+		struct job jobs[64];
+		if (t < 1 || t > 64)
+			return 2;
+		for (int i = 0; i < t; i++) {
+			jobs[i].n = n;
+			if (pthread_create(&th[i], NULL, run, &jobs[i]) != 0)
+				return 1;
+		}
+		for (int i = 0; i < t; i++) {
+			pthread_join(th[i], NULL);
+			printf("thread %d %016lx\n", i, jobs[i].h);
+		}
+		printf("counter %ld\n", k_counter);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "signals") == 0) {
+		long n = atol(argv[2]);
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_alarm;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval it = {{0, 200}, {0, 200}};
+		setitimer(ITIMER_REAL, &it, NULL);
+		unsigned long h = work(n, 1);
+		struct itimerval off = {{0, 0}, {0, 0}};
+		setitimer(ITIMER_REAL, &off, NULL);
+		printf("signals %ld %016lx\n", n, h);
+		fprintf(stderr, "alarms %d\n", (int)alarms);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "fork") == 0) {
+		long n = atol(argv[2]);
+		fflush(stdout);
+		pid_t pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			printf("child %016lx\n", work(n, 0));
+			return 0;
+		}
+		int st;
+		waitpid(pid, &st, 0);
+		printf("parent %016lx child-status %d\n", work(n, 0), st);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "exec") == 0) {
+		printf("before exec %016lx\n", work(atol(argv[2]), 0));
+		fflush(stdout);
+		execl("/proc/self/exe", argv[0], "work", argv[2], (char *)NULL);
+		return 1;
+	}
+	if (argc >= 4 && strcmp(argv[1], "dlopen") == 0) {
+		void *h = dlopen(argv[2], RTLD_NOW);
+		if (!h) {
+			fprintf(stderr, "%s\n", dlerror());
+			return 1;
+		}
+		unsigned long (*f)(long) = (unsigned long (*)(long))dlsym(h, "lib_work");
+		if (!f)
+			return 1;
+		printf("dlopen %016lx\n", f(atol(argv[3])));
+		return 0;
+	}
+	if (argc >= 2 && strcmp(argv[1], "serve") == 0) {
+		char line[64];
+		printf("ready\n");
+		fflush(stdout);
+		while (fgets(line, sizeof line, stdin)) {
+			long n = atol(line);
+			printf("work %ld %016lx\n", n, work(n, 0));
+			fflush(stdout);
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: tracee work|threads|signals|fork|exec|dlopen|serve ...\n");
+	return 2;
+}

@@ -74,19 +74,24 @@ build_fuzzer() {
 	fi
 }
 
-# wrap_external SRC PACKAGE copies the targets of an external test package
-# (SRC, "package foo_test") into a package of their own below
-# internal/ossfuzz, where the builder can find them. They only use the
-# package under test through its exported API, so nothing else changes.
+# wrap_external PACKAGE WRAPPER copies the external test package of PACKAGE
+# (its files in "package foo_test", which hold the targets and their
+# helpers) into a package of its own, internal/ossfuzz/WRAPPER, where the
+# builder can find them, with the committed corpora. They use the package
+# under test only through its exported API, so nothing else changes.
 wrap_external() {
-	local src=$1 pkg=$2 dir=internal/ossfuzz/$2
+	local pkg=$1 name=$2 dir=internal/ossfuzz/$2 src rel
+	src=$(go list -tags gofuzz -f '{{.Dir}}' "$pkg")
 	mkdir -p "$dir"
-	printf '// Package %s holds fuzz targets copied for the OSS-Fuzz build.\npackage %s\n' "$pkg" "$pkg" >"$dir/doc.go"
-	sed "s/^package [a-z0-9_]*_test\$/package $pkg/" "$src" >"$dir/fuzz_test.go"
-	grep -q "^package $pkg\$" "$dir/fuzz_test.go" || { echo "build.sh: no external test package in $src" >&2; exit 1; }
-	if [ -d "$(dirname "$src")/testdata/fuzz" ]; then
+	printf '// Package %s holds fuzz targets copied for the OSS-Fuzz build.\npackage %s\n' "$name" "$name" >"$dir/doc.go"
+	while IFS= read -r rel; do
+		[ -n "$rel" ] || continue
+		sed "s/^package [a-z0-9_]*_test\$/package $name/" "$src/$rel" >"$dir/$rel"
+		grep -q "^package $name\$" "$dir/$rel" || { echo "build.sh: no package clause in $src/$rel" >&2; exit 1; }
+	done < <(go list -tags gofuzz -f '{{range .XTestGoFiles}}{{.}}{{"\n"}}{{end}}' "$pkg")
+	if [ -d "$src/testdata/fuzz" ]; then
 		mkdir -p "$dir/testdata"
-		cp -r "$(dirname "$src")/testdata/fuzz" "$dir/testdata/"
+		cp -r "$src/testdata/fuzz" "$dir/testdata/"
 	fi
 }
 
@@ -112,13 +117,16 @@ build_fuzzer "$mod/decode" FuzzDecodeARM64 decode_arm64
 # are run with go test -fuzz and probeopt fuzz instead).
 build_fuzzer "$mod/emulate" FuzzARM64Step emulate_arm64_step
 
-# xol: arm64 relocation, checked by emulating the original and the copy.
+# xol: arm64 relocation, checked by emulating the original and the copy;
+# x86-64 relocation (its targets live in the external test package).
 build_fuzzer "$mod/xol" FuzzRelocateARM64 xol_relocate_arm64
+wrap_external "$mod/xol" xolfuzz
+build_fuzzer "$mod/internal/ossfuzz/xolfuzz" FuzzRelocateX86 xol_relocate_x86
 
 # elfscan: ELF files, USDT notes and argument specs, probe specs, and the
 # edit distance behind the unknown-symbol suggestions.
 build_fuzzer "$mod/elfscan" FuzzEditDistance elfscan_edit_distance
-wrap_external elfscan/fuzz_test.go elfscanfuzz
+wrap_external "$mod/elfscan" elfscanfuzz
 # FuzzNewFile seeds itself from the repository's fixtures, which the fuzzing
 # machines lack (a missing fixture fails the target): read them from the
 # working directory when present, skip them otherwise. The seed corpus zip

@@ -188,3 +188,69 @@ func itoa(n int) string {
 	}
 	return string(b[i:])
 }
+
+// TestStepWithPendingSignal steps a thread that has a signal pending:
+// the kernel reports the signal before the instruction runs, and the step
+// must still execute exactly one instruction, the signal kept for later.
+func TestStepWithPendingSignal(t *testing.T) {
+	f := startFixture(t, nil)
+	p := f.p
+	for round := 0; round < 20; round++ {
+		_, err := p.Stopped(func(w *World) error {
+			page, err := w.Mmap(0, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
+			if err != nil {
+				return err
+			}
+			defer w.Munmap(page, 4096)
+			// Three one-byte nops and an endless loop.
+			if err := w.WriteMemory(page, []byte{0x90, 0x90, 0x90, 0xeb, 0xfe}); err != nil {
+				return err
+			}
+			if err := w.Mprotect(page, 4096, unix.PROT_READ|unix.PROT_EXEC); err != nil {
+				return err
+			}
+			ths, err := w.Threads()
+			if err != nil {
+				return err
+			}
+			tid := ths[round%len(ths)].Tid
+			saved, err := w.Regs(tid)
+			if err != nil {
+				return err
+			}
+			r := saved
+			r.SetPC(page)
+			if err := w.SetRegs(tid, &r); err != nil {
+				return err
+			}
+			// SIGURG is ignored by default, and a traced thread still
+			// reports it.
+			if err := unix.Tgkill(p.Pid(), tid, unix.SIGURG); err != nil {
+				return err
+			}
+			for i := 1; i <= 2; i++ {
+				if err := w.Step(tid, 5*time.Second); err != nil {
+					return err
+				}
+				got, err := w.Regs(tid)
+				if err != nil {
+					return err
+				}
+				if got.PC() != page+uint64(i) {
+					t.Errorf("round %d, step %d: PC %#x, want %#x", round, i, got.PC(), page+uint64(i))
+				}
+			}
+			return w.SetRegs(tid, &saved)
+		})
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+	}
+	before := f.read64(t, offCalls)
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offCalls) > before }) {
+		t.Errorf("worker 0 made no progress after the steps")
+	}
+	if bad := f.read64(t, offBad); bad != 0 {
+		t.Errorf("bad results: %d", bad)
+	}
+}

@@ -13,8 +13,11 @@ type Regs struct {
 // PC returns the instruction pointer.
 func (r *Regs) PC() uint64 { return r.Rip }
 
-// SetPC sets the instruction pointer.
-func (r *Regs) SetPC(pc uint64) { r.Rip = pc }
+// SetPC sets the instruction pointer. It also sets orig_rax to -1, so
+// that a system call the thread was interrupted in is not restarted (the
+// kernel would otherwise move the new PC back over a syscall instruction
+// on resume), as debuggers do when they move a thread.
+func (r *Regs) SetPC(pc uint64) { r.Rip, r.Orig_rax = pc, ^uint64(0) }
 
 // SP returns the stack pointer.
 func (r *Regs) SP() uint64 { return r.Rsp }

@@ -55,6 +55,9 @@ type thread struct {
 	parkRegs    Regs // registers at the vfork stop
 	held        bool // kept stopped by a TrapHandler
 	stepping    bool // single-stepped, a SIGTRAP ends the step
+	// stepRestarts counts the steps reissued because a signal stopped
+	// the thread before the stepped instruction ran.
+	stepRestarts int
 	// staleStep is set when a step was cut short by an interrupt: the
 	// kernel may still deliver that step's SIGTRAP later, which must not
 	// reach the tracee.
@@ -303,6 +306,30 @@ func siginfoCode(tid int) (int32, error) {
 	return int32(uint32(info[8]) | uint32(info[9])<<8 | uint32(info[10])<<16 | uint32(info[11])<<24), nil
 }
 
+// maxStepRestarts bounds how often one step is reissued because of
+// signals arriving first; past it the step ends where the thread stands
+// and the caller sees a PC that did not move.
+const maxStepRestarts = 64
+
+// isAsyncSignal reports whether the signal that stopped tid came from
+// outside the thread's own execution: sent by a process, or one of the
+// signals the kernel never raises for the instruction a thread runs.
+func isAsyncSignal(tid, sig int) bool {
+	switch unix.Signal(sig) {
+	case unix.SIGSEGV, unix.SIGBUS, unix.SIGILL, unix.SIGFPE, unix.SIGTRAP, unix.SIGSYS:
+		return isUserSignal(tid)
+	}
+	return true
+}
+
+// isUserSignal reports whether the signal that stopped tid was sent by
+// a process (kill, tgkill, sigqueue: si_code <= 0) rather than raised by
+// the kernel for the thread's own execution.
+func isUserSignal(tid int) bool {
+	code, err := siginfoCode(tid)
+	return err == nil && code <= 0
+}
+
 // isStepTrap reports whether the SIGTRAP that stopped tid comes from the
 // trap flag (si_code TRAP_BRKPT or TRAP_TRACE), as single steps do.
 func isStepTrap(tid int) bool {
@@ -327,9 +354,21 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 	switch event {
 	case 0:
 		switch {
+		case th.stepping && !th.staleStep && isAsyncSignal(th.tid, sig) && th.stepRestarts < maxStepRestarts:
+			// A signal was pending when the step began: the kernel
+			// reports it before the instruction runs (a step's trap and
+			// the faults of the stepped instruction are synchronous and
+			// would be dequeued first). Keep it for delivery after the
+			// step, and step again.
+			th.extra = append(th.extra, sig)
+			th.stepRestarts++
+			if ptrace(unix.PTRACE_SINGLESTEP, th.tid, 0, 0) == nil {
+				th.stopped = false
+				return
+			}
 		case th.stepping && sig == int(unix.SIGTRAP):
 			// The step finished, unless someone sent a real SIGTRAP.
-			if code, err := siginfoCode(th.tid); err == nil && code <= 0 {
+			if isUserSignal(th.tid) {
 				th.extra = append(th.extra, sig)
 			}
 			th.staleStep = false
@@ -341,6 +380,16 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 		}
 	case unix.PTRACE_EVENT_STOP:
 		th.group = isStopSignal(sig)
+		if th.stepping && !th.staleStep && !th.group && th.stepRestarts < maxStepRestarts {
+			// An interrupt sent while the thread was already in another
+			// stop stays pending and fires when it resumes, before the
+			// stepped instruction runs: step again.
+			th.stepRestarts++
+			if ptrace(unix.PTRACE_SINGLESTEP, th.tid, 0, 0) == nil {
+				th.stopped = false
+				return
+			}
+		}
 	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK:
 		msg, err := unix.PtraceGetEventMsg(th.tid)
 		if err == nil {

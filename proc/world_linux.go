@@ -113,6 +113,9 @@ func (w *World) Regs(tid int) (Regs, error) {
 	if th.parked {
 		return th.parkRegs, nil
 	}
+	if err := w.settle(th); err != nil {
+		return Regs{}, err
+	}
 	if err := w.t.loadRegs(th); err != nil {
 		return Regs{}, err
 	}
@@ -127,6 +130,9 @@ func (w *World) SetRegs(tid int, r *Regs) error {
 	}
 	if th.parked {
 		return &ThreadError{Tid: tid, Op: "set registers", Err: ErrParked}
+	}
+	if err := w.settle(th); err != nil {
+		return err
 	}
 	return w.t.storeRegs(th, r)
 }
@@ -158,8 +164,10 @@ func (w *World) Maps() ([]Mapping, error) {
 // Step executes one instruction of thread tid while every other thread
 // stays stopped. If the thread does not stop again within timeout (0 means
 // one second) — it is blocked in a system call, typically — it is
-// interrupted and the error wraps ErrStepTimeout. A signal the thread held
-// is queued again when the world resumes.
+// interrupted and the error wraps ErrStepTimeout. A signal the thread held,
+// or one that reaches it before the instruction runs, is queued again when
+// the world resumes. A thread stopped at a clone, fork or exec event first
+// finishes that system call (see settle).
 func (w *World) Step(tid int, timeout time.Duration) error {
 	th, err := w.thread(tid)
 	if err != nil {
@@ -173,6 +181,31 @@ func (w *World) Step(tid int, timeout time.Duration) error {
 	case !th.stopped:
 		return &ThreadError{Tid: tid, Op: "step", Err: ErrRunning}
 	}
+	if err := w.settle(th); err != nil {
+		return err
+	}
+	return w.step(th, timeout)
+}
+
+// settle brings a thread stopped at a clone, fork, vfork-done or exec
+// event out of the system call it is still inside: one step completes the
+// call, which writes its result, and stops the thread at the call's return
+// without running an instruction. Registers read or written before that
+// would be stale or overwritten.
+func (w *World) settle(th *thread) error {
+	if !th.stopped || th.event == unix.PTRACE_EVENT_VFORK || !inSyscallEvent(th.event) {
+		return nil
+	}
+	if err := w.step(th, 10*time.Second); err != nil {
+		return fmt.Errorf("finishing the system call of thread %d: %w", th.tid, err)
+	}
+	th.event = 0
+	return nil
+}
+
+// step single-steps a stopped thread and waits for it to stop again.
+func (w *World) step(th *thread, timeout time.Duration) error {
+	tid := th.tid
 	if timeout <= 0 {
 		timeout = time.Second
 	}
@@ -184,6 +217,7 @@ func (w *World) Step(tid int, timeout time.Duration) error {
 		return &ThreadError{Tid: tid, Op: "step", Err: threadErr(err)}
 	}
 	th.stopped, th.stepping, th.regsOK, th.group = false, true, false, false
+	th.stepRestarts = 0
 	ok, werr := w.t.waitUntil(func() bool { return th.stopped || th.gone || w.p.done }, timeout)
 	if werr == nil && !ok && !th.gone {
 		if err := ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0); err == nil {
@@ -207,21 +241,47 @@ func (w *World) Step(tid int, timeout time.Duration) error {
 }
 
 // borrow picks a stopped thread of the traced process to run a remote
-// system call, preferring one that holds no signal.
+// system call, preferring one that holds no signal and stands in user
+// mode: a thread stopped at a fork, clone or exec event is first settled
+// out of that system call.
 func (w *World) borrow() (*thread, error) {
 	var best *thread
+	rank := func(th *thread) int {
+		r := 0
+		if inSyscallEvent(th.event) {
+			r += 2
+		}
+		if th.sig != 0 {
+			r++
+		}
+		return r
+	}
 	for _, th := range w.p.threads {
-		if th.gone || th.exiting || th.parked || !th.stopped {
+		if th.gone || th.exiting || th.parked || !th.stopped || th.event == unix.PTRACE_EVENT_VFORK {
 			continue
 		}
-		if best == nil || (best.sig != 0 && th.sig == 0) || (best.sig == 0) == (th.sig == 0) && th.tid < best.tid {
+		if best == nil || rank(th) < rank(best) || rank(th) == rank(best) && th.tid < best.tid {
 			best = th
 		}
 	}
 	if best == nil {
 		return nil, fmt.Errorf("no stopped thread to borrow: %w", ErrNoThread)
 	}
+	if err := w.settle(best); err != nil {
+		return nil, err
+	}
 	return best, nil
+}
+
+// inSyscallEvent reports whether a thread stopped at event is still
+// inside the system call that raised it.
+func inSyscallEvent(event int) bool {
+	switch event {
+	case unix.PTRACE_EVENT_CLONE, unix.PTRACE_EVENT_FORK, unix.PTRACE_EVENT_VFORK,
+		unix.PTRACE_EVENT_VFORK_DONE, unix.PTRACE_EVENT_EXEC:
+		return true
+	}
+	return false
 }
 
 // syscallSite finds a system-call instruction in executable memory (the

@@ -26,9 +26,9 @@
 // live-process options. A site the plan rejects is refused with its reason
 // and detail (see RejectedError) and never written. Emulated sites run the
 // instruction in emulate.X86 against the thread's registers and the
-// process's memory; the other accepted sites are single-stepped (see
-// Stats.XOLMethod). A site whose text in memory differs from the file is
-// refused too.
+// process's memory; the other accepted sites (XOL) run it out of line or
+// single-step it (see below). A site whose text in memory differs from the
+// file is refused too.
 //
 // # The hit path
 //
@@ -48,18 +48,29 @@
 // single-stepped instead, so the CPU executes the instruction (and raises
 // the real fault with its real siginfo).
 //
-// # Single steps
+// # Out of line
 //
-// A thread that must be stepped is held at the probe address. A service
-// goroutine stops the world, puts the original byte back, single-steps
-// every held thread, writes the int3 again and resumes the world (the
-// in-place method). A signal that arrives during a step stops the thread
-// before the instruction runs; the step is then made again and the signal
+// An XOL instruction that cannot raise an exception (no memory operand but
+// a RIP-relative one, no implicit memory access, no division, no x87) is
+// relocated by xol.RelocateX86 into a slot of an area mapped read-execute
+// near its module (trampoline.Place), and "boosted": at a hit the thread is
+// sent to the copy, which does what the original does and jumps back, with
+// no second trap and no other thread stopped. (A signal raised inside a copy
+// would be delivered with the instruction pointer in the slot, which the
+// tracer cannot correct before delivery; hence the restriction. Slot areas
+// stay mapped until the process execs or exits.)
+//
+// Every other XOL instruction is single-stepped in place: the thread is held
+// at the probe address, and a service goroutine stops the world, puts the
+// original byte back, single-steps every held thread, writes the int3 again
+// and resumes the world. A signal that arrives during a step stops the
+// thread before the instruction runs; the step is made again and the signal
 // delivered after it (as the kernel's uprobes defer signals during their
-// step). A fault raised by the instruction itself ends the step and is
-// delivered with the thread at the probe address, as the kernel does. The
-// method sits behind a small interface so that the out-of-line slots of
-// package xol can replace it.
+// step). A fault of the instruction itself ends the step and is delivered
+// with the thread at the probe address, as the kernel does. A string
+// instruction with a repeat prefix is stepped once per iteration. The
+// method sits behind a small interface, for a step of a relocated copy once
+// proc can make one without stopping the world.
 //
 // # Processes
 //
@@ -68,16 +79,19 @@
 // one batch) before it is detached and runs on; with it the child is traced
 // like its parent, its hits counted under the same probes. After an exec
 // the probes are resolved again in the new image; those that match nothing
-// there have no sites any more. New executable mappings are found at the
-// dynamic linker's rendezvous (an internal probe on _dl_debug_state, which
-// ld.so calls after every change to its list of objects, before their code
-// runs) and by a periodic look at /proc/PID/maps.
+// there have no sites any more. The new image runs from the exec until the
+// engine has served the event (proc reports it without stopping the
+// process): its hits in that window are missed. New executable mappings
+// are found at the dynamic linker's rendezvous (an internal probe on
+// _dl_debug_state, which ld.so calls after every change to its list of
+// objects, before their code runs) and by a periodic look at
+// /proc/PID/maps.
 //
 // # What it does not do
 //
 // probe does not decode (decode), decide (plan), emulate (emulate), patch
 // text (batchpatch) or control processes (proc): it puts them together. It
-// has no trampolines yet (no site is served without a trap) and no return
-// probes. The engine runs on linux/amd64; elsewhere Spawn and Attach return
+// does not use the no-trap trampolines of package trampoline yet, and has
+// no return probes. The engine runs on linux/amd64; elsewhere Spawn and Attach return
 // an error wrapping ErrNotSupported.
 package probe

@@ -447,3 +447,44 @@ func TestSpecs(t *testing.T) {
 	r.finish(t, time.Minute)
 	wantHits(t, r.tr.Stats(), map[string]uint64{"k_push": 5})
 }
+
+// TestDetachAfterTextChange detaches after the program's text changed
+// under a probe (as a program that rewrites its code would): the batch
+// fails as a whole, and every site that still holds its int3 is restored
+// one by one.
+func TestDetachAfterTextChange(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startServer(t, exe)
+	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Add("k_push", "k_nop"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 5)
+	var nop uint64
+	for _, p := range tr.Stats().Probes {
+		if p.Spec == "k_nop" && len(p.Sites) == 1 {
+			nop = p.Sites[0].RuntimeAddr
+		}
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", s.cmd.Process.Pid), os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = mem.WriteAt([]byte{0x90}, int64(nop)) // the nop the int3 replaced
+	mem.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Detach(); err != nil {
+		t.Fatalf("detach: %v", err)
+	}
+	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	s.work(t, exe, 5)
+}

@@ -108,7 +108,7 @@ func needPtrace(t *testing.T) {
 	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
 		t.Skip("live probes need linux/amd64")
 	}
-	tr, err := probe.Spawn([]string{"/bin/true"}, nil)
+	tr, err := probe.Spawn([]string{testenv.MustHaveTool(t, "true")}, nil)
 	if err != nil {
 		testenv.Unavailable(t, "cannot trace a child: %v", err)
 	}

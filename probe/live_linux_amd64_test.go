@@ -45,11 +45,20 @@ func TestFixtureEveryFunction(t *testing.T) {
 			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
 		}
 	}
-	t.Logf("traps %d, emulated %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Stepped, st.Fallbacks, st.Batches)
+	t.Logf("traps %d, emulated %d, boosted %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Boosted, st.Stepped, st.Fallbacks, st.Batches)
+	for sym, boosted := range map[string]bool{"k_sse": true, "k_riprel": true, "k_lock": true, "k_rep_stos": false} {
+		for _, p := range st.Probes {
+			for _, s := range p.Sites {
+				if s.Symbol == sym && (s.Boosted == s.Hits) != boosted {
+					t.Errorf("%s: %d of %d hits boosted", sym, s.Boosted, s.Hits)
+				}
+			}
+		}
+	}
 	for _, p := range st.Probes {
 		for _, s := range p.Sites {
-			if s.Strategy == plan.XOL && s.Hits > 0 && s.Stepped != s.Hits {
-				t.Errorf("%s: xol site with %d hits, %d stepped", s.Symbol, s.Hits, s.Stepped)
+			if s.Strategy == plan.XOL && s.Hits > 0 && s.Stepped+s.Boosted != s.Hits {
+				t.Errorf("%s: xol site with %d hits, %d stepped, %d boosted", s.Symbol, s.Hits, s.Stepped, s.Boosted)
 			}
 		}
 	}

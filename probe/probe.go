@@ -141,10 +141,11 @@ type SiteStats struct {
 	Strategy    plan.Strategy
 	Reason      plan.Reason
 	Detail      string
-	// Hits counts the hits of this probe at this site; Emulated and
-	// Stepped say how the instruction was executed (a hit whose emulation
-	// was refused at run time is stepped).
-	Hits, Emulated, Stepped uint64
+	// Hits counts the hits of this probe at this site; Emulated, Boosted
+	// and Stepped say how the instruction was executed: emulated, run as a
+	// relocated copy in a slot without a second trap, or single-stepped in
+	// place (a hit whose emulation was refused at run time is stepped).
+	Hits, Emulated, Boosted, Stepped uint64
 	// Live is false once the site is gone: its module was unmapped or the
 	// process exec'd or exited.
 	Live bool
@@ -170,17 +171,19 @@ type Stats struct {
 	Probes []ProbeStats // in the order they were added
 	// DroppedEvents counts events that found the Events channel full.
 	DroppedEvents uint64
-	// Traps counts the traps served; Emulated and Stepped how the
-	// displaced instructions ran; Fallbacks the emulations refused at run
-	// time (an access another thread could see half-done, a fault...)
-	// that were stepped instead.
-	Traps, Emulated, Stepped, Fallbacks uint64
+	// Traps counts the traps served; Emulated, Boosted and Stepped how
+	// the displaced instructions ran (see SiteStats); Fallbacks the
+	// emulations refused at run time (an access another thread could see
+	// half-done, a fault...) that were stepped instead.
+	Traps, Emulated, Boosted, Stepped, Fallbacks uint64
 	// DeferredSignals counts the signals that stopped a thread about to
 	// be stepped, before the instruction: each was delivered after it.
 	DeferredSignals uint64
-	// XOLMethod names how non-emulated instructions are executed:
-	// "in-place step" (the original byte is put back while every thread is
-	// stopped, the thread single-stepped, the int3 written again).
+	// XOLMethod says how the instructions that are not emulated are
+	// executed: out of line, in a slot, as a relocated copy that jumps back
+	// (no second trap), for the instructions that cannot fault; the others
+	// single-stepped in place (the original byte put back while every
+	// thread is stopped, the thread stepped, the int3 written again).
 	XOLMethod string
 	// Batches counts the stop-the-world passes that wrote text, and
 	// Patches the bytes they wrote.

@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/testenv"
@@ -36,6 +38,7 @@ import (
 // sees it.
 func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe.Stats {
 	t.Helper()
+	defer pinToOneCPU(t)()
 	plain := exec.Command(argv[0], argv[1:]...)
 	plain.Env = env
 	var plainErr bytes.Buffer
@@ -118,14 +121,46 @@ func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe
 		t.Errorf("output under kernel uprobes differs from an untraced run (%d bytes vs %d)", len(kout), len(want))
 	}
 	report := compareWithKernel(t, stats, sites, kcounts)
-	t.Logf("%s\n%s; traced in %v: %d traps (%.0f us each), %d emulated, %d stepped, %d emulations refused at run time; %d sites the kernel refuses not compared\nmost hit:\n%s",
+	t.Logf("%s\n%s; traced in %v: %d traps (%.0f us each), %d emulated, %d boosted, %d stepped, %d emulations refused at run time; %d sites the kernel refuses not compared\nmost hit:\n%s",
 		strings.Join(argv, " "), report, traced.Round(time.Millisecond), stats.Traps,
-		float64(traced.Microseconds())/float64(max(stats.Traps, 1)), stats.Emulated, stats.Stepped, stats.Fallbacks,
+		float64(traced.Microseconds())/float64(max(stats.Traps, 1)), stats.Emulated, stats.Boosted, stats.Stepped, stats.Fallbacks,
 		len(skipped), topSites(stats, kcounts, 12))
 	for _, s := range skipped {
 		t.Logf("not compared: %s", s)
 	}
 	return stats
+}
+
+// pinToOneCPU runs every thread of the test process, and so the programs
+// it starts, on one CPU until the function it returns is called. It is only
+// for speed: a traced hit wakes the tracer and then the tracee, and on an
+// idle virtual machine a wake-up on another CPU costs about 50 µs, which
+// makes a hit several times slower than when both share a CPU (see
+// docs/BENCHMARKS.md). Nothing the tests check depends on it.
+func pinToOneCPU(t *testing.T) func() {
+	t.Helper()
+	var old unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &old); err != nil || old.Count() < 2 {
+		return func() {}
+	}
+	cpu := 0
+	for ; cpu < 1024 && !old.IsSet(cpu); cpu++ {
+	}
+	var one unix.CPUSet
+	one.Set(cpu)
+	setAll := func(set *unix.CPUSet) {
+		tasks, err := os.ReadDir("/proc/self/task")
+		if err != nil {
+			return
+		}
+		for _, task := range tasks {
+			if tid, err := strconv.Atoi(task.Name()); err == nil {
+				unix.SchedSetaffinity(tid, set)
+			}
+		}
+	}
+	setAll(&one)
+	return func() { setAll(&old) }
 }
 
 // entryAnchor returns the entry point of the executable exe as a kernel
@@ -193,7 +228,7 @@ func TestSortAgainstKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "LC_ALL=C")
-	realRun(t, []string{sortPath, in}, env, []string{"*", "*@plt"}, 3*time.Minute)
+	realRun(t, []string{sortPath, in}, env, []string{"*", "*@plt"}, 5*time.Minute)
 }
 
 // sortInput returns about n bytes of lines of random words (about 70
@@ -227,27 +262,40 @@ print(len(text), sum(data["primes"]), json.loads(text)["words"][:2])
 // TestPythonAgainstKernel probes every function the python3 interpreter
 // exports (see pythonTarget) while it runs a small script, without the
 // site module (-S) to keep the number of calls down.
+//
+// Both runs must make the same calls. The interpreter gets a fixed string
+// hash seed (PYTHONHASHSEED=0; hence -s and no -I, which would ignore the
+// variable and randomize the hashes), an environment without any other
+// PYTHON* variable, and byte-compiled modules from a cache of the test's
+// own (-X pycache_prefix, filled by a first run), so that whatever another
+// python writes into the system's caches meanwhile, both runs load the same
+// files (compiling a module instead of loading it makes very different
+// calls). The address-space layout is the same in both (see TestMain and
+// entryAnchor): python's method cache is indexed by addresses.
 func TestPythonAgainstKernel(t *testing.T) {
-	if !testenv.Long() {
-		// The traced run and the kernel-counted run are two runs of the
-		// interpreter; under -I its string hashing is randomized, and a
-		// few functions' counts have been seen to differ by a handful of
-		// hits between runs. Until both counts come from one run this
-		// comparison runs only on request.
-		t.Skip("python3 comparison runs with PROBEOPT_LONG=1 (two interpreter runs are not yet repeatable)")
-	}
 	needPtrace(t)
 	needKernelUprobes(t)
 	py, specs := pythonTarget(t)
-	script := filepath.Join(t.TempDir(), "script.py")
+	dir := t.TempDir()
+	script := filepath.Join(dir, "script.py")
 	if err := os.WriteFile(script, []byte(pythonScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	env := append(os.Environ(), "PYTHONHASHSEED=0")
-	realRun(t, []string{py, "-I", "-S", "-B", script}, env, specs, 4*time.Minute)
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "PYTHON") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "PYTHONHASHSEED=0")
+	prefix := "pycache_prefix=" + filepath.Join(dir, "pycache")
+	warm := exec.Command(py, "-s", "-S", "-X", prefix, script)
+	warm.Env = env
+	if out, err := warm.CombinedOutput(); err != nil {
+		t.Fatalf("%s: %v\n%s", py, err, out)
+	}
+	realRun(t, []string{py, "-s", "-S", "-B", "-X", prefix, script}, env, specs, 8*time.Minute)
 }
-
-var _ = strconv.Itoa
 
 // pythonTarget finds the python3 interpreter on PATH and the specs of
 // every function it exports: the executable's dynamic symbols and, for an

@@ -25,11 +25,11 @@ type held struct {
 
 // xolExecutor executes the instruction an int3 displaced, for threads held
 // at the site, while every thread of the process is stopped. The in-place
-// method is the one there is; out-of-line slots (package xol) would be
-// another.
+// method is the one there is: a single step of a relocated copy in a slot
+// (xol.X86Copy.Enter and Fixup) would be another, once the step can be made
+// without stopping the world. (Copies that need no step, the boosted ones,
+// do not come here: see slot_linux_amd64.go.)
 type xolExecutor interface {
-	// name is what Stats.XOLMethod reports.
-	name() string
 	// run executes the instruction of s once for each of tids, which are
 	// stopped at s.addr. It returns, per thread, nil or why it could not,
 	// and how many signals it delivered after the instruction rather than
@@ -42,8 +42,6 @@ type xolExecutor interface {
 // Every other thread is stopped meanwhile, so none can run past the site
 // unseen.
 type inPlace struct{}
-
-func (inPlace) name() string { return "in-place step" }
 
 // Bounds of one step of a held thread.
 const (
@@ -175,8 +173,6 @@ func (tg *target) serve() {
 	if tg.closed {
 		return
 	}
-	debugf("serve %d", tg.pid)
-	defer debugf("serve %d done", tg.pid)
 	released := map[int]bool{}
 	_, err := tg.p.Stopped(func(w *proc.World) error {
 		if tg.sync(w) {

@@ -19,6 +19,7 @@ import (
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/xol"
 )
 
 // rendezvousSymbol is the function the GNU and musl dynamic linkers call
@@ -40,8 +41,8 @@ type siteCounter struct {
 	addr     uint64
 	decision plan.Decision
 
-	hits, emulated, stepped atomic.Uint64
-	live                    atomic.Bool
+	hits, emulated, stepped, boosted atomic.Uint64
+	live                             atomic.Bool
 }
 
 // module is one file mapped executable in a target, at one load bias.
@@ -67,6 +68,9 @@ type liveSite struct {
 	// sema is the run-time address of the USDT semaphore this site
 	// incremented, 0 if none.
 	sema uint64
+	// boost is the relocated copy of an XOL instruction that runs in a
+	// slot without a second trap, nil when it is stepped in place.
+	boost *xol.X86Copy
 }
 
 // target is one traced address space: a process and its threads.
@@ -92,6 +96,8 @@ type target struct {
 	// execs is the number of execs (proc.World.Execs) of the image the
 	// state above describes.
 	execs int
+	// areas are the slot areas of boosted copies (see slot_linux_amd64.go).
+	areas []*slotArea
 
 	hmu  sync.Mutex
 	held []held
@@ -154,6 +160,7 @@ func (tg *target) sync(w *proc.World) bool {
 	}
 	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
 	tg.exe, tg.mapsKey = "", ""
+	tg.areas = nil
 	tg.takeHeld()
 	tg.multi.Store(false)
 	_ = tg.openMem()
@@ -408,6 +415,9 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 			delete(next, addr)
 			continue
 		}
+		if s.ps.decision.Strategy == plan.XOL && !tg.t.opts.StepOnly {
+			s.boost = tg.boost(w, s)
+		}
 		patches = append(patches, batchpatch.Patch{Addr: addr, Old: []byte{s.ps.code[0]}, New: []byte{int3}})
 		added = append(added, s)
 	}
@@ -484,6 +494,7 @@ func (tg *target) publish() {
 			addr:       addr,
 			inst:       &s.ps.inst,
 			emulate:    s.ps.decision.Strategy == plan.Emulate,
+			boost:      s.boost,
 			refs:       append([]ref(nil), s.refs...),
 			rendezvous: s.rendezvous,
 		}

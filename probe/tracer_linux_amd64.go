@@ -49,7 +49,7 @@ type Tracer struct {
 	// emulated, stepped and fallbacks count the executions of displaced
 	// instructions.
 	emulated, stepped, fallbacks atomic.Uint64
-	deferred                     atomic.Uint64
+	deferred, boosted            atomic.Uint64
 
 	wg      sync.WaitGroup
 	done    chan struct{} // closed when the root process has exited or was detached
@@ -67,6 +67,9 @@ type probeState struct {
 	refused  []RejectedError
 	errs     []error // why the spec could not be resolved in some module
 }
+
+// xolMethod is what Stats.XOLMethod says.
+const xolMethod = "out-of-line copies in slots without a second trap (xol.RelocateX86, boosted) for instructions that cannot fault; in-place single steps otherwise"
 
 // procOptions are the options of every traced process: forked children
 // are always kept (and stopped) at first, so that their int3 bytes can be
@@ -385,9 +388,10 @@ func (t *Tracer) Stats() Stats {
 		Traps:           t.traps.Load(),
 		Emulated:        t.emulated.Load(),
 		Stepped:         t.stepped.Load(),
+		Boosted:         t.boosted.Load(),
 		Fallbacks:       t.fallbacks.Load(),
 		DeferredSignals: t.deferred.Load(),
-		XOLMethod:       t.root.xol.name(),
+		XOLMethod:       xolMethod,
 		Batches:         t.batches,
 		Patches:         t.patches,
 	}
@@ -399,7 +403,7 @@ func (t *Tracer) Stats() Stats {
 		for _, c := range p.counters {
 			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
 				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
-				Hits: c.hits.Load(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Live: c.live.Load()}
+				Hits: c.hits.Load(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load()}
 			ps.Hits += s.Hits
 			ps.Sites = append(ps.Sites, s)
 		}
@@ -453,7 +457,12 @@ func (tg *target) detach() error {
 		tg.sync(w)
 		tg.commit(w, map[uint64]*liveSite{}, &res)
 		if len(res.errs) > 0 {
-			return res.errs[0]
+			// The batch failed as a whole (a site no longer holds our
+			// int3: the program rewrote its text, say): restore, one by
+			// one, every site that still does, and leave the others.
+			if err := tg.restoreEach(w); err != nil {
+				return errors.Join(res.errs[0], err)
+			}
 		}
 		inflight = tg.inflight(w)
 		return nil
@@ -476,6 +485,29 @@ func (tg *target) detach() error {
 	tg.closed = true
 	_, _ = tg.p.SetTrapHandler(nil)
 	return tg.p.Detach()
+}
+
+// restoreEach puts the original byte back at every installed site that
+// still holds an int3, one patch at a time, and forgets every site. The
+// world is stopped.
+func (tg *target) restoreEach(w *proc.World) error {
+	var errs []error
+	var b [1]byte
+	for addr, s := range tg.sites {
+		if w.ReadMemory(addr, b[:]) == nil && b[0] == int3 {
+			p := []batchpatch.Patch{{Addr: addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}}}
+			if r, err := batchpatch.ApplyStopped(w, p, &batchpatch.Options{MaxSteps: -1}); err != nil || r.Err() != nil {
+				errs = append(errs, fmt.Errorf("restore %#x: %w", addr, errors.Join(err, r.Err())))
+				continue
+			}
+		}
+		tg.semaphore(w, s, -1)
+		tg.retired[addr] = s.ps.code[0]
+		tg.forget(s)
+	}
+	tg.sites = map[uint64]*liveSite{}
+	tg.publish()
+	return errors.Join(errs...)
 }
 
 // inflight reports whether a thread has executed one of the removed int3
@@ -537,7 +569,6 @@ func (tg *target) eventLoop() {
 
 // onEvent handles one event of a target.
 func (t *Tracer) onEvent(tg *target, ev proc.Event) {
-	debugf("event %d: %v pid %d tid %d new %d child %v", tg.pid, ev.Kind, ev.Pid, ev.Tid, ev.NewPid, ev.Child != nil)
 	switch ev.Kind {
 	case proc.EventClone:
 		tg.multi.Store(true)
@@ -566,8 +597,6 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		return
 	}
 	t.mu.Lock()
-	debugf("fork %d -> %d", parent.pid, child.Pid())
-	defer debugf("fork %d -> %d done", parent.pid, child.Pid())
 	if !t.opts.FollowForks || t.closed {
 		defer t.mu.Unlock()
 		addrs := map[uint64]byte{}
@@ -578,15 +607,13 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 			addrs[a] = b
 		}
 		_, err := child.Stopped(func(w *proc.World) error { return cleanChild(w, addrs) })
-		debugf("fork clean %d: %v", child.Pid(), err)
 		if err != nil {
 			// The child keeps int3 bytes it cannot survive without us:
 			// better it never runs.
 			_ = child.Kill()
 			return
 		}
-		err = child.Detach()
-		debugf("fork detach %d: %v", child.Pid(), err)
+		_ = child.Detach()
 		return
 	}
 	inherited := map[uint64]*liveSite{}
@@ -675,7 +702,6 @@ func (t *Tracer) onExec(tg *target) {
 	if tg.closed {
 		return
 	}
-	debugf("exec %d", tg.pid)
 	_, _ = tg.p.Stopped(func(w *proc.World) error {
 		tg.rescanStopped(w)
 		return nil

@@ -15,6 +15,7 @@ import (
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/xol"
 )
 
 // int3 is the x86-64 breakpoint instruction.
@@ -26,6 +27,7 @@ type entry struct {
 	addr       uint64
 	inst       *decode.X86Inst
 	emulate    bool
+	boost      *xol.X86Copy
 	refs       []ref
 	rendezvous bool
 }
@@ -49,13 +51,10 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	tab := tg.tab.Load()
 	e := tab.entries[ctx.Addr]
 	if e == nil {
-		a := tg.stray(ctx, tab)
-		debugf("stray trap %d/%d at %#x: %v", ctx.Pid, ctx.Tid, ctx.Addr, a)
-		return a
+		return tg.stray(ctx, tab)
 	}
 	switch b, ok := tg.textByte(ctx.Addr); {
 	case !ok:
-		debugf("trap %d/%d at %#x: address space gone", ctx.Pid, ctx.Tid, ctx.Addr)
 		// The address space this table describes is gone (an exec the
 		// event loop has not seen yet): the trap belongs to the new image.
 		return proc.TrapPass
@@ -101,6 +100,13 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 			return proc.TrapResume
 		}
 		t.fallbacks.Add(1)
+	}
+	if e.boost != nil && !t.opts.StepOnly && !e.rendezvous && enterBoost(e.boost, ctx.Regs, ctx.Addr) {
+		t.boosted.Add(1)
+		for _, r := range e.refs {
+			r.c.boosted.Add(1)
+		}
+		return proc.TrapResume
 	}
 	ctx.Regs.SetPC(ctx.Addr)
 	tg.hold(held{tid: ctx.Tid, addr: ctx.Addr, step: true, rendezvous: e.rendezvous, refs: e.refs})

@@ -34,13 +34,15 @@ type benchTraceRow struct {
 	// or xol, as the linux-uprobes policy predicts it); KernelNs its cost.
 	KernelPath string  `json:"kernel_path"`
 	KernelNs   float64 `json:"kernel_ns"`
-	// EmulatedNs is probeopt's hit with the instruction emulated (0 when
-	// the plan does not emulate it); SteppedNs with it single-stepped in
-	// place.
-	EmulatedNs float64 `json:"emulated_ns"`
-	SteppedNs  float64 `json:"stepped_ns"`
+	// ProbeoptPath is how probeopt runs the instruction by default:
+	// "emulated", or "boosted" (a relocated copy in a slot, no second
+	// trap), or "stepped" (in place); ProbeoptNs its cost. SteppedNs is
+	// the cost with every hit single-stepped in place (--step-only).
+	ProbeoptPath string  `json:"probeopt_path"`
+	ProbeoptNs   float64 `json:"probeopt_ns"`
+	SteppedNs    float64 `json:"stepped_ns"`
 	// The ratios are probeopt / kernel.
-	EmulatedRatio float64 `json:"emulated_ratio"`
+	ProbeoptRatio float64 `json:"probeopt_ratio"`
 	SteppedRatio  float64 `json:"stepped_ratio"`
 }
 
@@ -60,7 +62,9 @@ function in a loop, and time a call of it, in one run:
 
   base       without a probe
   kernel     with a kernel uprobe (perf_event_open, the uprobe PMU, counting)
-  emulated   with a probeopt probe whose instruction is emulated
+  probeopt   with a probeopt probe, the way it runs the instruction by
+             default: emulated, or boosted (a relocated copy in a slot that
+             jumps back, no second trap)
   stepped    with a probeopt probe whose instruction is single-stepped in
              place (every other thread stopped meanwhile)
 
@@ -138,14 +142,10 @@ func benchTraceFuncsOf(kind string) (string, bool) {
 // printBenchTrace prints the report as a table.
 func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "first instruction\tbase\tkernel path\tkernel\temulated\tratio\tstepped\tratio\n")
+	fmt.Fprintf(tw, "first instruction\tbase\tkernel path\tkernel\tprobeopt path\tprobeopt\tratio\tstepped\tratio\n")
 	for _, r := range rep.Rows {
-		em, emr := "-", "-"
-		if r.EmulatedNs > 0 {
-			em, emr = btNs(r.EmulatedNs), btRatio(r.EmulatedRatio)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), r.KernelPath, btNs(r.KernelNs),
-			em, emr, btNs(r.SteppedNs), btRatio(r.SteppedRatio))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), r.KernelPath, btNs(r.KernelNs),
+			r.ProbeoptPath, btNs(r.ProbeoptNs), btRatio(r.ProbeoptRatio), btNs(r.SteppedNs), btRatio(r.SteppedRatio))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -155,7 +155,7 @@ func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 		calls = rep.Rows[0].Calls
 	}
 	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each, one run; ratios: probeopt / kernel.\n"+
-		"emulated: one trap served by a ptrace tracer; stepped: %s, two traps and a stop of every thread.\n", calls, rep.XOLMethod)
+		"emulated, boosted: one trap served by a ptrace tracer; stepped: in place, two traps and a stop of every thread.\n", calls)
 	return err
 }
 

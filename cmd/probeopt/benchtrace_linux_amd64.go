@@ -115,20 +115,18 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 			return nil, err
 		}
 		row.KernelNs = perCall(kernel, o.calls) - row.BaseNs
-		if s.strategy == plan.Emulate {
-			d, xol, err := benchTraceProbed(exe, kind, o.calls, s, false)
-			if err != nil {
-				return nil, err
-			}
-			rep.XOLMethod = xol
-			row.EmulatedNs = perCall(d, o.calls) - row.BaseNs
-			row.EmulatedRatio = row.EmulatedNs / row.KernelNs
-		}
-		d, xol, err := benchTraceProbed(exe, kind, o.calls, s, true)
+		d, path, xol, err := benchTraceProbed(exe, kind, o.calls, s, false)
 		if err != nil {
 			return nil, err
 		}
 		rep.XOLMethod = xol
+		row.ProbeoptPath = path
+		row.ProbeoptNs = perCall(d, o.calls) - row.BaseNs
+		row.ProbeoptRatio = row.ProbeoptNs / row.KernelNs
+		d, _, _, err = benchTraceProbed(exe, kind, o.calls, s, true)
+		if err != nil {
+			return nil, err
+		}
 		row.SteppedNs = perCall(d, o.calls) - row.BaseNs
 		row.SteppedRatio = row.SteppedNs / row.KernelNs
 		rep.Rows = append(rep.Rows, row)
@@ -232,17 +230,18 @@ func benchTraceRun(exe, kind string, calls int, attach func(pid int) (func() err
 
 // benchTraceProbed runs the target traced by probeopt with a probe on the
 // function (every hit single-stepped when step is set) and returns the time
-// of its loop and the XOL method.
-func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) (time.Duration, string, error) {
+// of its loop, how the hits ran ("emulated", "boosted" or "stepped") and
+// the XOL method.
+func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) (time.Duration, string, string, error) {
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		inR.Close()
 		inW.Close()
-		return 0, "", err
+		return 0, "", "", err
 	}
 	tr, err := probe.Spawn([]string{exe, "bench", "trace", "target", kind, strconv.Itoa(calls)},
 		&probe.SpawnOptions{Options: probe.Options{StepOnly: step}, Stdin: inR, Stdout: outW})
@@ -251,7 +250,7 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) 
 	if err != nil {
 		inW.Close()
 		outR.Close()
-		return 0, "", err
+		return 0, "", "", err
 	}
 	defer func() {
 		inW.Close()
@@ -259,31 +258,42 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) 
 		tr.Kill()
 	}()
 	if _, err := tr.Add(fmt.Sprintf("%#x", s.addr)); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	if err := tr.Resume(); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
 	d, err := benchTraceDialog(bufio.NewReader(outR), inW, nil)
 	if err != nil {
-		return 0, "", fmt.Errorf("bench trace target %s (traced): %w", kind, err)
+		return 0, "", "", fmt.Errorf("bench trace target %s (traced): %w", kind, err)
 	}
 	<-tr.Exited()
 	st := tr.Stats()
-	var hits, stepped uint64
+	var hits, stepped, emulated, boosted uint64
 	for _, p := range st.Probes {
 		for _, site := range p.Sites {
 			hits += site.Hits
 			stepped += site.Stepped
+			emulated += site.Emulated
+			boosted += site.Boosted
 		}
 	}
 	if hits != uint64(calls) {
-		return 0, "", fmt.Errorf("probe on %s: %d hits for %d calls", s.name, hits, calls)
+		return 0, "", "", fmt.Errorf("probe on %s: %d hits for %d calls", s.name, hits, calls)
 	}
 	if step && stepped != hits {
-		return 0, "", fmt.Errorf("probe on %s: %d of %d hits stepped", s.name, stepped, hits)
+		return 0, "", "", fmt.Errorf("probe on %s: %d of %d hits stepped", s.name, stepped, hits)
 	}
-	return d, st.XOLMethod, nil
+	// The way most hits ran (an emulation may be left to the CPU now and
+	// then: a stack the tracer had not seen yet, say).
+	path := "stepped"
+	switch {
+	case emulated > stepped && emulated >= boosted:
+		path = "emulated"
+	case boosted > stepped:
+		path = "boosted"
+	}
+	return d, path, st.XOLMethod, nil
 }
 
 // benchTraceDialog waits for the target's "ready", calls ready (when not

@@ -54,9 +54,10 @@ that end in "@plt".
 Each site is decided by the probeopt policy (see "probeopt explain"): a site
 it rejects is refused with its reason on stderr and never written; the
 others get an int3, written in one stop of the whole process. Each hit
-traps: the displaced instruction is emulated where the plan says so, and
-single-stepped in place otherwise (the original byte put back while every
-thread is stopped). A spec none of whose sites can be probed is an error;
+traps: the displaced instruction is emulated where the plan says so;
+otherwise it runs out of line, as a relocated copy in a slot that jumps back
+(for instructions that cannot fault), or is single-stepped in place (the
+original byte put back while every thread is stopped). A spec none of whose sites can be probed is an error;
 when no probe at all could be installed probeopt stops (killing CMD, or
 detaching from PID) with exit status 1.
 
@@ -112,6 +113,7 @@ type traceReport struct {
 	Probes    []traceProbe  `json:"probes"`
 	Traps     uint64        `json:"traps"`
 	Emulated  uint64        `json:"emulated"`
+	Boosted   uint64        `json:"boosted"`
 	Stepped   uint64        `json:"stepped"`
 	Fallbacks uint64        `json:"fallbacks"`
 	Dropped   uint64        `json:"dropped_events"`
@@ -147,6 +149,7 @@ type traceSite struct {
 	Reason      plan.Reason   `json:"reason"`
 	Hits        uint64        `json:"hits"`
 	Emulated    uint64        `json:"emulated"`
+	Boosted     uint64        `json:"boosted"`
 	Stepped     uint64        `json:"stepped"`
 	Live        bool          `json:"live"`
 }
@@ -253,7 +256,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 
 	st := tr.Stats()
 	rep := traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
-		Traps: st.Traps, Emulated: st.Emulated, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
+		Traps: st.Traps, Emulated: st.Emulated, Boosted: st.Boosted, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
 		Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
 	if !detached {
 		if es, err := tr.Wait(); err == nil {
@@ -264,7 +267,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Pending: p.Pending, Sites: []traceSite{}}
 		for _, s := range p.Sites {
 			tp.Sites = append(tp.Sites, traceSite{Pid: s.Pid, Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, RuntimeAddr: s.RuntimeAddr,
-				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Stepped: s.Stepped, Live: s.Live})
+				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Boosted: s.Boosted, Stepped: s.Stepped, Live: s.Live})
 		}
 		for _, r := range p.Refused {
 			tp.Refused = append(tp.Refused, traceRefuse{Module: r.Module, Symbol: r.Symbol, Addr: r.Addr, Reason: r.Reason, Detail: r.Detail})
@@ -340,7 +343,8 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 		return err
 	}
 	fmt.Fprintf(w, "\nprobes %d, sites %d, refused %d\n", len(rep.Probes), sites, refused)
-	fmt.Fprintf(w, "traps  %d: %d emulated, %d single-stepped (%s), %d emulations left to the CPU\n", rep.Traps, rep.Emulated, rep.Stepped, rep.XOL, rep.Fallbacks)
+	fmt.Fprintf(w, "traps  %d: %d emulated, %d run out of line in a slot, %d single-stepped in place (%d of them left to the CPU by the emulation)\n",
+		rep.Traps, rep.Emulated, rep.Boosted, rep.Stepped, rep.Fallbacks)
 	if rep.Dropped > 0 {
 		fmt.Fprintf(w, "events %d dropped\n", rep.Dropped)
 	}

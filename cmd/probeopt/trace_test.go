@@ -1,0 +1,256 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// traceTracee builds testdata/trace into a temporary directory of the test
+// and returns the path of its tracee program.
+func traceTracee(t *testing.T) string {
+	t.Helper()
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("trace needs linux/amd64")
+	}
+	testenv.MustHaveTool(t, "make")
+	testenv.MustHaveTool(t, "gcc")
+	dir := t.TempDir()
+	cmd := exec.Command("make", "-s", "-C", filepath.Join(fixture.Dir(t), "trace"), "OUT="+dir)
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("make -C testdata/trace: %v\n%s", err, b)
+	}
+	return filepath.Join(dir, "tracee")
+}
+
+func TestTraceUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"trace"},
+		{"trace", "main"},
+		{"trace", "--", "true"},
+		{"trace", "-p", "1", "main", "--", "true"},
+		{"trace", "-p", "-3", "main"},
+	} {
+		if _, stderr, code := runCLI(t, args...); code != exitUsage {
+			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, stderr)
+		}
+	}
+}
+
+// TestTraceCommand traces the fixture and checks the JSON report and the
+// refusal of a probe inside an instruction.
+func TestTraceCommand(t *testing.T) {
+	tracee := traceTracee(t)
+	bin := probeoptBinary(t)
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "c_sum", "k_syscall+1", "--", tracee, "work", "50")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(errb.String(), "operation not permitted") {
+			testenv.Unavailable(t, "ptrace: %s", errb.String())
+		}
+		t.Fatalf("trace: %v\n%s", err, errb.String())
+	}
+	want, err := exec.Command(tracee, "work", "50").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("the traced program printed %q, untraced %q", out.String(), want)
+	}
+	if !strings.Contains(errb.String(), "k_syscall+1") || !strings.Contains(errb.String(), "mid-instruction") {
+		t.Errorf("no refusal with its reason on stderr:\n%s", errb.String())
+	}
+	var rep traceReport
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	if rep.Exit == nil || rep.Exit.Code != 0 || rep.Detached || len(rep.Probes) != 2 || rep.XOL == "" {
+		t.Fatalf("report %+v", rep)
+	}
+	hits := map[string]uint64{}
+	for _, p := range rep.Probes {
+		for _, s := range p.Sites {
+			hits[s.Symbol] += s.Hits
+		}
+	}
+	for sym, w := range map[string]uint64{"k_push": 50, "k_mov": 100, "k_sse": 50, "c_sum": 50} {
+		if hits[sym] != w {
+			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
+		}
+	}
+}
+
+// TestTraceRefusedOnly checks that a command whose only probe is refused
+// fails with the reason.
+func TestTraceRefusedOnly(t *testing.T) {
+	tracee := traceTracee(t)
+	stdout, stderr, code := runBinary(t, "trace", "k_syscall+7", "--", tracee, "work", "1")
+	if code != exitFailed || !strings.Contains(stderr, "syscall") {
+		t.Errorf("exit %d, stderr %q, stdout %q; want %d and the reason", code, stderr, stdout, exitFailed)
+	}
+}
+
+// TestTraceSignalDetaches interrupts probeopt while it traces a server: it
+// must detach, report, and leave the server running with its text as in
+// its file.
+func TestTraceSignalDetaches(t *testing.T) {
+	tracee := traceTracee(t)
+	bin := probeoptBinary(t)
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "work", "--", tracee, "serve")
+	// Pipes of our own rather than StdinPipe and StdoutPipe, which Wait
+	// closes: the server goes on using them after probeopt has exited.
+	inR, in, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	cmd.Stdin = inR
+	outPipe, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outPipe.Close()
+	cmd.Stdout = outW
+	// A file, not a buffer: the server inherits probeopt's standard error
+	// and keeps it open after probeopt exits, so Wait would wait for the
+	// server to end before it stopped copying into a buffer.
+	errFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errFile.Close()
+	cmd.Stderr = errFile
+	errb := stderrText{errFile.Name()}
+	err = cmd.Start()
+	outW.Close()
+	inR.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(outPipe)
+	line := func() string {
+		l, err := out.ReadString('\n')
+		if err != nil {
+			t.Fatalf("read: %v (stderr %s)", err, errb.String())
+		}
+		return strings.TrimSpace(l)
+	}
+	if l := line(); l != "ready" {
+		t.Fatalf("server said %q", l)
+	}
+	answer := func(n int) string {
+		b, err := exec.Command(tracee, "work", fmt.Sprint(n)).Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return strings.Join(strings.Fields(string(b))[:3], " ")
+	}
+	fmt.Fprintln(in, 10)
+	if l := line(); l != answer(10) {
+		t.Fatalf("server answered %q", l)
+	}
+	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("probeopt after SIGINT: %v\n%s", err, errb.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("probeopt did not end after SIGINT")
+	}
+	var rep traceReport
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	if !rep.Detached || rep.Exit != nil {
+		t.Errorf("report %+v: want detached", rep)
+	}
+	// The server carries on, untraced, with the file's text.
+	fmt.Fprintln(in, 7)
+	if l := line(); l != answer(7) {
+		t.Fatalf("server answered %q after the detach", l)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", rep.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(status, []byte("TracerPid:\t0\n")) {
+		t.Errorf("the server is still traced:\n%s", status)
+	}
+	in.Close()
+	for i := 0; i < 100; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", rep.Pid)); err != nil {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("the server did not exit when its input closed")
+}
+
+// stderrText reads a file that receives a process's standard error.
+type stderrText struct{ path string }
+
+func (s stderrText) String() string {
+	b, _ := os.ReadFile(s.path)
+	return string(b)
+}
+
+// TestBenchTrace runs "bench trace" with few calls and checks the report's
+// shape. Timings are not checked: they depend on the machine.
+func TestBenchTrace(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("bench trace needs linux/amd64")
+	}
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "bench trace needs root for kernel uprobes")
+	}
+	stdout, stderr, code := runBinary(t, "bench", "trace", "--calls", "300", "--json")
+	if code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	var rep benchTraceReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, stdout)
+	}
+	if len(rep.Rows) != len(benchTraceKinds) || rep.XOLMethod == "" {
+		t.Fatalf("report %+v", rep)
+	}
+	for _, r := range rep.Rows {
+		if r.Calls != 300 || r.KernelNs <= 0 || r.SteppedNs <= 0 || r.SteppedRatio <= 0 || r.Instruction == "" ||
+			(r.KernelPath != "emulate" && r.KernelPath != "xol") || r.ProbeoptNs <= 0 ||
+			(r.Kind == "sse") != (r.ProbeoptPath == "boosted") || (r.Kind != "sse") != (r.ProbeoptPath == "emulated") {
+			t.Errorf("row %+v", r)
+		}
+	}
+	if _, stderr, code := runBinary(t, "bench", "trace", "--calls", "0"); code != exitUsage {
+		t.Errorf("--calls 0: exit %d (%s)", code, stderr)
+	}
+}

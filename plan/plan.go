@@ -126,10 +126,15 @@ type Options struct {
 	// PageSize is the page size in bytes for the nop5 page-crossing rule;
 	// 0 means 4096.
 	PageSize uint64
-	// Live is set when the probe goes into a running process: a detour
-	// must then not displace past a call or system call, where a thread
-	// may be waiting to return.
+	// Live is set when the probe goes into a running process. A detour
+	// is judged as for a live process in every case (a displaced call
+	// must come last: a thread inside the callee returns after the
+	// replaced bytes), so Live changes no x86-64 decision today.
 	Live bool
+	// NoTrampolines leaves the no-trap strategies out: the decision is
+	// the best trap strategy (emulate, xol) or a rejection. A tracer uses
+	// it for sites whose trampoline it could not place.
+	NoTrampolines bool
 	// Rules asks for Decision.Rules, every rule with what it found (for
 	// explanations; it costs time in bulk scans).
 	Rules bool

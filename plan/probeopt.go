@@ -6,19 +6,9 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
-
-// Capabilities that do not exist yet. When the trampoline package can
-// generate them, plan asks it instead of these constants; the checks below
-// already run so that explain shows what a trampoline would meet.
-const (
-	haveTrampolineNop    = false
-	haveTrampolineDetour = false
-)
-
-// detourLen is the size of the jmp rel32 a detour writes.
-const detourLen = 5
 
 func probeoptX86(s *Site, o *Options) Decision {
 	d := newDecision(Probeopt, o)
@@ -33,16 +23,8 @@ func probeoptX86(s *Site, o *Options) Decision {
 	}
 
 	// No-trap strategies first: they are the cheapest per hit.
-	nopLen := x86NopRun(s.Code)
-	if nopLen == 5 || nopLen == 10 || nopLen == 6 || nopLen == 11 {
-		d.rule("trampoline-nop", Fail, "a %d-byte NOP site a jump to a trampoline could replace, but probeopt has no trampoline generator yet", nopLen)
-	} else {
-		d.rule("trampoline-nop", Info, "not a nop5 or nop10 site")
-	}
-	if msg, ok := detourX86(s, o); ok {
-		d.rule("trampoline-detour", Fail, "the function-wide checks pass (%s), but probeopt has no trampoline generator yet", msg)
-	} else {
-		d.rule("trampoline-detour", Fail, "%s", msg)
+	if r, ok := trampolineX86(&d, s, o); ok {
+		return r
 	}
 
 	// One trap: emulation.
@@ -95,8 +77,7 @@ func probeoptARM64(s *Site, o *Options) Decision {
 		}
 		d.rule("exclusive-window", Pass, "not inside a load/store-exclusive sequence")
 	}
-	d.rule("trampoline-nop", Fail, "probeopt has no arm64 trampoline generator yet")
-	d.rule("trampoline-detour", Fail, "probeopt has no arm64 trampoline generator yet")
+	d.rule("trampoline", Fail, "probeopt has no arm64 trampoline generator yet")
 	// One trap: emulation.
 	if err := emulate.ARM64Supported(&inst); err == nil {
 		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
@@ -215,53 +196,58 @@ func nopLen(code []byte) int {
 	return inst.Len
 }
 
-// detourX86 runs the function-wide checks a detour needs at the site: the
-// instructions displaced by a 5-byte jump all decode inside the function
-// and can run from elsewhere, no direct branch of the function lands
-// inside them, the function has no indirect jump (a jump table could land
-// inside them), and in a live process none but the last is a call or
-// system call. It returns a description and whether every check passed.
-func detourX86(s *Site, o *Options) (string, bool) {
-	fn := s.Func
-	if fn == nil {
-		return "no function: the function-wide checks cannot run", false
+// trampolineX86 decides whether the site can be rewritten into a jump to
+// a trampoline (package trampoline): a NOP site, or a detour of the whole
+// instructions that cover the jump. trampoline.AnalyzeX86 judges the
+// replaced instructions themselves; the checks over the whole function are
+// made here: no direct branch of the function lands strictly inside the
+// replaced bytes (a branch to their first byte meets the jump), and, for a
+// detour, the function has no indirect jump (a jump table could land
+// inside them). It reports the decision when a trampoline is taken.
+func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
+	if o.NoTrampolines {
+		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
+		return Decision{}, false
 	}
-	start := s.Addr - fn.Addr
-	if start >= uint64(len(fn.Code)) {
-		return "outside the function", false
-	}
-	code := fn.Code[start:]
-	var inst decode.X86Inst
-	n := 0
-	var calls []string
-	count := 0
-	for n < detourLen {
-		if n >= len(code) {
-			return fmt.Sprintf("the function ends %d bytes after the site; a detour needs %d", n, detourLen), false
+	code := s.Code
+	if s.Func != nil {
+		if off := s.Addr - s.Func.Addr; s.Addr >= s.Func.Addr && off < uint64(len(s.Func.Code)) {
+			code = s.Func.Code[off:]
 		}
-		if err := (decode.X86Decoder{Vendor: o.Vendor}).Decode(code[n:], s.Addr+uint64(n), &inst); err != nil {
-			return fmt.Sprintf("the instruction at %#x does not decode: %v", s.Addr+uint64(n), err), false
+	}
+	opts := &trampoline.SiteOptions{Vendor: o.Vendor, NopOnly: s.Func == nil}
+	ts, err := trampoline.AnalyzeX86(s.Addr, code, opts)
+	if err != nil {
+		var se *trampoline.SiteError
+		msg := err.Error()
+		if errors.As(err, &se) {
+			msg = se.Reason
 		}
-		if _, err := xol.CheckX86(&inst); err != nil {
-			return fmt.Sprintf("the instruction at %#x cannot be moved: %v", s.Addr+uint64(n), err), false
+		if s.Func == nil {
+			msg += " (no function is known, so only a NOP site could take a trampoline)"
 		}
-		if inst.Branch == decode.BranchCall || inst.Branch == decode.BranchCallIndirect || inst.Branch == decode.BranchSyscall {
-			calls = append(calls, fmt.Sprintf("%#x", s.Addr+uint64(n)))
+		d.rule("trampoline", Fail, "%s", msg)
+		return Decision{}, false
+	}
+	replaced := fmt.Sprintf("%s replaced at %#x", plural(ts.Len, "byte"), ts.PatchAddr)
+	if s.Func != nil {
+		if t, ok := s.Func.BranchTargetIn(ts.PatchAddr, ts.PatchAddr+uint64(ts.Len)); ok {
+			d.rule("trampoline", Fail, "a branch of the function lands at %#x, inside the %s", t, replaced)
+			return Decision{}, false
 		}
-		n += inst.Len
-		count++
 	}
-	if n > len(code) {
-		return fmt.Sprintf("the displaced instructions run past the function end"), false
+	if ts.Kind == trampoline.SiteNop {
+		d.rule("trampoline", Pass, "a NOP site: %s by a jump to a slot", replaced)
+		return d.finish(TrampolineNop, ReasonTrampolineNop, "a NOP site rewritten into a jump to a trampoline: %s, no trap", replaced), true
 	}
-	if t, ok := fn.BranchTargetIn(s.Addr, s.Addr+uint64(n)); ok {
-		return fmt.Sprintf("a branch of the function lands at %#x, inside the %d displaced bytes", t, n), false
+	if n := s.Func.IndirectJumps; n > 0 {
+		d.rule("trampoline", Fail, "a detour would displace %d instruction(s), but the function has %d indirect jump(s): a jump table could land inside them", ts.Run, n)
+		return Decision{}, false
 	}
-	if fn.IndirectJumps > 0 {
-		return fmt.Sprintf("the function has %d indirect jump(s) (a jump table could land inside the displaced bytes)", fn.IndirectJumps), false
+	what := fmt.Sprintf("%s moved to the slot", plural(ts.Run, "instruction"))
+	if ts.Calls {
+		what += ", the last a call"
 	}
-	if o.Live && len(calls) > 0 && (len(calls) > 1 || calls[0] != fmt.Sprintf("%#x", s.Addr+uint64(n)-uint64(inst.Len))) {
-		return fmt.Sprintf("a call at %s is displaced but not last: a thread inside it would return into the replaced bytes", calls[0]), false
-	}
-	return fmt.Sprintf("%s, %d bytes displaced", plural(count, "instruction"), n), true
+	d.rule("trampoline", Pass, "a detour: %s, %s; no branch lands inside them and the function has no indirect jump", replaced, what)
+	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: %s by a jump to a trampoline, %s and run there, no trap", replaced, what), true
 }

@@ -10,26 +10,32 @@ import (
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
 
 // TestProbeoptAsksThePackages checks that the probeopt policy follows what
-// the emulate and xol packages say, whatever they support today: emulate
-// when emulate.X86Supported accepts, else xol when xol.CheckX86 accepts,
-// else reject with xol's refusal code; and that a nop5 or nop10 site is
-// reported as a trampoline candidate that does not exist yet.
+// the trampoline, emulate and xol packages say, whatever they support
+// today: a trampoline when trampoline.AnalyzeX86 accepts the site, else
+// emulate when emulate.X86Supported accepts, else xol when xol.CheckX86
+// accepts, else reject with xol's refusal code. With NoTrampolines the
+// decision is the trap strategy alone.
 func TestProbeoptAsksThePackages(t *testing.T) {
 	for _, h := range []string{
 		"90", "55", "4889f8", "488b0510000000", "c3", "ffd0", "e800000000", "7400", "0f05", "cc", "0f0b",
 		"f30f1efa", "9c", "9d", "f3a4", "8ed0", "c7f800000000", "0fa2", "c5fe6f0510000000", "0f1f440000",
-		"662e0f1f840000000000", "f0480107", "48cf", "678b0510000000",
+		"662e0f1f840000000000", "f0480107", "48cf", "678b0510000000", "900f1f440000",
 	} {
 		b, _ := hex.DecodeString(h)
 		inst, err := decode.DecodeX86(b, 0x401000)
 		if err != nil {
 			t.Fatalf("%s: %v", h, err)
 		}
-		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x401000, Code: b, USDT: true}, &plan.Options{Rules: true})
+		site := &plan.Site{Arch: decode.X86_64, Addr: 0x401000, Code: b, USDT: true}
+		d := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true})
+		traps := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true, NoTrampolines: true})
+		// No function is known: only a NOP site can take a trampoline.
+		ts, tsErr := trampoline.AnalyzeX86(0x401000, b, &trampoline.SiteOptions{NopOnly: true})
 		emuErr := emulate.X86Supported(&inst)
 		fix, xolErr := xol.CheckX86(&inst)
 		var want plan.Strategy
@@ -41,8 +47,17 @@ func TestProbeoptAsksThePackages(t *testing.T) {
 		default:
 			want = plan.Reject
 		}
+		if traps.Strategy != want {
+			t.Errorf("%s (%s), traps only: %s (%s), want %s (emulate: %v; xol: %v %v)", h, inst.Mnemonic, traps.Strategy, traps.Reason, want, emuErr, fix, xolErr)
+		}
+		if tsErr == nil {
+			want = plan.TrampolineNop
+			if ts.Kind != trampoline.SiteNop {
+				t.Errorf("%s: trampoline site kind %s", h, ts.Kind)
+			}
+		}
 		if d.Strategy != want {
-			t.Errorf("%s (%s): %s (%s), want %s (emulate: %v; xol: %v %v)", h, inst.Mnemonic, d.Strategy, d.Reason, want, emuErr, fix, xolErr)
+			t.Errorf("%s (%s): %s (%s), want %s (trampoline: %v)", h, inst.Mnemonic, d.Strategy, d.Reason, want, tsErr)
 		}
 		var re *xol.RefusalError
 		if want == plan.Reject && errors.As(xolErr, &re) && string(d.Reason) != re.Code {
@@ -51,21 +66,17 @@ func TestProbeoptAsksThePackages(t *testing.T) {
 		if want == plan.XOL && !strings.Contains(d.Detail, "emulation is not available") {
 			t.Errorf("%s: the sentence does not say why it is not emulated: %s", h, d.Detail)
 		}
-		nopSite := h == "0f1f440000" || strings.HasPrefix(h, "662e0f1f84")
 		found := false
 		for _, r := range d.Rules {
-			if r.Name == "trampoline-nop" {
+			if r.Name == "trampoline" {
 				found = true
-				if nopSite != (r.Outcome == plan.Fail && strings.Contains(r.Detail, "no trampoline generator yet")) {
-					t.Errorf("%s: trampoline-nop rule %+v", h, r)
+				if (r.Outcome == plan.Pass) != (tsErr == nil) {
+					t.Errorf("%s: trampoline rule %+v, AnalyzeX86 says %v", h, r, tsErr)
 				}
 			}
 		}
 		if !found {
-			t.Errorf("%s: no trampoline-nop rule", h)
-		}
-		if d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
-			t.Errorf("%s: %s, but there is no trampoline package", h, d.Strategy)
+			t.Errorf("%s: no trampoline rule", h)
 		}
 	}
 }
@@ -118,44 +129,50 @@ func TestBoundaries(t *testing.T) {
 }
 
 // TestDetourChecks checks the function-wide checks a detour needs, through
-// the trampoline-detour rule.
+// the trampoline rule.
 func TestDetourChecks(t *testing.T) {
-	rule := func(h string, addr uint64, live bool) plan.Rule {
+	decide := func(h string, addr uint64) plan.Decision {
 		t.Helper()
 		code, _ := hex.DecodeString(h)
 		fn := plan.AnalyzeX86(0x1000, code, decodeAMD)
-		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: fn}, &plan.Options{Rules: true, Live: live})
-		for _, r := range d.Rules {
-			if r.Name == "trampoline-detour" {
-				return r
-			}
-		}
-		t.Fatalf("%s: no trampoline-detour rule", h)
-		return plan.Rule{}
+		return plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: fn}, &plan.Options{Rules: true, Live: true})
 	}
 	for _, tc := range []struct {
 		what, hex string
 		addr      uint64
-		live      bool
-		want      string
+		want      plan.Strategy
+		detail    string
 	}{
 		// push %rbp; mov %rsp,%rbp; sub $0x10,%rsp; leave; ret
-		{"plain", "554889e54883ec10c9c3", 0x1000, false, "checks pass"},
+		{"plain", "554889e54883ec10c9c3", 0x1000, plan.TrampolineDetour, "8 bytes replaced at 0x1000, 3 instructions moved"},
+		// endbr64 stays; push; mov; sub moved
+		{"endbr64 kept", "f30f1efa554889e54883ec10c9c3", 0x1000, plan.TrampolineDetour, "replaced at 0x1004"},
 		// jne back into the second instruction of the region
-		{"branch into the region", "554889e57400" + "75f9" + "c3", 0x1000, false, "lands at 0x1001"},
+		{"branch into the region", "554889e57400" + "75f9" + "c3", 0x1000, plan.Emulate, "lands at 0x1001"},
+		// a branch to the first byte meets the jump: fine
+		{"branch to the site", "554889e54883ec10" + "75f6" + "c3", 0x1000, plan.TrampolineDetour, "no branch lands inside"},
 		// jmp *%rax somewhere in the function
-		{"jump table", "554889e54883ec10ffe0c3", 0x1000, false, "indirect jump"},
+		{"jump table", "554889e54883ec10ffe0c3", 0x1000, plan.Emulate, "indirect jump"},
 		// ret; nop: two bytes to the end
-		{"too short", "c390", 0x1000, false, "function ends"},
-		// call in the middle of the displaced bytes, live
-		{"call not last", "ffd04889e5c3", 0x1000, true, "not last"},
-		{"call last", "55e800000000c3", 0x1000, true, "checks pass"},
+		{"too short", "c390", 0x1000, plan.Emulate, "the jump needs 5"},
+		// call in the middle of the displaced bytes
+		{"call not last", "ffd04889e5c3", 0x1000, plan.Emulate, "return address into the slot"},
+		{"call last", "55e800000000c3", 0x1000, plan.TrampolineDetour, "the last a call"},
 		// syscall cannot move
-		{"syscall", "0f054889e5c3", 0x1000, false, "cannot be moved"},
+		{"syscall", "0f054889e5c3", 0x1000, plan.Reject, ""},
 	} {
-		r := rule(tc.hex, tc.addr, tc.live)
-		if r.Outcome != plan.Fail || !strings.Contains(r.Detail, tc.want) {
-			t.Errorf("%s: %+v, want %q", tc.what, r, tc.want)
+		d := decide(tc.hex, tc.addr)
+		var rule plan.Rule
+		for _, r := range d.Rules {
+			if r.Name == "trampoline" {
+				rule = r
+			}
+		}
+		if d.Strategy != tc.want || !strings.Contains(rule.Detail, tc.detail) {
+			t.Errorf("%s: %s (%s), rule %+v; want %s and %q", tc.what, d.Strategy, d.Reason, rule, tc.want, tc.detail)
+		}
+		if (rule.Outcome == plan.Pass) != (tc.want == plan.TrampolineDetour) {
+			t.Errorf("%s: rule outcome %s", tc.what, rule.Outcome)
 		}
 	}
 }

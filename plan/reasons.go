@@ -49,15 +49,17 @@ const (
 
 // Reasons of the probeopt policy.
 const (
-	ReasonEmulated        Reason = "emulated"
-	ReasonXOLPCRel        Reason = "xol-pcrel"
-	ReasonSyscall         Reason = "syscall"
-	ReasonTrap            Reason = "trap"
-	ReasonPrivileged      Reason = "privileged"
-	ReasonTrapShadow      Reason = "trap-shadow"
-	ReasonRTM             Reason = "rtm"
-	ReasonRIPAddr32       Reason = "riprel-addr32"
-	ReasonExclusiveWindow Reason = "exclusive-window"
+	ReasonEmulated         Reason = "emulated"
+	ReasonXOLPCRel         Reason = "xol-pcrel"
+	ReasonSyscall          Reason = "syscall"
+	ReasonTrap             Reason = "trap"
+	ReasonPrivileged       Reason = "privileged"
+	ReasonTrapShadow       Reason = "trap-shadow"
+	ReasonRTM              Reason = "rtm"
+	ReasonRIPAddr32        Reason = "riprel-addr32"
+	ReasonExclusiveWindow  Reason = "exclusive-window"
+	ReasonTrampolineNop    Reason = "trampoline-nop"
+	ReasonTrampolineDetour Reason = "trampoline-detour"
 )
 
 // ReasonInfo describes a reason code.
@@ -78,6 +80,8 @@ func Reasons() []ReasonInfo {
 		{ReasonEmulatedNop, "both", "a NOP, emulated by skipping it"},
 		{ReasonEmulatedBranch, "both", "a direct jump, conditional jump or call, emulated"},
 		{ReasonEmulatedPush, "both", "a push of a register, emulated"},
+		{ReasonTrampolineNop, "probeopt", "a NOP site (nop5, nop10, the USDT nop; nop5) rewritten into a jump to a trampoline: no trap"},
+		{ReasonTrampolineDetour, "probeopt", "whole instructions covering 5 bytes moved to a trampoline and replaced by a jump to it: no trap"},
 		{ReasonEmulated, "probeopt", "emulated by the emulate package"},
 		{ReasonXOL, "both", "single-stepped out of line, the instruction pointer fixed up after"},
 		{ReasonXOLRIPRel, "both", "single-stepped out of line with its RIP-relative operand rewritten"},

@@ -64,7 +64,8 @@ func TestSignalsDuringSteps(t *testing.T) {
 	const n = 1500
 	argv := []string{exe, "signals", strconv.Itoa(n)}
 	want := untraced(t, argv, nil)
-	r := spawn(t, argv, nil, nil)
+	// Traps: the test is about signals that arrive during single steps.
+	r := spawn(t, argv, &probe.Options{NoTrampolines: true}, nil)
 	if _, err := r.tr.Add("k_sse", "k_riprel", "k_lock", "k_rep_stos"); err != nil {
 		t.Fatal(err)
 	}
@@ -456,7 +457,8 @@ func TestDetachAfterTextChange(t *testing.T) {
 	needPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
+	// Traps: the test writes over the int3 of a site.
+	tr, err := probe.Attach(s.cmd.Process.Pid, &probe.Options{NoTrampolines: true})
 	if err != nil {
 		t.Fatal(err)
 	}

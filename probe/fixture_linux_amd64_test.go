@@ -62,6 +62,9 @@ const noRandomizeEnv = "PROBEOPT_TEST_NORANDOMIZE"
 // cache is indexed by addresses). The binary re-executes itself once with
 // the flag set; if that fails the tests run as they are.
 func TestMain(m *testing.M) {
+	if pid := os.Getenv(killedTracerEnv); pid != "" {
+		os.Exit(killedTracer(pid))
+	}
 	if os.Getenv(noRandomizeEnv) == "" {
 		reexecWithoutASLR()
 	}

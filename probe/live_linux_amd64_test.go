@@ -22,45 +22,78 @@ func TestFixtureEveryFunction(t *testing.T) {
 	const n = 300
 	argv := []string{exe, "work", strconv.Itoa(n)}
 	want := untraced(t, argv, nil)
-	r := spawn(t, argv, nil, nil)
-	probes, err := r.tr.Add("*")
-	if err != nil {
-		t.Fatalf("add: %v", err)
-	}
-	if len(probes) != 1 {
-		t.Fatalf("probes %v", probes)
-	}
-	r.finish(t, time.Minute)
-	if !bytes.Equal(r.stdout.Bytes(), want) {
-		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
-	}
-	st := r.tr.Stats()
-	hits := hitsBySymbol(st)
-	for sym, w := range map[string]uint64{
-		"k_push": n, "k_nop": n, "k_mov": 2 * n, "k_jmp": n, "k_ret": n, "k_redzone": n,
-		"k_sse": n, "k_riprel": n, "k_lock": n, "k_rep": n, "k_rep_stos": n, "c_sum": n,
-		"work": 1, "k_global": 1, "main": 1,
-	} {
-		if hits[sym] != w {
-			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
-		}
-	}
-	t.Logf("traps %d, emulated %d, boosted %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Boosted, st.Stepped, st.Fallbacks, st.Batches)
-	for sym, boosted := range map[string]bool{"k_sse": true, "k_riprel": true, "k_lock": true, "k_rep_stos": false} {
-		for _, p := range st.Probes {
-			for _, s := range p.Sites {
-				if s.Symbol == sym && (s.Boosted == s.Hits) != boosted {
-					t.Errorf("%s: %d of %d hits boosted", sym, s.Boosted, s.Hits)
+	for _, mode := range []struct {
+		name string
+		opts probe.Options
+	}{{"trampolines", probe.Options{}}, {"traps", probe.Options{NoTrampolines: true}}} {
+		t.Run(mode.name, func(t *testing.T) {
+			r := spawn(t, argv, &mode.opts, nil)
+			probes, err := r.tr.Add("*")
+			if err != nil {
+				t.Fatalf("add: %v", err)
+			}
+			if len(probes) != 1 {
+				t.Fatalf("probes %v", probes)
+			}
+			r.finish(t, time.Minute)
+			if !bytes.Equal(r.stdout.Bytes(), want) {
+				t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+			}
+			st := r.tr.Stats()
+			hits := hitsBySymbol(st)
+			for sym, w := range map[string]uint64{
+				"k_push": n, "k_nop": n, "k_mov": 2 * n, "k_jmp": n, "k_ret": n, "k_redzone": n,
+				"k_sse": n, "k_riprel": n, "k_lock": n, "k_rep": n, "k_rep_stos": n, "c_sum": n,
+				"work": 1, "k_global": 1, "main": 1,
+			} {
+				if hits[sym] != w {
+					t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
 				}
 			}
-		}
-	}
-	for _, p := range st.Probes {
-		for _, s := range p.Sites {
-			if s.Strategy == plan.XOL && s.Hits > 0 && s.Stepped+s.Boosted != s.Hits {
-				t.Errorf("%s: xol site with %d hits, %d stepped, %d boosted", s.Symbol, s.Hits, s.Stepped, s.Boosted)
+			t.Logf("traps %d, emulated %d, boosted %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Boosted, st.Stepped, st.Fallbacks, st.Batches)
+			tramps := 0
+			for _, p := range st.Probes {
+				for _, s := range p.Sites {
+					tramp := s.Strategy == plan.TrampolineNop || s.Strategy == plan.TrampolineDetour
+					if tramp {
+						tramps++
+						if s.Emulated+s.Boosted+s.Stepped != 0 {
+							t.Errorf("%s: trampoline site with trap hits %+v", s.Symbol, s)
+						}
+					}
+					if s.Strategy == plan.XOL && s.Hits > 0 && s.Stepped+s.Boosted != s.Hits {
+						t.Errorf("%s: xol site with %d hits, %d stepped, %d boosted", s.Symbol, s.Hits, s.Stepped, s.Boosted)
+					}
+				}
 			}
-		}
+			if mode.opts.NoTrampolines {
+				if tramps != 0 {
+					t.Errorf("%d trampoline sites with NoTrampolines", tramps)
+				}
+				for sym, boosted := range map[string]bool{"k_sse": true, "k_riprel": true, "k_lock": true, "k_rep_stos": false} {
+					for _, p := range st.Probes {
+						for _, s := range p.Sites {
+							if s.Symbol == sym && (s.Boosted == s.Hits) != boosted {
+								t.Errorf("%s: %d of %d hits boosted", sym, s.Boosted, s.Hits)
+							}
+						}
+					}
+				}
+				return
+			}
+			// c_sum is plain compiled C, k_nop a nop5: both take a
+			// trampoline, and their hits make no trap.
+			for _, p := range st.Probes {
+				for _, s := range p.Sites {
+					if (s.Symbol == "c_sum" || s.Symbol == "k_nop") && s.Strategy != plan.TrampolineDetour && s.Strategy != plan.TrampolineNop {
+						t.Errorf("%s: %s (%s), want a trampoline", s.Symbol, s.Strategy, s.Detail)
+					}
+				}
+			}
+			if tramps == 0 || st.Traps >= uint64(len(hits))*n {
+				t.Errorf("%d trampoline sites, %d traps", tramps, st.Traps)
+			}
+		})
 	}
 }
 

@@ -73,14 +73,25 @@ func loadBias(f *elfscan.File, m execMapping, pageSize uint64) (uint64, error) {
 // plannedSite is a probe site of a file, decoded and decided. It holds
 // link-time addresses and is shared by every process mapping the file.
 type plannedSite struct {
-	vaddr    uint64
-	symbol   string
-	code     []byte // the instruction's bytes (its length), a copy
-	inst     decode.X86Inst
+	vaddr  uint64
+	symbol string
+	code   []byte // the instruction's bytes (its length), a copy
+	inst   decode.X86Inst
+	// decision is the best trap strategy (emulate, xol) or a rejection;
+	// tramp the no-trap decision (trampoline-nop, trampoline-detour),
+	// nil when the site cannot take a trampoline.
 	decision plan.Decision
+	tramp    *plan.Decision
+	// body holds the file's bytes from the site to the end of its
+	// function (at most maxDetourBytes), for the trampoline generator.
+	body []byte
 	// semaphore is the link-time address of a USDT semaphore, 0 if none.
 	semaphore uint64
 }
+
+// maxDetourBytes bounds the bytes a detour may displace: a 5-byte jump
+// over whole instructions of at most 15 bytes each.
+const maxDetourBytes = 64
 
 // fileInfo is an opened ELF file and what was learnt about it.
 type fileInfo struct {
@@ -141,11 +152,18 @@ func (fi *fileInfo) plan(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, e
 		}
 	}
 	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT}
-	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s)}
-	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true})
+	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
+	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, NoTrampolines: true})
+	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
+		ps.tramp = &d
+		if fn != nil && s.Addr >= fn.Addr && s.Addr-fn.Addr < uint64(len(fn.Code)) {
+			ps.body = fn.Code[s.Addr-fn.Addr:]
+		}
+		ps.body = append([]byte(nil), ps.body[:min(len(ps.body), maxDetourBytes)]...)
+	}
 	if err := (decode.X86Decoder{Vendor: vendor}).Decode(code, s.Addr, &ps.inst); err == nil {
 		ps.code = append([]byte(nil), code[:ps.inst.Len]...)
-	} else if ps.decision.Strategy != plan.Reject {
+	} else if ps.decision.Strategy != plan.Reject || ps.tramp != nil {
 		// The plan decoded it; a disagreement here is a bug, not a site.
 		return nil, fmt.Errorf("%s: decode at %#x: %w", fi.path, s.Addr, err)
 	}

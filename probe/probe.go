@@ -49,6 +49,11 @@ type RejectedError struct {
 // bytes in memory differ from the file's.
 const ReasonTextMismatch plan.Reason = "text-mismatch"
 
+// ReasonInTrampoline is the Reason of a RejectedError for a site whose
+// instruction was moved into the trampoline of another site: the original
+// bytes no longer run.
+const ReasonInTrampoline plan.Reason = "in-trampoline"
+
 func (e *RejectedError) Error() string {
 	where := fmt.Sprintf("%s:%#x", e.Module, e.Addr)
 	if e.Symbol != "" {
@@ -96,8 +101,13 @@ type Options struct {
 	// when a new mapping is found.
 	RescanInterval time.Duration
 	// StepOnly single-steps every site, even those the plan would
-	// emulate: for measurements and tests of the stepping path.
+	// emulate: for measurements and tests of the stepping path. It
+	// implies NoTrampolines.
 	StepOnly bool
+	// NoTrampolines serves every site through traps (emulation or an
+	// out-of-line copy), even those the plan would rewrite into a jump
+	// to a trampoline.
+	NoTrampolines bool
 }
 
 // SpawnOptions tune Spawn. A nil *SpawnOptions means the defaults.

@@ -36,7 +36,7 @@ import (
 // uprobe and a ptrace int3 cannot share an instruction: the kernel serves
 // an int3 at an address where it has a uprobe itself, and the tracer never
 // sees it.
-func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe.Stats {
+func realRun(t *testing.T, argv, env, specs []string, limit time.Duration, opts probe.Options) probe.Stats {
 	t.Helper()
 	defer pinToOneCPU(t)()
 	plain := exec.Command(argv[0], argv[1:]...)
@@ -48,7 +48,7 @@ func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe
 		t.Fatalf("%q: %v\n%s", argv, err, plainErr.String())
 	}
 
-	var o probe.SpawnOptions
+	o := probe.SpawnOptions{Options: opts}
 	o.Env = env
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -121,8 +121,17 @@ func realRun(t *testing.T, argv, env, specs []string, limit time.Duration) probe
 		t.Errorf("output under kernel uprobes differs from an untraced run (%d bytes vs %d)", len(kout), len(want))
 	}
 	report := compareWithKernel(t, stats, sites, kcounts)
-	t.Logf("%s\n%s; traced in %v: %d traps (%.0f us each), %d emulated, %d boosted, %d stepped, %d emulations refused at run time; %d sites the kernel refuses not compared\nmost hit:\n%s",
-		strings.Join(argv, " "), report, traced.Round(time.Millisecond), stats.Traps,
+	var tramps, trampHits uint64
+	for _, p := range stats.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy == plan.TrampolineNop || s.Strategy == plan.TrampolineDetour {
+				tramps++
+				trampHits += s.Hits
+			}
+		}
+	}
+	t.Logf("%s\n%s; %d sites with trampolines (%d hits without a trap); traced in %v: %d traps (%.0f us each), %d emulated, %d boosted, %d stepped, %d emulations refused at run time; %d sites the kernel refuses not compared\nmost hit:\n%s",
+		strings.Join(argv, " "), report, tramps, trampHits, traced.Round(time.Millisecond), stats.Traps,
 		float64(traced.Microseconds())/float64(max(stats.Traps, 1)), stats.Emulated, stats.Boosted, stats.Stepped, stats.Fallbacks,
 		len(skipped), topSites(stats, kcounts, 12))
 	for _, s := range skipped {
@@ -214,7 +223,16 @@ func TestFixtureAgainstKernel(t *testing.T) {
 	needPtrace(t)
 	needKernelUprobes(t)
 	exe := traceFixture(t, "tracee")
-	realRun(t, []string{exe, "work", "500"}, os.Environ(), []string{"*"}, 2*time.Minute)
+	forModes(t, func(t *testing.T, o probe.Options) {
+		realRun(t, []string{exe, "work", "500"}, os.Environ(), []string{"*"}, 2*time.Minute, o)
+	})
+}
+
+// forModes runs f twice: with trampolines (the default) and with traps
+// only.
+func forModes(t *testing.T, f func(t *testing.T, o probe.Options)) {
+	t.Run("trampolines", func(t *testing.T) { f(t, probe.Options{}) })
+	t.Run("traps", func(t *testing.T) { f(t, probe.Options{NoTrampolines: true}) })
 }
 
 // TestSortAgainstKernel probes every function of sort (and its PLT stubs,
@@ -228,7 +246,9 @@ func TestSortAgainstKernel(t *testing.T) {
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), "LC_ALL=C")
-	realRun(t, []string{sortPath, in}, env, []string{"*", "*@plt"}, 5*time.Minute)
+	forModes(t, func(t *testing.T, o probe.Options) {
+		realRun(t, []string{sortPath, in}, env, []string{"*", "*@plt"}, 5*time.Minute, o)
+	})
 }
 
 // sortInput returns about n bytes of lines of random words (about 70
@@ -294,7 +314,9 @@ func TestPythonAgainstKernel(t *testing.T) {
 	if out, err := warm.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", py, err, out)
 	}
-	realRun(t, []string{py, "-s", "-S", "-B", "-X", prefix, script}, env, specs, 8*time.Minute)
+	forModes(t, func(t *testing.T, o probe.Options) {
+		realRun(t, []string{py, "-s", "-S", "-B", "-X", prefix, script}, env, specs, 8*time.Minute, o)
+	})
 }
 
 // pythonTarget finds the python3 interpreter on PATH and the specs of

@@ -43,6 +43,21 @@ type siteCounter struct {
 
 	hits, emulated, stepped, boosted atomic.Uint64
 	live                             atomic.Bool
+	// tramp is set for a site served by a trampoline: its hits are
+	// counted in the shared data area. shared marks the site a followed
+	// child inherited: its hits land in the parent's counter, where they
+	// are counted once.
+	tramp  *siteTramp
+	shared bool
+}
+
+// Hits returns the hits of the site.
+func (c *siteCounter) Hits() uint64 {
+	n := c.hits.Load()
+	if c.tramp != nil && !c.shared {
+		n += c.tramp.view.Counter(c.tramp.counter)
+	}
+	return n
 }
 
 // module is one file mapped executable in a target, at one load bias.
@@ -71,6 +86,26 @@ type liveSite struct {
 	// boost is the relocated copy of an XOL instruction that runs in a
 	// slot without a second trap, nil when it is stepped in place.
 	boost *xol.X86Copy
+	// tramp is the site's trampoline, nil for a site served by traps;
+	// trampErr why a site the plan gave one has none.
+	tramp    *siteTramp
+	trampErr error
+}
+
+// installPatch and removePatch are the batch patches that put the site in
+// and take it out: an int3, or the jump to the trampoline.
+func (s *liveSite) installPatch() batchpatch.Patch {
+	if s.tramp != nil {
+		return s.tramp.install()
+	}
+	return batchpatch.Patch{Addr: s.addr, Old: []byte{s.ps.code[0]}, New: []byte{int3}}
+}
+
+func (s *liveSite) removePatch() batchpatch.Patch {
+	if s.tramp != nil {
+		return s.tramp.remove()
+	}
+	return batchpatch.Patch{Addr: s.addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}}
 }
 
 // target is one traced address space: a process and its threads.
@@ -98,6 +133,11 @@ type target struct {
 	execs int
 	// areas are the slot areas of boosted copies (see slot_linux_amd64.go).
 	areas []*slotArea
+	// ts is the trampoline machinery, nil until the first trampoline
+	// (see tramp_linux_amd64.go); retiredTramps the removal patches of
+	// the trampolines removed, for the children forked before.
+	ts            *trampState
+	retiredTramps map[uint64]batchpatch.Patch
 
 	hmu  sync.Mutex
 	held []held
@@ -161,6 +201,7 @@ func (tg *target) sync(w *proc.World) bool {
 	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
 	tg.exe, tg.mapsKey = "", ""
 	tg.areas = nil
+	tg.ts, tg.retiredTramps = nil, nil
 	tg.takeHeld()
 	tg.multi.Store(false)
 	_ = tg.openMem()
@@ -311,7 +352,7 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 			res.refuse(p, rej)
 			continue
 		}
-		if ps.decision.Strategy == plan.Reject {
+		if ps.decision.Strategy == plan.Reject && (ps.tramp == nil || !tg.t.wantTrampolines()) {
 			rej.Reason, rej.Detail = ps.decision.Reason, ps.decision.Detail
 			res.refuse(p, rej)
 			continue
@@ -399,26 +440,75 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	}
 	var patches []batchpatch.Patch
 	var added, removed []*liveSite
+	refuse := func(s *liveSite, reason plan.Reason, detail string) {
+		for _, r := range s.refs {
+			res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: reason, Detail: detail})
+		}
+		delete(next, s.addr)
+	}
+	var fresh []*liveSite
 	for addr, s := range next {
-		if tg.sites[addr] != nil {
-			continue
+		if tg.sites[addr] == nil {
+			fresh = append(fresh, s)
 		}
-		buf := make([]byte, len(s.ps.code))
-		if err := w.ReadMemory(addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
-			detail := fmt.Sprintf("memory holds %x at %#x, the file %x", buf, addr, s.ps.code)
+	}
+	sort.Slice(fresh, func(i, j int) bool { return fresh[i].addr < fresh[j].addr })
+	// Trampolines first; one whose replaced bytes hold another site, or
+	// that cannot be made, falls back to its trap strategy.
+	if tg.t.wantTrampolines() {
+		for i, s := range fresh {
+			if s.ps.tramp == nil {
+				continue
+			}
+			err := tg.buildTrampoline(w, s)
+			if err == nil {
+				lo, hi := s.tramp.span()
+				for j, o := range fresh {
+					if j != i && o.addr >= lo && o.addr < hi && o.addr != s.addr {
+						err = fmt.Errorf("the site at %#x lies in the bytes the jump replaces", o.addr)
+					}
+				}
+				for _, o := range tg.sites {
+					if o.addr >= lo && o.addr < hi {
+						err = fmt.Errorf("the site at %#x lies in the bytes the jump replaces", o.addr)
+					}
+				}
+			}
 			if err != nil {
-				detail = fmt.Sprintf("read %#x: %v", addr, err)
+				s.tramp = nil
+				s.trampErr = err
 			}
-			for _, r := range s.refs {
-				res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: ReasonTextMismatch, Detail: detail})
+		}
+	}
+	for _, s := range fresh {
+		addr := s.addr
+		if s.tramp == nil {
+			if in := tg.trampolineOver(next, addr); in != nil {
+				refuse(s, ReasonInTrampoline, fmt.Sprintf("the instruction was moved to the trampoline of the site at %#x", in.addr))
+				continue
 			}
-			delete(next, addr)
-			continue
+			if s.ps.decision.Strategy == plan.Reject {
+				detail := s.ps.decision.Detail
+				if s.trampErr != nil {
+					detail += fmt.Sprintf("; the trampoline could not be made: %v", s.trampErr)
+				}
+				refuse(s, s.ps.decision.Reason, detail)
+				continue
+			}
+			buf := make([]byte, len(s.ps.code))
+			if err := w.ReadMemory(addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
+				detail := fmt.Sprintf("memory holds %x at %#x, the file %x", buf, addr, s.ps.code)
+				if err != nil {
+					detail = fmt.Sprintf("read %#x: %v", addr, err)
+				}
+				refuse(s, ReasonTextMismatch, detail)
+				continue
+			}
+			if s.ps.decision.Strategy == plan.XOL && !tg.t.opts.StepOnly {
+				s.boost = tg.boost(w, s)
+			}
 		}
-		if s.ps.decision.Strategy == plan.XOL && !tg.t.opts.StepOnly {
-			s.boost = tg.boost(w, s)
-		}
-		patches = append(patches, batchpatch.Patch{Addr: addr, Old: []byte{s.ps.code[0]}, New: []byte{int3}})
+		patches = append(patches, s.installPatch())
 		added = append(added, s)
 	}
 	for addr, s := range tg.sites {
@@ -426,11 +516,20 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 			continue
 		}
 		removed = append(removed, s)
-		patches = append(patches, batchpatch.Patch{Addr: addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}})
+		patches = append(patches, s.removePatch())
 	}
 	if len(patches) > 0 {
 		batchpatch.Sort(patches)
-		r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: -1})
+		// A thread can stand strictly inside the bytes a jump replaces (or
+		// in a slot being removed) only when trampolines are involved; it
+		// is then stepped out. An int3 has no inside.
+		steps := -1
+		for _, p := range patches {
+			if len(p.New) > 1 {
+				steps = 0
+			}
+		}
+		r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: steps})
 		if err == nil {
 			err = r.Err()
 		}
@@ -451,12 +550,16 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	}
 	for _, s := range removed {
 		tg.semaphore(w, s, -1)
-		tg.retired[s.addr] = s.ps.code[0]
+		tg.retire(s)
 		tg.forget(s)
 	}
 	tg.sites = next
 	for _, s := range next {
 		for _, r := range s.refs {
+			if r.c.tramp == nil && s.tramp != nil {
+				r.c.tramp = s.tramp
+				r.c.decision = *s.ps.tramp
+			}
 			if r.c.live.CompareAndSwap(false, true) {
 				r.p.counters = append(r.p.counters, r.c)
 			}
@@ -470,6 +573,34 @@ func (tg *target) forget(s *liveSite) {
 	for _, r := range s.refs {
 		r.c.live.Store(false)
 	}
+}
+
+// retire records a removed site: its first byte for int3 sites (the hit
+// path recognizes a trap that was already on its way), its removal patch
+// for trampolines (children forked before still hold the jump).
+func (tg *target) retire(s *liveSite) {
+	if s.tramp != nil {
+		if tg.retiredTramps == nil {
+			tg.retiredTramps = map[uint64]batchpatch.Patch{}
+		}
+		tg.retiredTramps[s.addr] = s.removePatch()
+		return
+	}
+	tg.retired[s.addr] = s.ps.code[0]
+}
+
+// trampolineOver returns the site among sites whose trampoline replaced
+// the bytes at addr, nil if none.
+func (tg *target) trampolineOver(sites map[uint64]*liveSite, addr uint64) *liveSite {
+	for _, o := range sites {
+		if o.tramp == nil || o.addr == addr {
+			continue
+		}
+		if lo, hi := o.tramp.span(); addr >= lo && addr < hi {
+			return o
+		}
+	}
+	return nil
 }
 
 // lost drops a site whose int3 could not be written back after a step.
@@ -490,6 +621,9 @@ func (tg *target) publish() {
 		tab.retired[a] = b
 	}
 	for addr, s := range tg.sites {
+		if s.tramp != nil {
+			continue // no trap there
+		}
 		tab.entries[addr] = &entry{
 			addr:       addr,
 			inst:       &s.ps.inst,

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -403,7 +404,7 @@ func (t *Tracer) Stats() Stats {
 		for _, c := range p.counters {
 			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
 				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
-				Hits: c.hits.Load(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load()}
+				Hits: c.Hits(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load()}
 			ps.Hits += s.Hits
 			ps.Sites = append(ps.Sites, s)
 		}
@@ -487,22 +488,26 @@ func (tg *target) detach() error {
 	return tg.p.Detach()
 }
 
-// restoreEach puts the original byte back at every installed site that
-// still holds an int3, one patch at a time, and forgets every site. The
-// world is stopped.
+// restoreEach puts the original bytes back at every installed site that
+// still holds our int3 or jump, one patch at a time, and forgets every
+// site. The world is stopped.
 func (tg *target) restoreEach(w *proc.World) error {
 	var errs []error
-	var b [1]byte
 	for addr, s := range tg.sites {
-		if w.ReadMemory(addr, b[:]) == nil && b[0] == int3 {
-			p := []batchpatch.Patch{{Addr: addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}}}
-			if r, err := batchpatch.ApplyStopped(w, p, &batchpatch.Options{MaxSteps: -1}); err != nil || r.Err() != nil {
+		p := s.removePatch()
+		cur := make([]byte, len(p.Old))
+		if w.ReadMemory(p.Addr, cur) == nil && bytes.Equal(cur, p.Old) {
+			opts := &batchpatch.Options{MaxSteps: -1}
+			if len(p.New) > 1 {
+				opts.MaxSteps = 0
+			}
+			if r, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, opts); err != nil || r.Err() != nil {
 				errs = append(errs, fmt.Errorf("restore %#x: %w", addr, errors.Join(err, r.Err())))
 				continue
 			}
 		}
 		tg.semaphore(w, s, -1)
-		tg.retired[addr] = s.ps.code[0]
+		tg.retire(s)
 		tg.forget(s)
 	}
 	tg.sites = map[uint64]*liveSite{}
@@ -599,14 +604,17 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 	t.mu.Lock()
 	if !t.opts.FollowForks || t.closed {
 		defer t.mu.Unlock()
-		addrs := map[uint64]byte{}
-		for a, s := range parent.sites {
-			addrs[a] = s.ps.code[0]
+		var restore []batchpatch.Patch
+		for _, s := range parent.sites {
+			restore = append(restore, s.removePatch())
 		}
 		for a, b := range parent.retired {
-			addrs[a] = b
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{b}})
 		}
-		_, err := child.Stopped(func(w *proc.World) error { return cleanChild(w, addrs) })
+		for _, p := range parent.retiredTramps {
+			restore = append(restore, p)
+		}
+		_, err := child.Stopped(func(w *proc.World) error { return cleanChild(w, restore) })
 		if err != nil {
 			// The child keeps int3 bytes it cannot survive without us:
 			// better it never runs.
@@ -618,26 +626,27 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 	}
 	inherited := map[uint64]*liveSite{}
 	_, err := child.Stopped(func(w *proc.World) error {
-		var b [1]byte
 		for a, s := range parent.sites {
-			if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
-				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema}
+			if holds(w, s.installPatch()) {
+				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema, tramp: s.tramp}
 				for _, r := range s.refs {
-					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision}})
+					// A child's trampoline counts in the parent's data
+					// area (a shared mapping it inherited).
+					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision, tramp: s.tramp, shared: s.tramp != nil}})
 				}
 				inherited[a] = c
 			}
 		}
 		// Sites the parent removed after the fork: the child still has
-		// their int3 bytes.
+		// their int3 bytes or jumps.
+		var restore []batchpatch.Patch
 		for a, orig := range parent.retired {
-			if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
-				if err := w.WriteMemory(a, []byte{orig}); err != nil {
-					return err
-				}
-			}
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{orig}})
 		}
-		return nil
+		for _, p := range parent.retiredTramps {
+			restore = append(restore, p)
+		}
+		return cleanChild(w, restore)
 	})
 	t.mu.Unlock()
 	if err != nil {
@@ -651,25 +660,34 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 	_ = child.Resume()
 }
 
-// cleanChild puts back the original byte at every address of addrs that
-// holds an int3 in a forked child, in one batch.
-func cleanChild(w *proc.World, addrs map[uint64]byte) error {
+// cleanChild applies, in one batch, every patch of restore whose old
+// bytes (our int3 or jump) a forked child still holds.
+func cleanChild(w *proc.World, restore []batchpatch.Patch) error {
 	var patches []batchpatch.Patch
-	var b [1]byte
-	for a, orig := range addrs {
-		if w.ReadMemory(a, b[:]) == nil && b[0] == int3 {
-			patches = append(patches, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{orig}})
+	steps := -1
+	for _, p := range restore {
+		if holds(w, p.Inverse()) {
+			patches = append(patches, p)
+			if len(p.New) > 1 {
+				steps = 0
+			}
 		}
 	}
 	if len(patches) == 0 {
 		return nil
 	}
 	batchpatch.Sort(patches)
-	r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: -1})
+	r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: steps})
 	if err == nil {
 		err = r.Err()
 	}
 	return err
+}
+
+// holds reports whether memory holds the new bytes of patch p.
+func holds(w *proc.World, p batchpatch.Patch) bool {
+	cur := make([]byte, len(p.New))
+	return w.ReadMemory(p.Addr, cur) == nil && bytes.Equal(cur, p.New)
 }
 
 // onNewImage handles a child that shared its parent's memory (vfork) and

@@ -44,6 +44,13 @@ type benchTraceRow struct {
 	// The ratios are probeopt / kernel.
 	ProbeoptRatio float64 `json:"probeopt_ratio"`
 	SteppedRatio  float64 `json:"stepped_ratio"`
+	// TrampolinePath is how the site runs with trampolines allowed:
+	// "trampoline-nop", "trampoline-detour", or a trap path when the
+	// site cannot take one; TrampolineNs its cost, and TrampolineSpeedup
+	// kernel / trampoline.
+	TrampolinePath    string  `json:"trampoline_path"`
+	TrampolineNs      float64 `json:"trampoline_ns"`
+	TrampolineSpeedup float64 `json:"trampoline_speedup"`
 }
 
 // benchTraceReport is what "bench trace --json" prints.
@@ -56,7 +63,7 @@ func newBenchTraceCmd() *cobra.Command {
 	var o benchTraceOptions
 	cmd := &cobra.Command{
 		Use:   "trace",
-		Short: "Time a probe hit: probeopt's emulated and single-stepped hits against the kernel's uprobe",
+		Short: "Time a probe hit: probeopt's trampolines, emulated and single-stepped hits against the kernel's uprobe",
 		Long: `Start a target process (probeopt itself, in a hidden mode) that calls one small
 function in a loop, and time a call of it, in one run:
 
@@ -67,14 +74,17 @@ function in a loop, and time a call of it, in one run:
              jumps back, no second trap)
   stepped    with a probeopt probe whose instruction is single-stepped in
              place (every other thread stopped meanwhile)
+  trampoline with a probeopt probe that never traps: the site rewritten into
+             a jump to a trampoline that counts the hit and runs the
+             displaced instructions (the default wherever the plan allows)
 
 for functions that start with a nop, a push, a mov between registers, a
 RIP-relative load and a vector instruction (which probeopt cannot emulate).
 Each figure is nanoseconds per hit, the cost of an unprobed call subtracted;
-the ratios are probeopt / kernel. A probeopt hit is a trap that a tracer
-process serves through ptrace, so it costs more than a kernel uprobe, which
-is served in the kernel: these are the figures that a probe which never
-traps (a trampoline) must beat.
+the ratios are probeopt / kernel, and the speedup kernel / trampoline. A
+trapping probeopt hit is served by a tracer process through ptrace, so it
+costs more than a kernel uprobe, which is served in the kernel; a
+trampoline hit never leaves the process.
 
 Every probe is checked to have been hit exactly once per call.
 
@@ -142,9 +152,10 @@ func benchTraceFuncsOf(kind string) (string, bool) {
 // printBenchTrace prints the report as a table.
 func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "first instruction\tbase\tkernel path\tkernel\tprobeopt path\tprobeopt\tratio\tstepped\tratio\n")
+	fmt.Fprintf(tw, "first instruction\tbase\tkernel path\tkernel\ttrampoline path\ttrampoline\tspeedup\ttrap path\ttrap\tratio\tstepped\tratio\n")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), r.KernelPath, btNs(r.KernelNs),
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), r.KernelPath, btNs(r.KernelNs),
+			r.TrampolinePath, btNs(r.TrampolineNs), btRatio(r.TrampolineSpeedup),
 			r.ProbeoptPath, btNs(r.ProbeoptNs), btRatio(r.ProbeoptRatio), btNs(r.SteppedNs), btRatio(r.SteppedRatio))
 	}
 	if err := tw.Flush(); err != nil {
@@ -154,8 +165,8 @@ func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 	if len(rep.Rows) > 0 {
 		calls = rep.Rows[0].Calls
 	}
-	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each, one run; ratios: probeopt / kernel.\n"+
-		"emulated, boosted: one trap served by a ptrace tracer; stepped: in place, two traps and a stop of every thread.\n", calls)
+	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each, one run; speedup: kernel / trampoline; ratios: probeopt trap / kernel.\n"+
+		"trampoline: no trap; emulated, boosted: one trap served by a ptrace tracer; stepped: in place, two traps and a stop of every thread.\n", calls)
 	return err
 }
 

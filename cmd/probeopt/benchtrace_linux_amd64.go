@@ -115,7 +115,14 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 			return nil, err
 		}
 		row.KernelNs = perCall(kernel, o.calls) - row.BaseNs
-		d, path, xol, err := benchTraceProbed(exe, kind, o.calls, s, false)
+		d, path, _, err := benchTraceProbed(exe, kind, o.calls, s, probe.Options{})
+		if err != nil {
+			return nil, err
+		}
+		row.TrampolinePath = path
+		row.TrampolineNs = max(perCall(d, o.calls)-row.BaseNs, 0.01)
+		row.TrampolineSpeedup = row.KernelNs / row.TrampolineNs
+		d, path, xol, err := benchTraceProbed(exe, kind, o.calls, s, probe.Options{NoTrampolines: true})
 		if err != nil {
 			return nil, err
 		}
@@ -123,7 +130,7 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 		row.ProbeoptPath = path
 		row.ProbeoptNs = perCall(d, o.calls) - row.BaseNs
 		row.ProbeoptRatio = row.ProbeoptNs / row.KernelNs
-		d, _, _, err = benchTraceProbed(exe, kind, o.calls, s, true)
+		d, _, _, err = benchTraceProbed(exe, kind, o.calls, s, probe.Options{StepOnly: true})
 		if err != nil {
 			return nil, err
 		}
@@ -232,7 +239,8 @@ func benchTraceRun(exe, kind string, calls int, attach func(pid int) (func() err
 // function (every hit single-stepped when step is set) and returns the time
 // of its loop, how the hits ran ("emulated", "boosted" or "stepped") and
 // the XOL method.
-func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) (time.Duration, string, string, error) {
+func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, opts probe.Options) (time.Duration, string, string, error) {
+	step := opts.StepOnly
 	inR, inW, err := os.Pipe()
 	if err != nil {
 		return 0, "", "", err
@@ -244,7 +252,7 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) 
 		return 0, "", "", err
 	}
 	tr, err := probe.Spawn([]string{exe, "bench", "trace", "target", kind, strconv.Itoa(calls)},
-		&probe.SpawnOptions{Options: probe.Options{StepOnly: step}, Stdin: inR, Stdout: outW})
+		&probe.SpawnOptions{Options: opts, Stdin: inR, Stdout: outW})
 	inR.Close()
 	outW.Close()
 	if err != nil {
@@ -270,8 +278,12 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) 
 	<-tr.Exited()
 	st := tr.Stats()
 	var hits, stepped, emulated, boosted uint64
+	tramp := ""
 	for _, p := range st.Probes {
 		for _, site := range p.Sites {
+			if site.Strategy == plan.TrampolineNop || site.Strategy == plan.TrampolineDetour {
+				tramp = string(site.Strategy)
+			}
 			hits += site.Hits
 			stepped += site.Stepped
 			emulated += site.Emulated
@@ -288,6 +300,8 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, step bool) 
 	// then: a stack the tracer had not seen yet, say).
 	path := "stepped"
 	switch {
+	case tramp != "":
+		path = tramp
 	case emulated > stepped && emulated >= boosted:
 		path = "emulated"
 	case boosted > stepped:

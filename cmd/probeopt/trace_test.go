@@ -246,7 +246,8 @@ func TestBenchTrace(t *testing.T) {
 	for _, r := range rep.Rows {
 		if r.Calls != 300 || r.KernelNs <= 0 || r.SteppedNs <= 0 || r.SteppedRatio <= 0 || r.Instruction == "" ||
 			(r.KernelPath != "emulate" && r.KernelPath != "xol") || r.ProbeoptNs <= 0 ||
-			(r.Kind == "sse") != (r.ProbeoptPath == "boosted") || (r.Kind != "sse") != (r.ProbeoptPath == "emulated") {
+			(r.Kind == "sse") != (r.ProbeoptPath == "boosted") || (r.Kind != "sse") != (r.ProbeoptPath == "emulated") ||
+			!strings.HasPrefix(r.TrampolinePath, "trampoline-") || r.TrampolineNs <= 0 || r.TrampolineSpeedup <= 0 {
 			t.Errorf("row %+v", r)
 		}
 	}

@@ -1,0 +1,267 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
+)
+
+// Trampolines: a site the plan lets take one is rewritten into a jump to
+// a slot of its own (package trampoline) that counts the hit in a shared
+// data area, runs the instructions the jump displaced and jumps back. No
+// trap, no tracer on the hit path: the count is a lock inc in memory the
+// tracer reads.
+//
+// Per target the engine maps, on the first trampoline:
+//
+//   - the data area: a memfd of the counters (and, with Options.Events, the
+//     event ring), mapped shared in the tracee and in the tracer. The
+//     tracee's descriptor is closed again at once: the mapping keeps the
+//     file alive, and the program sees no new descriptor. A memfd can be
+//     opened through /proc/PID/fd only by a process allowed to trace the
+//     tracee.
+//   - slot areas, read-execute and never writable in the tracee, each
+//     within reach of a rel32 from the sites it serves; code is written
+//     through /proc/PID/mem.
+//
+// Slot areas and the data area stay mapped after a site is removed and
+// after Detach: a thread preempted inside a slot returns there. A site
+// whose trampoline cannot be made (no room within reach, a conflict with
+// another site) falls back to its trap strategy.
+
+const (
+	// trampCounters is the capacity of a target's counters: one per site.
+	trampCounters = 1 << 16
+	// trampRing is the number of event records of a target's ring.
+	trampRing = 1 << 14
+	// trampAreaSize is the size of one slot area.
+	trampAreaSize = 1 << 20
+)
+
+// trampState is the trampoline machinery of one target.
+type trampState struct {
+	data  *trampoline.Data
+	mem   []byte // the tracer's mapping of the data area
+	view  *trampoline.View
+	cfg   *trampoline.Config
+	areas []*trampoline.Area
+	next  int // the next unused counter
+}
+
+// siteTramp is the trampoline of one installed site.
+type siteTramp struct {
+	tr      *trampoline.Trampoline
+	view    *trampoline.View
+	counter int
+}
+
+// install and remove are the batch patches of a trampoline.
+func (st *siteTramp) install() batchpatch.Patch {
+	p := st.tr.Install
+	return batchpatch.Patch{Addr: p.Addr, Old: p.Old, New: p.New}
+}
+
+func (st *siteTramp) remove() batchpatch.Patch {
+	p := st.tr.Remove
+	bp := batchpatch.Patch{Addr: p.Addr, Old: p.Old, New: p.New}
+	for _, g := range p.Guard {
+		bp.Guard = append(bp.Guard, batchpatch.Range{Start: g.Start, End: g.End})
+	}
+	return bp
+}
+
+// span returns the replaced bytes [start, end).
+func (st *siteTramp) span() (uint64, uint64) {
+	return st.tr.Install.Addr, st.tr.Install.Addr + uint64(len(st.tr.Install.New))
+}
+
+// wantTrampolines reports whether sites may take trampolines.
+// Events still come from traps: the tracer does not read the trampolines'
+// event ring yet.
+func (t *Tracer) wantTrampolines() bool {
+	return !t.opts.NoTrampolines && !t.opts.StepOnly && !t.opts.Events
+}
+
+// trampolines returns the target's trampoline state, mapping the data
+// area on first use (near reach, the addresses of the first site). The
+// world is stopped.
+func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error) {
+	if tg.ts != nil {
+		return tg.ts, nil
+	}
+	feats := trampoline.HostFeatures()
+	ring := 0
+	if tg.t.opts.Events {
+		ring = trampRing
+	}
+	data, err := trampoline.NewData(0, trampCounters, ring)
+	if err != nil {
+		return nil, err
+	}
+	fd, err := w.MemfdCreate("probeopt-data", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, err
+	}
+	closeFd := func() { _, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd)) }
+	if _, err := w.Syscall(unix.SYS_FTRUNCATE, uint64(fd), data.Size()); err != nil {
+		closeFd()
+		return nil, err
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(tg.pid)+"/fd/"+strconv.Itoa(fd), os.O_RDWR, 0)
+	if err != nil {
+		closeFd()
+		return nil, fmt.Errorf("open the data area: %w", err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(data.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		closeFd()
+		return nil, fmt.Errorf("map the data area: %w", err)
+	}
+	// The area goes where Place puts slot areas, not where mmap would
+	// (the top of the mmap region): the program's own later mappings
+	// then get the addresses they would get untraced, and a program
+	// whose behaviour depends on addresses behaves the same.
+	addr, err := tg.placeMapping(w, reach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
+	closeFd()
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return nil, err
+	}
+	data.Addr = addr
+	if err := data.Init(mem); err != nil {
+		_ = unix.Munmap(mem)
+		_ = w.Munmap(addr, data.Size())
+		return nil, err
+	}
+	view, err := trampoline.NewView(mem)
+	if err != nil {
+		_ = unix.Munmap(mem)
+		_ = w.Munmap(addr, data.Size())
+		return nil, err
+	}
+	tg.ts = &trampState{data: data, mem: mem, view: view,
+		cfg: &trampoline.Config{Data: data, ThreadPointer: feats.ThreadPointer(), Flags: feats.Flags()}}
+	return tg.ts, nil
+}
+
+// trampArea returns a slot area every address of reach can reach with
+// room for a slot, mapping a new one when none has.
+func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*trampoline.Area, error) {
+	for _, a := range ts.areas {
+		if a.Used()+4096 <= a.Size && areaReaches(a.Addr, a.Addr+a.Size, reach) {
+			return a, nil
+		}
+	}
+	at, err := tg.placeMapping(w, reach, trampAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	if err != nil {
+		return nil, err
+	}
+	a, err := trampoline.NewArea(at, trampAreaSize)
+	if err != nil {
+		return nil, err
+	}
+	ts.areas = append(ts.areas, a)
+	return a, nil
+}
+
+// placeMapping maps size bytes in the tracee at an address that every
+// address of reach can reach with a rel32 (trampoline.Place), and returns
+// it.
+func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot, flags, fd int) (uint64, error) {
+	maps, err := w.Maps()
+	if err != nil {
+		return 0, err
+	}
+	tm := make([]trampoline.Mapping, 0, len(maps))
+	for _, m := range maps {
+		tm = append(tm, trampoline.Mapping{Start: m.Start, End: m.End, Path: m.Path})
+	}
+	// Prefer the far end of the reach, below the sites: the kernel gives
+	// the program's own mappings the highest free addresses below the
+	// mmap base, so an area placed far below them leaves every later
+	// mapping of the program where it would be untraced (a program whose
+	// behaviour depends on addresses, as a hash table keyed by them,
+	// behaves the same).
+	lo := uint64(1 << 16)
+	if m := slices.Max(reach); m > trampoline.MaxReach+lo {
+		lo = m - trampoline.MaxReach
+	}
+	at, err := trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Low: lo, High: lo + 1<<30})
+	if err != nil {
+		if at, err = trampoline.Place(tm, reach, size, nil); err != nil {
+			return 0, err
+		}
+	}
+	got, err := w.Mmap(at, size, prot, flags|unix.MAP_FIXED_NOREPLACE, fd, 0)
+	if err != nil {
+		return 0, err
+	}
+	if got != at {
+		_ = w.Munmap(got, size)
+		return 0, fmt.Errorf("mapped at %#x, not at %#x", got, at)
+	}
+	return at, nil
+}
+
+// areaReaches reports whether every byte of [lo, hi) lies within the
+// reach of a rel32 from every address of addrs.
+func areaReaches(lo, hi uint64, addrs []uint64) bool {
+	for _, x := range addrs {
+		if x > lo && x-lo > trampoline.MaxReach || hi > x && hi-x > trampoline.MaxReach {
+			return false
+		}
+	}
+	return true
+}
+
+// buildTrampoline makes the trampoline of a new site: it analyzes the
+// site at its run-time address, generates the slot, writes it and sets
+// s.tramp. The world is stopped; nothing is patched yet.
+func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
+	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop})
+	if err != nil {
+		return err
+	}
+	ts, err := tg.trampolines(w, site.Reach())
+	if err != nil {
+		return err
+	}
+	if ts.next >= trampCounters {
+		return errors.New("no counter left in the data area")
+	}
+	// The bytes the jump replaces must be the file's.
+	cur := make([]byte, site.Len)
+	if err := w.ReadMemory(site.PatchAddr, cur); err != nil {
+		return err
+	}
+	if string(cur) != string(site.Old) {
+		return fmt.Errorf("memory holds %x at %#x, the file %x", cur, site.PatchAddr, site.Old)
+	}
+	a, err := tg.trampArea(w, ts, site.Reach())
+	if err != nil {
+		return err
+	}
+	h := trampoline.Handler{ID: uint32(ts.next), Count: true, Counter: ts.next, Event: tg.t.opts.Events}
+	tr, err := a.BuildX86(site, &h, ts.cfg)
+	if err != nil {
+		return err
+	}
+	if err := w.WriteMemory(tr.Slot, tr.Code); err != nil {
+		return err
+	}
+	s.tramp = &siteTramp{tr: tr, view: ts.view, counter: ts.next}
+	ts.next++
+	return nil
+}

@@ -74,36 +74,28 @@ build_fuzzer() {
 	fi
 }
 
-# wrap_external PACKAGE WRAPPER copies the external test package of PACKAGE
-# (its files in "package foo_test", which hold the targets and their
-# helpers) into a package of its own, internal/ossfuzz/WRAPPER, where the
-# builder can find them, with the committed corpora. They use the package
-# under test only through its exported API, so nothing else changes.
+# wrap_external PACKAGE WRAPPER [FILE...] copies the external test package
+# of PACKAGE (its files in "package foo_test", which hold the targets and
+# their helpers), or only the FILEs of it when given, into a package of its
+# own, internal/ossfuzz/WRAPPER, where the builder can find them, with the
+# committed corpora. They use the package under test only through its
+# exported API, so nothing else changes.
 wrap_external() {
 	local pkg=$1 name=$2 dir=internal/ossfuzz/$2 src rel
+	shift 2
 	src=$(go list -tags gofuzz -f '{{.Dir}}' "$pkg")
 	mkdir -p "$dir"
 	printf '// Package %s holds fuzz targets copied for the OSS-Fuzz build.\npackage %s\n' "$name" "$name" >"$dir/doc.go"
 	while IFS= read -r rel; do
 		[ -n "$rel" ] || continue
+		[ -f "$src/$rel" ] || { echo "build.sh: no file $src/$rel" >&2; exit 1; }
 		sed "s/^package [a-z0-9_]*_test\$/package $name/" "$src/$rel" >"$dir/$rel"
 		grep -q "^package $name\$" "$dir/$rel" || { echo "build.sh: no package clause in $src/$rel" >&2; exit 1; }
-	done < <(go list -tags gofuzz -f '{{range .XTestGoFiles}}{{.}}{{"\n"}}{{end}}' "$pkg")
+	done < <(if [ $# -gt 0 ]; then printf '%s\n' "$@"; else go list -tags gofuzz -f '{{range .XTestGoFiles}}{{.}}{{"\n"}}{{end}}' "$pkg"; fi)
 	if [ -d "$src/testdata/fuzz" ]; then
 		mkdir -p "$dir/testdata"
 		cp -r "$src/testdata/fuzz" "$dir/testdata/"
 	fi
-}
-
-# replace_once FILE OLD NEW replaces a line fragment that must occur exactly
-# once, so that a change to the target fails this build instead of
-# building something else.
-replace_once() {
-	OLD=$2 NEW=$3 perl -0pi -e '
-		my $n = () = /\Q$ENV{OLD}\E/g;
-		die "build.sh: expected one \"$ENV{OLD}\" in $ARGV, found $n\n" if $n != 1;
-		s/\Q$ENV{OLD}\E/$ENV{NEW}/;
-	' "$1"
 }
 
 mod=$(go list -m)
@@ -127,14 +119,12 @@ build_fuzzer "$mod/internal/ossfuzz/xolfuzz" FuzzRelocateX86 xol_relocate_x86
 # edit distance behind the unknown-symbol suggestions.
 build_fuzzer "$mod/elfscan" FuzzEditDistance elfscan_edit_distance
 wrap_external "$mod/elfscan" elfscanfuzz
-# FuzzNewFile seeds itself from the repository's fixtures, which the fuzzing
-# machines lack (a missing fixture fails the target): read them from the
-# working directory when present, skip them otherwise. The seed corpus zip
-# carries the committed inputs instead.
-f=internal/ossfuzz/elfscanfuzz/fuzz_test.go
-replace_once "$f" 'os.ReadFile(fixture.Path(f, arch, "tiny"))' 'os.ReadFile("testdata/" + arch + "/tiny")'
-replace_once "$f" $'\t\tif err != nil {\n\t\t\tf.Fatal(err)\n\t\t}\n\t\tf.Add(b)' $'\t\tif err != nil {\n\t\t\tcontinue\n\t\t}\n\t\tf.Add(b)'
-printf '\nvar _ = fixture.Path\n' >>"$f"
 for target in NewFile:elfscan_new_file USDTNotes:elfscan_usdt_notes ParseUSDTArgs:elfscan_usdt_args ParseSpec:elfscan_spec; do
 	build_fuzzer "$mod/internal/ossfuzz/elfscanfuzz" "Fuzz${target%%:*}" "${target##*:}"
 done
+
+# trampoline: x86-64 slot generation. The target lives in the external test
+# package, whose other files need ptrace, a C++ fixture and packages
+# internal to trampoline: only the target's file is copied.
+wrap_external "$mod/trampoline" trampolinefuzz fuzz_x86_test.go
+build_fuzzer "$mod/internal/ossfuzz/trampolinefuzz" FuzzGenerateX86 trampoline_generate_x86

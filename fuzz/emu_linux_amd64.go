@@ -3,18 +3,13 @@
 package fuzz
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -27,16 +22,6 @@ const (
 	emuBatchTimeout = 10 * time.Second
 	// emuPoll is how often a waiting parent checks that the child lives.
 	emuPoll = 50 * time.Millisecond
-)
-
-// Kernel interface constants not worth an import.
-const (
-	emuSASiginfo  = 0x4
-	emuSAOnstack  = 0x08000000
-	emuSARestorer = 0x04000000
-	emuFutexWait  = 0
-	emuFutexWake  = 1
-	emuSigSetMask = 2
 )
 
 // EmuOracle runs x86-64 instructions on the host CPU, many per round trip,
@@ -240,7 +225,7 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 	o.seq++
 	seq := o.seq
 	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlSeq), seq)
-	if err := emuFutex(o.word(emuOffCtrl+emuCtlSeq), emuFutexWake, 1, nil); err != nil {
+	if err := oracleFutex(o.word(emuOffCtrl+emuCtlSeq), oracleFutexWake, 1, nil); err != nil {
 		return fmt.Errorf("wake oracle child: %w", err)
 	}
 	if err := o.waitDone(seq); err != nil {
@@ -266,7 +251,7 @@ func (o *EmuOracle) waitDone(seq uint32) error {
 		if d == seq {
 			return nil
 		}
-		if err := emuFutex(done, emuFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
+		if err := oracleFutex(done, oracleFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
 			return fmt.Errorf("wait for oracle child: %w", err)
 		}
 		if atomic.LoadUint32(done) == seq {
@@ -321,16 +306,6 @@ func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
 	}
 }
 
-// emuFutex makes a futex call on a word of the shared file (not private: the
-// child waits on the same word through its own mapping).
-func emuFutex(addr *uint32, op int, val uint32, ts *unix.Timespec) error {
-	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
 // spawn starts and prepares a child on the keeper thread.
 func (o *EmuOracle) spawn() error {
 	errc := make(chan error, 1)
@@ -338,35 +313,14 @@ func (o *EmuOracle) spawn() error {
 	return <-errc
 }
 
-// emuChild is the child during setup, while it is traced.
-type emuChild struct {
-	pid    int
-	mem    int // /proc/pid/mem
-	regs   unix.PtraceRegs
-	gadget uint64 // address of `syscall; int3`
-}
-
 // setup forks the child and prepares it; on failure the child is killed.
 func (o *EmuOracle) setup() error {
-	null, err := os.Open(os.DevNull)
+	pid, err := startOracleChild(o.exe, o.memfd)
 	if err != nil {
 		return err
 	}
-	defer null.Close()
-	pid, err := syscall.ForkExec(o.exe, []string{o.exe}, &syscall.ProcAttr{
-		Env:   []string{},
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(o.memfd)},
-		Sys: &syscall.SysProcAttr{
-			Ptrace:    true,
-			Pdeathsig: syscall.SIGKILL,
-			Setpgid:   true,
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("start oracle child %s: %w", o.exe, err)
-	}
 	o.pid = pid
-	ch := &emuChild{pid: pid, mem: -1}
+	ch := &oracleChild{pid: pid, mem: -1}
 	err = o.prepare(ch)
 	if ch.mem >= 0 {
 		_ = unix.Close(ch.mem)
@@ -380,199 +334,48 @@ func (o *EmuOracle) setup() error {
 
 // prepare maps the areas in the stopped child, removes everything else,
 // installs the signal handler and lets the child go to its idle loop.
-func (o *EmuOracle) prepare(ch *emuChild) error {
-	var ws unix.WaitStatus
-	if err := emuWait(ch.pid, &ws); err != nil {
-		return fmt.Errorf("wait for oracle child: %w", err)
-	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
-		return fmt.Errorf("oracle child did not stop at exec: %s", describeWait(ws))
-	}
-	if err := unix.PtraceSetOptions(ch.pid, unix.PTRACE_O_EXITKILL); err != nil {
-		return fmt.Errorf("set ptrace options: %w", err)
-	}
-	mem, err := unix.Open(fmt.Sprintf("/proc/%d/mem", ch.pid), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open child memory: %w", err)
-	}
-	ch.mem = mem
-	if err := unix.PtraceGetRegs(ch.pid, &ch.regs); err != nil {
-		return fmt.Errorf("get child registers: %w", err)
+func (o *EmuOracle) prepare(ch *oracleChild) error {
+	if err := ch.attach(); err != nil {
+		return err
 	}
 	// A first gadget at the entry point maps the harness.
-	ch.gadget = ch.regs.Rip
-	if _, err := unix.Pwrite(ch.mem, []byte{0x0f, 0x05, 0xcc}, int64(ch.gadget)); err != nil {
-		return fmt.Errorf("write child gadget: %w", err)
-	}
-	const (
-		shared = unix.MAP_SHARED | unix.MAP_FIXED_NOREPLACE
-		anon   = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED_NOREPLACE
-		r      = unix.PROT_READ
-		rw     = unix.PROT_READ | unix.PROT_WRITE
-		rx     = unix.PROT_READ | unix.PROT_EXEC
-		fd     = 3 // the shared file in the child
-	)
-	if err := ch.mmap(emuCtrlAddr+emuOffHarness, 0x1000, rx, shared, fd, emuOffHarness); err != nil {
+	if err := ch.mapHarness(emuCtrlAddr+emuOffHarness, emuOffHarness, o.harness.gadget); err != nil {
 		return err
 	}
-	ch.gadget = emuCtrlAddr + emuOffHarness + uint64(o.harness.gadget)
-	if err := ch.unmapOthers(); err != nil {
+	err := ch.mapAreas([]oracleArea{
+		{emuCtrlAddr, 0x1000, oracleRW, oracleShared, emuOffCtrl},
+		{emuCtrlAddr + emuOffTemplate, emuOffCodeLow - emuOffTemplate, oracleRW, oracleShared, emuOffTemplate},
+		{emuAltStack, emuAltSize, oracleRW, oracleAnon, 0},
+		{EmuCodeLow, EmuCodeSize, oracleRX, oracleShared, emuOffCodeLow},
+		{EmuCodeHigh, EmuCodeSize, oracleRX, oracleShared, emuOffCodeHigh},
+		{EmuROAddr, EmuROSize, oracleR, oracleShared, emuOffRO},
+		{EmuRWAddr, EmuRWSize, oracleRW, oracleShared, emuOffRW},
+	})
+	if err != nil {
 		return err
 	}
-	maps := []struct {
-		addr, size uint64
-		prot, flag int
-		off        uint64
-	}{
-		{emuCtrlAddr, 0x1000, rw, shared, emuOffCtrl},
-		{emuCtrlAddr + emuOffTemplate, emuOffCodeLow - emuOffTemplate, rw, shared, emuOffTemplate},
-		{emuAltStack, emuAltSize, rw, anon, 0},
-		{EmuCodeLow, EmuCodeSize, rx, shared, emuOffCodeLow},
-		{EmuCodeHigh, EmuCodeSize, rx, shared, emuOffCodeHigh},
-		{EmuROAddr, EmuROSize, r, shared, emuOffRO},
-		{EmuRWAddr, EmuRWSize, rw, shared, emuOffRW},
-	}
-	for _, m := range maps {
-		f := fd
-		if m.flag == anon {
-			f = -1
-		}
-		if err := ch.mmap(m.addr, m.size, m.prot, m.flag, f, m.off); err != nil {
-			return err
-		}
-	}
-	if _, err := ch.syscall(unix.SYS_CLOSE, fd); err != nil {
-		return err
-	}
-	// Signal stack, handler, empty signal mask. The structures go in the
-	// scratch part of the control page.
-	le := binary.LittleEndian
-	scratch := o.mem[emuOffCtrl+emuCtlScratch:]
-	le.PutUint64(scratch[0:], emuAltStack) // stack_t
-	le.PutUint64(scratch[8:], 0)
-	le.PutUint64(scratch[16:], emuAltSize)
-	le.PutUint64(scratch[32:], emuCtrlAddr+emuOffHarness+uint64(o.harness.handler)) // sigaction
-	le.PutUint64(scratch[40:], emuSASiginfo|emuSAOnstack|emuSARestorer)
-	le.PutUint64(scratch[48:], emuCtrlAddr+emuOffHarness+uint64(o.harness.restorer))
-	le.PutUint64(scratch[56:], ^uint64(0)) // block everything in the handler
-	le.PutUint64(scratch[64:], 0)          // the empty set
-	base := uint64(emuCtrlAddr + emuCtlScratch)
-	if _, err := ch.syscall(unix.SYS_SIGALTSTACK, base); err != nil {
-		return err
-	}
-	for _, sig := range []int{int(unix.SIGTRAP), int(unix.SIGSEGV), int(unix.SIGBUS), int(unix.SIGILL), int(unix.SIGFPE)} {
-		if _, err := ch.syscall(unix.SYS_RT_SIGACTION, uint64(sig), base+32, 0, 8); err != nil {
-			return err
-		}
-	}
-	if _, err := ch.syscall(unix.SYS_RT_SIGPROCMASK, emuSigSetMask, base+64, 0, 8); err != nil {
+	// Signal stack, handler, empty signal mask.
+	err = ch.installHandler(oracleSignals{
+		scratch:     o.mem[emuOffCtrl+emuCtlScratch:],
+		scratchAddr: emuCtrlAddr + emuCtlScratch,
+		altStack:    emuAltStack,
+		altSize:     emuAltSize,
+		handler:     emuCtrlAddr + emuOffHarness + uint64(o.harness.handler),
+		restorer:    emuCtrlAddr + emuOffHarness + uint64(o.harness.restorer),
+	})
+	if err != nil {
 		return err
 	}
 	// Go: idle loop, FS and GS bases for the cases.
 	o.seq = 1
 	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlSeq), 1)
 	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlDone), 0)
-	regs := ch.regs
-	regs.Rip = emuCtrlAddr + emuOffHarness + uint64(o.harness.idle)
-	regs.Orig_rax = ^uint64(0)
-	regs.Eflags = 0x202
-	regs.Fs_base = EmuFSBase
-	regs.Gs_base = EmuGSBase
-	if err := unix.PtraceSetRegs(ch.pid, &regs); err != nil {
-		return fmt.Errorf("set child registers: %w", err)
-	}
-	if err := unix.PtraceDetach(ch.pid); err != nil {
-		return fmt.Errorf("detach oracle child: %w", err)
+	err = ch.detach(emuCtrlAddr+emuOffHarness+uint64(o.harness.idle), func(regs *unix.PtraceRegs) {
+		regs.Fs_base = EmuFSBase
+		regs.Gs_base = EmuGSBase
+	})
+	if err != nil {
+		return err
 	}
 	return o.waitDone(1)
-}
-
-// mmap maps memory in the child at a fixed address.
-func (ch *emuChild) mmap(addr, size uint64, prot, flags, fd int, off uint64) error {
-	got, err := ch.syscall(unix.SYS_MMAP, addr, size, uint64(prot), uint64(flags), uint64(int64(fd)), off)
-	if err == nil && got != addr {
-		err = fmt.Errorf("mapped at %#x", got)
-	}
-	if err != nil {
-		return fmt.Errorf("child mmap %#x+%#x: %w", addr, size, err)
-	}
-	return nil
-}
-
-// unmapOthers removes every mapping of the child but the harness page (and
-// the vsyscall page, which cannot be removed), so that a case's stray
-// access faults instead of reaching memory the oracle does not model.
-func (ch *emuChild) unmapOthers() error {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", ch.pid))
-	if err != nil {
-		return fmt.Errorf("read child maps: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || (len(f) >= 6 && f[5] == "[vsyscall]") {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("child maps: bad line %q", sc.Text())
-		}
-		if start == emuCtrlAddr+emuOffHarness {
-			continue
-		}
-		if _, err := ch.syscall(unix.SYS_MUNMAP, start, end-start); err != nil {
-			return fmt.Errorf("child munmap %#x-%#x: %w", start, end, err)
-		}
-	}
-	return sc.Err()
-}
-
-// syscall makes the stopped child run system call nr at the gadget and
-// returns its result; -4095..-1 is returned as an error wrapping the errno.
-func (ch *emuChild) syscall(nr uint64, args ...uint64) (uint64, error) {
-	var a [6]uint64
-	copy(a[:], args)
-	r := ch.regs
-	r.Rip = ch.gadget
-	r.Rax = nr
-	r.Orig_rax = ^uint64(0)
-	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = a[0], a[1], a[2], a[3], a[4], a[5]
-	if err := unix.PtraceSetRegs(ch.pid, &r); err != nil {
-		return 0, fmt.Errorf("child syscall %d: set registers: %w", nr, err)
-	}
-	if err := unix.PtraceCont(ch.pid, 0); err != nil {
-		return 0, fmt.Errorf("child syscall %d: continue: %w", nr, err)
-	}
-	var ws unix.WaitStatus
-	if err := emuWait(ch.pid, &ws); err != nil {
-		return 0, fmt.Errorf("child syscall %d: wait: %w", nr, err)
-	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
-		if ws.Exited() || ws.Signaled() {
-			return 0, fmt.Errorf("child syscall %d: %s: %w", nr, describeWait(ws), ErrChildDied)
-		}
-		return 0, fmt.Errorf("child syscall %d: unexpected %s", nr, describeWait(ws))
-	}
-	if err := unix.PtraceGetRegs(ch.pid, &r); err != nil {
-		return 0, fmt.Errorf("child syscall %d: get registers: %w", nr, err)
-	}
-	if r.Rip != ch.gadget+3 {
-		return 0, fmt.Errorf("child syscall %d stopped at %#x, want %#x", nr, r.Rip, ch.gadget+3)
-	}
-	if r.Rax > ^uint64(0)-4095 {
-		return r.Rax, fmt.Errorf("child syscall %d: %w", nr, unix.Errno(-r.Rax))
-	}
-	return r.Rax, nil
-}
-
-// emuWait waits for the child to change state, retrying on EINTR.
-func emuWait(pid int, ws *unix.WaitStatus) error {
-	for {
-		_, err := unix.Wait4(pid, ws, unix.WALL, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

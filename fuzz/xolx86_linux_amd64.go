@@ -3,35 +3,24 @@
 package fuzz
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
 
-// Tuning and kernel constants of the relocation oracle.
+// Tuning constants of the relocation oracle.
 const (
 	xoBatchTimeout = 5 * time.Second
 	xoPoll         = 50 * time.Millisecond
-	xoSASiginfo    = 0x4
-	xoSAOnstack    = 0x08000000
-	xoSARestorer   = 0x04000000
-	xoFutexWait    = 0
-	xoFutexWake    = 1
-	xoSigSetMask   = 2
 	xoFlagsIn      = 0x8d5 | 0x400 // status flags and DF
 )
 
@@ -275,7 +264,7 @@ func (o *XOLX86Oracle) kick() error {
 	o.seq++
 	seq := o.seq
 	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), seq)
-	if err := xoFutex(o.word(xoOffCtrl+xoCtlSeq), xoFutexWake, 1, nil); err != nil {
+	if err := oracleFutex(o.word(xoOffCtrl+xoCtlSeq), oracleFutexWake, 1, nil); err != nil {
 		return fmt.Errorf("wake oracle child: %w", err)
 	}
 	return o.waitDone(seq)
@@ -292,7 +281,7 @@ func (o *XOLX86Oracle) waitDone(seq uint32) error {
 		if d == seq {
 			return nil
 		}
-		if err := xoFutex(done, xoFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
+		if err := oracleFutex(done, oracleFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
 			return fmt.Errorf("wait for oracle child: %w", err)
 		}
 		if atomic.LoadUint32(done) == seq {
@@ -352,14 +341,6 @@ func (o *XOLX86Oracle) result(i int, r *XOLX86Result) {
 	r.FP = append([]byte(nil), rec[xoResFP:xoResFP+o.fpSize]...)
 }
 
-func xoFutex(addr *uint32, op int, val uint32, ts *unix.Timespec) error {
-	_, _, e := unix.Syscall6(unix.SYS_FUTEX, uintptr(unsafe.Pointer(addr)), uintptr(op), uintptr(val), uintptr(unsafe.Pointer(ts)), 0, 0)
-	if e != 0 {
-		return e
-	}
-	return nil
-}
-
 // spawn starts and prepares a child on the keeper thread, then captures
 // its XSAVE image.
 func (o *XOLX86Oracle) spawn() error {
@@ -386,35 +367,14 @@ func (o *XOLX86Oracle) spawn() error {
 	return nil
 }
 
-// xoChild is the child during setup, while it is traced.
-type xoChild struct {
-	pid    int
-	mem    int
-	regs   unix.PtraceRegs
-	gadget uint64
-}
-
 // setup forks the child and prepares it; on failure the child is killed.
 func (o *XOLX86Oracle) setup() error {
-	null, err := os.Open(os.DevNull)
+	pid, err := startOracleChild(o.exe, o.memfd)
 	if err != nil {
 		return err
 	}
-	defer null.Close()
-	pid, err := syscall.ForkExec(o.exe, []string{o.exe}, &syscall.ProcAttr{
-		Env:   []string{},
-		Files: []uintptr{null.Fd(), null.Fd(), null.Fd(), uintptr(o.memfd)},
-		Sys: &syscall.SysProcAttr{
-			Ptrace:    true,
-			Pdeathsig: syscall.SIGKILL,
-			Setpgid:   true,
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("start oracle child %s: %w", o.exe, err)
-	}
 	o.pid = pid
-	ch := &xoChild{pid: pid, mem: -1}
+	ch := &oracleChild{pid: pid, mem: -1}
 	err = o.prepare(ch)
 	if ch.mem >= 0 {
 		_ = unix.Close(ch.mem)
@@ -429,69 +389,24 @@ func (o *XOLX86Oracle) setup() error {
 // prepare maps the areas in the stopped child, removes everything else,
 // reads the XSAVE layout with cpuid, installs the signal handler and lets
 // the child go to its idle loop.
-func (o *XOLX86Oracle) prepare(ch *xoChild) error {
-	var ws unix.WaitStatus
-	if err := xoWait(ch.pid, &ws); err != nil {
-		return fmt.Errorf("wait for oracle child: %w", err)
-	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
-		return fmt.Errorf("oracle child did not stop at exec: %s", describeWait(ws))
-	}
-	if err := unix.PtraceSetOptions(ch.pid, unix.PTRACE_O_EXITKILL); err != nil {
-		return fmt.Errorf("set ptrace options: %w", err)
-	}
-	mem, err := unix.Open(fmt.Sprintf("/proc/%d/mem", ch.pid), unix.O_RDWR|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return fmt.Errorf("open child memory: %w", err)
-	}
-	ch.mem = mem
-	if err := unix.PtraceGetRegs(ch.pid, &ch.regs); err != nil {
-		return fmt.Errorf("get child registers: %w", err)
-	}
-	ch.gadget = ch.regs.Rip
-	if _, err := unix.Pwrite(ch.mem, []byte{0x0f, 0x05, 0xcc}, int64(ch.gadget)); err != nil {
-		return fmt.Errorf("write child gadget: %w", err)
-	}
-	const (
-		shared = unix.MAP_SHARED | unix.MAP_FIXED_NOREPLACE
-		anon   = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS | unix.MAP_FIXED_NOREPLACE
-		r      = unix.PROT_READ
-		rw     = unix.PROT_READ | unix.PROT_WRITE
-		rx     = unix.PROT_READ | unix.PROT_EXEC
-		fd     = 3
-	)
-	if err := ch.mmap(xoCtrlAddr+xoOffHarness, 0x1000, rx, shared, fd, xoOffHarness); err != nil {
+func (o *XOLX86Oracle) prepare(ch *oracleChild) error {
+	if err := ch.attach(); err != nil {
 		return err
 	}
-	ch.gadget = xoCtrlAddr + xoOffHarness + uint64(o.harness.gadget)
-	if err := ch.unmapOthers(); err != nil {
+	if err := ch.mapHarness(xoCtrlAddr+xoOffHarness, xoOffHarness, o.harness.gadget); err != nil {
 		return err
 	}
-	type area struct {
-		addr, size uint64
-		prot, flag int
-		off        uint64
-	}
-	maps := []area{
-		{xoCtrlAddr, 0x1000, rw, shared, xoOffCtrl},
-		{xoCtrlAddr + xoOffFP, xoOffCode - xoOffFP, rw, shared, xoOffFP},
-		{xoAltStack, xoAltSize, rw, anon, 0},
-		{XOLX86ROAddr, XOLX86ROSize, r, shared, xoOffRO},
-		{XOLX86RWAddr, XOLX86RWSize, rw, shared, xoOffRW},
+	areas := []oracleArea{
+		{xoCtrlAddr, 0x1000, oracleRW, oracleShared, xoOffCtrl},
+		{xoCtrlAddr + xoOffFP, xoOffCode - xoOffFP, oracleRW, oracleShared, xoOffFP},
+		{xoAltStack, xoAltSize, oracleRW, oracleAnon, 0},
+		{XOLX86ROAddr, XOLX86ROSize, oracleR, oracleShared, xoOffRO},
+		{XOLX86RWAddr, XOLX86RWSize, oracleRW, oracleShared, xoOffRW},
 	}
 	for w, addr := range XOLX86Windows {
-		maps = append(maps, area{addr, XOLX86WindowSize, rx, shared, uint64(xoOffCode + w*XOLX86WindowSize)})
+		areas = append(areas, oracleArea{addr, XOLX86WindowSize, oracleRX, oracleShared, uint64(xoOffCode + w*XOLX86WindowSize)})
 	}
-	for _, m := range maps {
-		f := fd
-		if m.flag == anon {
-			f = -1
-		}
-		if err := ch.mmap(m.addr, m.size, m.prot, m.flag, f, m.off); err != nil {
-			return err
-		}
-	}
-	if _, err := ch.syscall(unix.SYS_CLOSE, fd); err != nil {
+	if err := ch.mapAreas(areas); err != nil {
 		return err
 	}
 	for c := 2; c <= 7; c++ {
@@ -501,149 +416,23 @@ func (o *XOLX86Oracle) prepare(ch *xoChild) error {
 		}
 		o.comp[c] = [2]int{int(ebx), int(eax)}
 	}
-	le := binary.LittleEndian
-	scratch := o.mem[xoOffCtrl+xoCtlScratch:]
-	le.PutUint64(scratch[0:], xoAltStack) // stack_t
-	le.PutUint64(scratch[8:], 0)
-	le.PutUint64(scratch[16:], xoAltSize)
-	le.PutUint64(scratch[32:], xoCtrlAddr+xoOffHarness+uint64(o.harness.handler)) // sigaction
-	le.PutUint64(scratch[40:], xoSASiginfo|xoSAOnstack|xoSARestorer)
-	le.PutUint64(scratch[48:], xoCtrlAddr+xoOffHarness+uint64(o.harness.restorer))
-	le.PutUint64(scratch[56:], ^uint64(0)) // every signal blocked in the handler
-	le.PutUint64(scratch[64:], 0)          // the empty set
-	base := uint64(xoCtrlAddr + xoCtlScratch)
-	if _, err := ch.syscall(unix.SYS_SIGALTSTACK, base); err != nil {
-		return err
-	}
-	for _, sig := range []int{int(unix.SIGTRAP), int(unix.SIGSEGV), int(unix.SIGBUS), int(unix.SIGILL), int(unix.SIGFPE)} {
-		if _, err := ch.syscall(unix.SYS_RT_SIGACTION, uint64(sig), base+32, 0, 8); err != nil {
-			return err
-		}
-	}
-	if _, err := ch.syscall(unix.SYS_RT_SIGPROCMASK, xoSigSetMask, base+64, 0, 8); err != nil {
+	err := ch.installHandler(oracleSignals{
+		scratch:     o.mem[xoOffCtrl+xoCtlScratch:],
+		scratchAddr: xoCtrlAddr + xoCtlScratch,
+		altStack:    xoAltStack,
+		altSize:     xoAltSize,
+		handler:     xoCtrlAddr + xoOffHarness + uint64(o.harness.handler),
+		restorer:    xoCtrlAddr + xoOffHarness + uint64(o.harness.restorer),
+	})
+	if err != nil {
 		return err
 	}
 	o.seq = 1
 	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), 1)
 	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlDone), 0)
-	le.PutUint64(o.mem[xoOffCtrl+xoCtlRunning:], 0)
-	regs := ch.regs
-	regs.Rip = xoCtrlAddr + xoOffHarness + uint64(o.harness.idle)
-	regs.Orig_rax = ^uint64(0)
-	regs.Eflags = 0x202
-	if err := unix.PtraceSetRegs(ch.pid, &regs); err != nil {
-		return fmt.Errorf("set child registers: %w", err)
-	}
-	if err := unix.PtraceDetach(ch.pid); err != nil {
-		return fmt.Errorf("detach oracle child: %w", err)
+	binary.LittleEndian.PutUint64(o.mem[xoOffCtrl+xoCtlRunning:], 0)
+	if err := ch.detach(xoCtrlAddr+xoOffHarness+uint64(o.harness.idle), nil); err != nil {
+		return err
 	}
 	return o.waitDone(1)
-}
-
-func (ch *xoChild) mmap(addr, size uint64, prot, flags, fd int, off uint64) error {
-	got, err := ch.syscall(unix.SYS_MMAP, addr, size, uint64(prot), uint64(flags), uint64(int64(fd)), off)
-	if err == nil && got != addr {
-		err = fmt.Errorf("mapped at %#x", got)
-	}
-	if err != nil {
-		return fmt.Errorf("child mmap %#x+%#x: %w", addr, size, err)
-	}
-	return nil
-}
-
-// unmapOthers removes every mapping of the child but the harness page (and
-// the vsyscall page, which cannot be removed).
-func (ch *xoChild) unmapOthers() error {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", ch.pid))
-	if err != nil {
-		return fmt.Errorf("read child maps: %w", err)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 0 || (len(f) >= 6 && f[5] == "[vsyscall]") {
-			continue
-		}
-		lo, hi, ok := strings.Cut(f[0], "-")
-		start, err1 := strconv.ParseUint(lo, 16, 64)
-		end, err2 := strconv.ParseUint(hi, 16, 64)
-		if !ok || err1 != nil || err2 != nil {
-			return fmt.Errorf("child maps: bad line %q", sc.Text())
-		}
-		if start == xoCtrlAddr+xoOffHarness {
-			continue
-		}
-		if _, err := ch.syscall(unix.SYS_MUNMAP, start, end-start); err != nil {
-			return fmt.Errorf("child munmap %#x-%#x: %w", start, end, err)
-		}
-	}
-	return sc.Err()
-}
-
-// run makes the stopped child run from rip until its next trap (the int3
-// after a gadget) and returns the registers then.
-func (ch *xoChild) run(r unix.PtraceRegs, rip uint64, what string) (unix.PtraceRegs, error) {
-	r.Rip = rip
-	r.Orig_rax = ^uint64(0)
-	if err := unix.PtraceSetRegs(ch.pid, &r); err != nil {
-		return r, fmt.Errorf("child %s: set registers: %w", what, err)
-	}
-	if err := unix.PtraceCont(ch.pid, 0); err != nil {
-		return r, fmt.Errorf("child %s: continue: %w", what, err)
-	}
-	var ws unix.WaitStatus
-	if err := xoWait(ch.pid, &ws); err != nil {
-		return r, fmt.Errorf("child %s: wait: %w", what, err)
-	}
-	if !ws.Stopped() || ws.StopSignal() != unix.SIGTRAP {
-		if ws.Exited() || ws.Signaled() {
-			return r, fmt.Errorf("child %s: %s: %w", what, describeWait(ws), ErrChildDied)
-		}
-		return r, fmt.Errorf("child %s: unexpected %s", what, describeWait(ws))
-	}
-	if err := unix.PtraceGetRegs(ch.pid, &r); err != nil {
-		return r, fmt.Errorf("child %s: get registers: %w", what, err)
-	}
-	return r, nil
-}
-
-// syscall makes the child run system call nr at the gadget.
-func (ch *xoChild) syscall(nr uint64, args ...uint64) (uint64, error) {
-	var a [6]uint64
-	copy(a[:], args)
-	r := ch.regs
-	r.Rax = nr
-	r.Rdi, r.Rsi, r.Rdx, r.R10, r.R8, r.R9 = a[0], a[1], a[2], a[3], a[4], a[5]
-	what := fmt.Sprintf("syscall %d", nr)
-	r, err := ch.run(r, ch.gadget, what)
-	if err != nil {
-		return 0, err
-	}
-	if r.Rip != ch.gadget+3 {
-		return 0, fmt.Errorf("child %s stopped at %#x, want %#x", what, r.Rip, ch.gadget+3)
-	}
-	if r.Rax > ^uint64(0)-4095 {
-		return r.Rax, fmt.Errorf("child %s: %w", what, unix.Errno(-r.Rax))
-	}
-	return r.Rax, nil
-}
-
-// cpuid makes the child run cpuid with eax=leaf, ecx=sub at the gadget.
-func (ch *xoChild) cpuid(gadget uint64, leaf, sub uint32) (eax, ebx uint32, err error) {
-	r := ch.regs
-	r.Rax, r.Rcx = uint64(leaf), uint64(sub)
-	r, err = ch.run(r, gadget, "cpuid")
-	if err != nil {
-		return 0, 0, err
-	}
-	return uint32(r.Rax), uint32(r.Rbx), nil
-}
-
-func xoWait(pid int, ws *unix.WaitStatus) error {
-	for {
-		_, err := unix.Wait4(pid, ws, unix.WALL, nil)
-		if !errors.Is(err, unix.EINTR) {
-			return err
-		}
-	}
 }

@@ -1,7 +1,7 @@
-// Package trampoline generates the x86-64 machine code of probes that never
-// trap: a probe site is rewritten into a jmp rel32 to a slot of its own,
-// the slot runs the probe's handler and the instructions the jump
-// displaced, and jumps back.
+// Package trampoline generates the x86-64 and arm64 machine code of probes
+// that never trap: a probe site is rewritten into a jump (jmp rel32, or
+// an arm64 b) to a slot of its own, the slot runs the probe's handler and
+// the instructions the jump displaced, and jumps back.
 //
 // # Sites
 //
@@ -90,5 +90,59 @@
 //
 // trampoline does not decide whether a site may be probed (plan), read or
 // write a process (proc, batchpatch), or relocate single instructions
-// itself (xol). It generates x86-64 code only; arm64 is not done yet.
+// itself (xol). On arm64 it has no return probes, Unhijack or Rehijack
+// (ErrConfig).
+//
+// # arm64
+//
+// AnalyzeARM64 and Area.BuildARM64 are the arm64 counterparts. A site is
+// one instruction word, replaced by a b (+-128 MiB) to the slot: exactly
+// one instruction is displaced, so a branch to the site lands on the b,
+// and the function-wide checks that remain are the caller's: the site is
+// an instruction and not data, and it does not lie inside a load/store
+// exclusive sequence (the slot's memory accesses clear the exclusive
+// monitor, the store-exclusive would fail forever). A nop (the USDT site)
+// displaces nothing; a bti at the site stays and the b follows it.
+// Instructions xol.CheckARM64 refuses are refused (*SiteError).
+//
+// The slot saves x16, x17 (and x13-x15 as the handler needs) with stp
+// below the stack pointer (AAPCS64 has no red zone; the frame is a
+// multiple of 16 bytes, so sp stays 16-byte aligned), runs the handler
+// without any flag-setting instruction (NZCV is never saved because never
+// changed), restores the registers, runs the displaced instruction as
+// xol.RelocateARM64 rewrote it for the slot's address (conditional
+// branches re-targeted or inverted over a b, bl and blr with x30 set to
+// the original return address, adr, adrp and literal loads materialized;
+// an FP/SIMD literal out of reach is loaded through x16 saved around the
+// load) and goes back with a b. Counters are a ldxr/stxr loop, or stadd
+// with ARM64Options.LSE; events take the ring's head with ldxr/stxr,
+// record x0-x5, sp, the probe address, tpidr_el0 as the thread pointer
+// and cntvct_el0 as the time stamp, and publish with stlr. The slot area
+// must lie within MaxReachARM64 of every address in SiteARM64.Reach
+// (PlaceOptions.Reach); only with ARM64Options.ScratchFree (x16 and x17
+// dead, as at a function entry: they are the intra-procedure-call
+// scratch registers, which veneers and PLT stubs may overwrite) may a
+// slot reach farther, through ldr x16, literal; br x16.
+//
+// Instruction-cache maintenance. arm64 instruction fetch is not coherent
+// with data writes: code written as data must be cleaned from the data
+// cache to the point of unification and invalidated from the instruction
+// cache before it runs (dc cvau and ic ivau over the range by the line
+// sizes of CTR_EL0, each followed by dsb ish, then a context
+// synchronization event such as isb or an exception return in every
+// thread that runs it). A tracer that writes slots and site patches
+// through /proc/PID/mem or PTRACE_POKETEXT need not do it: both go
+// through __access_remote_vm (mm/memory.c), which writes with
+// copy_to_user_page; on arm64 (arch/arm64/mm/flush.c) copy_to_user_page
+// copies and then calls flush_ptrace_access, which for a VM_EXEC mapping
+// calls sync_icache_aliases on the range: caches_clean_inval_pou (or
+// dcache_clean_pou and icache_inval_all_pou when the instruction cache
+// aliases). The kernel sends no IPI for user mappings (its comment: no
+// kick_all_cpus_sync after I-cache invalidation for user mappings); the
+// stopped threads resume through an exception return, which synchronizes
+// context. A page mapped executable later gets the same maintenance when
+// its PTE is set (__sync_icache_dcache, as uprobes' arch_uprobe_copy_ixol
+// notes). Code written any other way — through a second, writable
+// mapping of a memfd shared with the tracee, or by the tracee itself —
+// gets no maintenance from the kernel, and the writer must do it.
 package trampoline

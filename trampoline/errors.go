@@ -14,8 +14,10 @@ var (
 	// ErrOutOfReach means an address the generated code must reach with a
 	// 32-bit displacement (the site, the place it resumes at, a
 	// RIP-relative operand of a displaced instruction) lies beyond +-2 GiB
-	// of the slot: the slot area must be placed nearer (see Place).
-	ErrOutOfReach = errors.New("beyond +-2 GiB of the slot")
+	// of the slot, or on arm64 one it must reach with a b (+-128 MiB)
+	// without a scratch register: the slot area must be placed nearer (see
+	// Place).
+	ErrOutOfReach = errors.New("beyond the reach of the slot")
 	// ErrNoPlace means Place found no free address range that reaches
 	// every address given.
 	ErrNoPlace = errors.New("no free range within +-2 GiB of every address")

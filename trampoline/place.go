@@ -33,6 +33,10 @@ type PlaceOptions struct {
 	// Guard is kept free between the area and any mapping; default one
 	// page.
 	Guard uint64
+	// Reach is the largest distance allowed between any byte of the area
+	// and any address it must reach; default MaxReach (x86-64, rel32).
+	// arm64 areas use MaxReachARM64 (b, +-128 MiB).
+	Reach uint64
 }
 
 // MaxReach is the largest distance Place allows between any byte of the
@@ -63,14 +67,18 @@ func (o *PlaceOptions) withDefaults() PlaceOptions {
 	if r.Guard == 0 {
 		r.Guard = r.PageSize
 	}
+	if r.Reach == 0 {
+		r.Reach = MaxReach
+	}
 	return r
 }
 
 // Place chooses where to map an area of size bytes: a page-aligned
 // address, free in maps (with the guard, heap and stack room), such that
-// every byte of the area lies within MaxReach of every address in reach
-// (sites, the addresses they resume at, RIP-relative operands: see
-// Site.Reach), as near to them as possible. It is a pure function of its
+// every byte of the area lies within PlaceOptions.Reach (MaxReach, or
+// MaxReachARM64 for arm64) of every address in reach (sites, the
+// addresses they resume at, RIP-relative operands: see Site.Reach and
+// SiteARM64.Reach), as near to them as possible. It is a pure function of its
 // arguments; the engine maps the result with MAP_FIXED_NOREPLACE (and
 // places again if that fails because the process mapped something
 // meanwhile). It returns ErrNoPlace when no free range qualifies, for
@@ -85,16 +93,16 @@ func Place(maps []Mapping, reach []uint64, size uint64, opts *PlaceOptions) (uin
 	}
 	size = (size + o.PageSize - 1) &^ (o.PageSize - 1)
 	minA, maxA := slices.Min(reach), slices.Max(reach)
-	// Every byte b of the area: maxA - MaxReach <= b and b < minA + MaxReach.
+	// Every byte b of the area: maxA - Reach <= b and b < minA + Reach.
 	lo, hi := o.Low, o.High
-	if maxA > MaxReach && maxA-MaxReach > lo {
-		lo = maxA - MaxReach
+	if maxA > o.Reach && maxA-o.Reach > lo {
+		lo = maxA - o.Reach
 	}
-	if minA+MaxReach < hi {
-		hi = minA + MaxReach
+	if minA+o.Reach < hi {
+		hi = minA + o.Reach
 	}
 	if hi <= lo || hi-lo < size {
-		return 0, fmt.Errorf("%d bytes within %#x of %#x..%#x: %w", size, MaxReach, minA, maxA, ErrNoPlace)
+		return 0, fmt.Errorf("%d bytes within %#x of %#x..%#x: %w", size, o.Reach, minA, maxA, ErrNoPlace)
 	}
 	center := minA + (maxA-minA)/2
 	best, bestDist, found := uint64(0), uint64(0), false
@@ -120,7 +128,7 @@ func Place(maps []Mapping, reach []uint64, size uint64, opts *PlaceOptions) (uin
 		}
 	}
 	if !found {
-		return 0, fmt.Errorf("%d bytes within %#x of %#x..%#x: %w", size, MaxReach, minA, maxA, ErrNoPlace)
+		return 0, fmt.Errorf("%d bytes within %#x of %#x..%#x: %w", size, o.Reach, minA, maxA, ErrNoPlace)
 	}
 	return best, nil
 }
@@ -186,8 +194,8 @@ func satSub(a, b uint64) uint64 {
 
 // Clusters splits addresses into groups that one area can serve each:
 // sorted, and no group spanning more than span bytes (1 GiB when span is
-// 0, leaving room on both sides for the area). The engine places one area
-// per group (typically one per module, or per group of modules mapped
+// 0, leaving room on both sides for the area; for arm64 pass about half
+// of MaxReachARM64). The engine places one area per group (typically one per module, or per group of modules mapped
 // near each other).
 func Clusters(addrs []uint64, span uint64) [][]uint64 {
 	if span == 0 {

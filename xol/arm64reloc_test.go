@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
@@ -78,6 +79,86 @@ func a64Run(t testing.TB, m *a64Space, st *emulate.ARM64State, lo, hi uint64) (e
 	return nil, true
 }
 
+// a64Memory returns the test memory of checkByEmulation: a data page at
+// 0x7000_0000, a page of literals around the run, the run at from and the
+// block at to.
+func a64Memory(code []byte, from, to uint64, block []byte) *a64Space {
+	m := &a64Space{b: map[uint64]byte{}}
+	for a := uint64(0); a < 4096; a++ {
+		m.b[0x7000_0000+a] = byte(a * 7)
+		m.b[from-2048+a] = byte(a * 13) // literals around the run
+	}
+	m.put(from, code)
+	m.put(to, block)
+	return m
+}
+
+// a64Loops emulates the original run at from, from state st, in the
+// memory of checkByEmulation, and reports whether it executes one of its
+// instructions a second time: a taken branch (direct or through a
+// register) back to the first instruction, to itself or to an instruction
+// in between. If so, it returns the address of that instruction and the
+// state and memory just before its second execution. A run that faults or
+// meets an instruction the emulator lacks does not loop.
+func a64Loops(code []byte, from uint64, st emulate.ARM64State) (uint64, emulate.ARM64State, *a64Space, bool) {
+	m := a64Memory(code, from, from, nil)
+	end := from + uint64(len(code))
+	seen := map[uint64]bool{}
+	st.PC = from
+	for k := 0; k < 64 && st.PC >= from && st.PC < end; k++ {
+		if seen[st.PC] {
+			return st.PC, st, m, true
+		}
+		seen[st.PC] = true
+		w, err := m.Read(st.PC, 4)
+		if err != nil {
+			break
+		}
+		var b [4]byte
+		binary.LittleEndian.PutUint32(b[:], uint32(w))
+		inst, err := decode.DecodeARM64(b[:], st.PC)
+		if err != nil {
+			break
+		}
+		if err := (emulate.ARM64{NoPAuth: true}).Step(&inst, &st, m); err != nil {
+			break
+		}
+	}
+	return 0, st, nil, false
+}
+
+// checkLoopToStart checks a relocated run whose original, emulated from
+// st, branches back to its first instruction: the block must leave for
+// the original site (where the probe fires again) in the state the
+// original has when it gets there, but for the scratch register. want and
+// wantMem are that state and memory, from a64Loops.
+func checkLoopToStart(t testing.TB, code []byte, from, to uint64, rel *ARM64Relocation, st, want emulate.ARM64State, wantMem *a64Space) {
+	t.Helper()
+	m := a64Memory(code, from, to, rel.Code)
+	b := st
+	b.PC = to
+	err, ok := a64Run(t, m, &b, to, to+uint64(len(rel.Code)))
+	if !ok {
+		return
+	}
+	if err != nil {
+		t.Fatalf("%s\nthe original loops back to its start; the block faults: %v", code2text(code, from), err)
+	}
+	for r := 0; r < 31; r++ {
+		if rel.Scratch.Has(r) {
+			b.X[r] = want.X[r]
+		}
+	}
+	if b != want {
+		t.Fatalf("%s\nback at the start:\n%s\nthe block leaves with:\n%s\nblock % x", code2text(code, from), want.String(), b.String(), rel.Code)
+	}
+	for k, v := range wantMem.b {
+		if m.b[k] != v && (k < to || k >= to+uint64(len(rel.Code))) {
+			t.Fatalf("memory at %#x: %#x, relocated %#x", k, v, m.b[k])
+		}
+	}
+}
+
 // checkByEmulation relocates code from from to to and runs the original
 // and the block in the emulator from state st; the results must agree but
 // for the scratch register. It returns false when the emulator cannot run
@@ -88,17 +169,7 @@ func checkByEmulation(t testing.TB, code []byte, from, to uint64, opt *ARM64Relo
 	if err != nil {
 		t.Fatalf("relocate: %v", err)
 	}
-	mk := func() *a64Space {
-		m := &a64Space{b: map[uint64]byte{}}
-		for a := uint64(0); a < 4096; a++ {
-			m.b[0x7000_0000+a] = byte(a * 7)
-			m.b[from-2048+a] = byte(a * 13) // literals around the run
-		}
-		m.put(from, code)
-		m.put(to, rel.Code)
-		return m
-	}
-	ma, mb := mk(), mk()
+	ma, mb := a64Memory(code, from, to, rel.Code), a64Memory(code, from, to, rel.Code)
 	a, b := st, st
 	a.PC, b.PC = from, to
 	errA, okA := a64Run(t, ma, &a, from, from+uint64(len(code)))
@@ -326,34 +397,120 @@ func FuzzRelocateARM64(f *testing.F) {
 	f.Add(uint32(0x54000100), uint32(0x91000421), uint8(1), uint64(0x2_0000_0000), uint8(3), uint64(1))
 	f.Add(uint32(0xb4000063), uint32(0x94000100), uint8(2), uint64(0x20_0000), uint8(1), uint64(0))
 	f.Add(uint32(0x58000106), uint32(0x10000105), uint8(2), uint64(0x1000), uint8(0), uint64(7))
-	f.Fuzz(func(t *testing.T, w0, w1 uint32, n uint8, dist uint64, flags uint8, x uint64) {
-		words := []uint32{w0, w1}[:1+int(n%2)]
-		dist = dist &^ 3 % (1 << 40)
-		if dist < 0x100 {
-			dist += 0x100
+	f.Fuzz(fuzzRelocateARM64)
+}
+
+// fuzzRelocateARM64 is the body of FuzzRelocateARM64: a run of one or two
+// words (n%2+1) relocated dist bytes ahead with the options in flags, from
+// a state derived from x.
+func fuzzRelocateARM64(t *testing.T, w0, w1 uint32, n uint8, dist uint64, flags uint8, x uint64) {
+	words := []uint32{w0, w1}[:1+int(n%2)]
+	dist = dist &^ 3 % (1 << 40)
+	if dist < 0x100 {
+		dist += 0x100
+	}
+	to := relFrom + dist
+	opt := &ARM64RelocOptions{Return: flags&1 != 0, NoScratch: flags&2 != 0, BTIGuarded: flags&4 != 0, Live: flags&8 != 0}
+	code := a64Words(words...)
+	rel, err := RelocateARM64(code, relFrom, to, opt)
+	if err != nil {
+		var re *RefusalError
+		if !errors.As(err, &re) || !errors.Is(err, ErrNotRelocatable) {
+			t.Fatalf("not a refusal: %v", err)
 		}
-		to := relFrom + dist
-		opt := &ARM64RelocOptions{Return: flags&1 != 0, NoScratch: flags&2 != 0, BTIGuarded: flags&4 != 0, Live: flags&8 != 0}
-		code := a64Words(words...)
-		rel, err := RelocateARM64(code, relFrom, to, opt)
-		if err != nil {
-			var re *RefusalError
-			if !errors.As(err, &re) || !errors.Is(err, ErrNotRelocatable) {
-				t.Fatalf("not a refusal: %v", err)
-			}
-			return
+		return
+	}
+	if len(rel.Code)%4 != 0 || rel.End > len(rel.Code) || len(rel.Insts) != len(words) {
+		t.Fatalf("bad block: %+v", rel)
+	}
+	var s emulate.ARM64State
+	for i := range s.X {
+		s.X[i] = x + uint64(i)
+	}
+	s.X[6] = 0x7000_0000
+	s.NZCV = uint64(flags) << 28
+	// A run that branches back into itself (a loop) cannot be compared
+	// after a fixed number of steps: the block sends a branch to the
+	// first instruction to the original site. That one is checked up to
+	// the branch; other loops are skipped. A literal outside the test
+	// memory faults in both.
+	if pc, want, wantMem, loops := a64Loops(code, relFrom, s); loops {
+		if pc == relFrom {
+			checkLoopToStart(t, code, relFrom, to, rel, s, want, wantMem)
 		}
-		if len(rel.Code)%4 != 0 || rel.End > len(rel.Code) || len(rel.Insts) != len(words) {
-			t.Fatalf("bad block: %+v", rel)
+		return
+	}
+	checkByEmulation(t, code, relFrom, to, opt, s)
+}
+
+// fatalRecorder is a testing.TB whose Fatalf records the failure and ends
+// the goroutine, for tests of a checker.
+type fatalRecorder struct {
+	testing.TB
+	failed bool
+}
+
+func (r *fatalRecorder) Helper() {}
+
+func (r *fatalRecorder) Fatalf(string, ...any) {
+	r.failed = true
+	runtime.Goexit()
+}
+
+// checkFails reports whether check fails through Fatalf.
+func checkFails(t *testing.T, check func(testing.TB)) bool {
+	r := &fatalRecorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		check(r)
+	}()
+	<-done
+	return r.failed
+}
+
+// TestRelocateARM64LoopCheck checks how FuzzRelocateARM64 treats a run that
+// branches back into itself: a loop to the run's start is compared up to
+// the branch (and a wrong block still fails), other loops are recognized
+// and skipped, and a forward branch is no loop.
+func TestRelocateARM64LoopCheck(t *testing.T) {
+	loop := a64Words(0x91000421, 0x17ffffff) // add x1, x1, #1; b .-4
+	for _, flags := range []uint8{0, 1, 2, 3, 8, 9} {
+		for _, dist := range []uint64{0x4000, 0x20_0000, 0x2_0000_0000} {
+			fuzzRelocateARM64(t, 0x91000421, 0x17ffffff, 1, dist, flags, 0)
 		}
-		// Skip runs that branch back into themselves (loops) or whose
-		// literals are not in the test memory.
-		var s emulate.ARM64State
-		for i := range s.X {
-			s.X[i] = x + uint64(i)
+	}
+	var st emulate.ARM64State
+	pc, want, _, loops := a64Loops(loop, relFrom, st)
+	if !loops || pc != relFrom || want.X[1] != 1 || want.PC != relFrom {
+		t.Errorf("add; b .-4: a64Loops = %#x, x1=%#x pc=%#x, %v; want a loop to %#x with x1=1", pc, want.X[1], want.PC, loops, relFrom)
+	}
+	if pc, _, _, loops := a64Loops(a64Words(0x91000421, 0x14000000), relFrom, st); !loops || pc != relFrom+4 {
+		t.Errorf("add; b .: a64Loops = %#x, %v; want a loop to %#x", pc, loops, relFrom+4)
+	}
+	for _, code := range [][]byte{
+		a64Words(0x91000421, 0x14000001), // add; b .+4
+		a64Words(0xb4000043, 0x91000421), // cbz x3, .+8; add
+		a64Words(0xb5ffffe3, 0x91000421), // cbnz x3, .-4 (not taken, x3 = 0)
+	} {
+		if _, _, _, loops := a64Loops(code, relFrom, st); loops {
+			t.Errorf("%s: a loop", code2text(code, relFrom))
 		}
-		s.X[6] = 0x7000_0000
-		s.NZCV = uint64(flags) << 28
-		checkByEmulation(t, code, relFrom, to, opt, s)
-	})
+	}
+
+	// A block whose branch does not go back to the original site fails.
+	rel, err := RelocateARM64(loop, relFrom, relNear, &ARM64RelocOptions{Return: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := *rel
+	bad.Code = append([]byte(nil), rel.Code...)
+	binary.LittleEndian.PutUint32(bad.Code[4:], 0x17ffffff) // to the block's start
+	_, want, wantMem, _ := a64Loops(loop, relFrom, st)
+	if checkFails(t, func(tb testing.TB) { checkLoopToStart(tb, loop, relFrom, relNear, rel, st, want, wantMem) }) {
+		t.Error("checkLoopToStart fails the relocated block")
+	}
+	if !checkFails(t, func(tb testing.TB) { checkLoopToStart(tb, loop, relFrom, relNear, &bad, st, want, wantMem) }) {
+		t.Error("checkLoopToStart accepts a block that loops inside itself")
+	}
 }

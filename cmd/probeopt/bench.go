@@ -20,8 +20,8 @@ func newBenchCmd() *cobra.Command {
 by side with the alternative it replaces, all from one run, with the ratios:
 absolute times drift between machines and runs, ratios within one run much
 less.`,
-		Args: argsRange(0, 0, ""),
 	}
+	groupCmd(cmd)
 	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd())
 	return cmd
 }

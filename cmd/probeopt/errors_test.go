@@ -119,6 +119,8 @@ type errorCase struct {
 	code int
 	// stderr and stdout must contain every string listed.
 	stderr, stdout []string
+	// noStdout is set when nothing may be printed on stdout.
+	noStdout bool
 	// skip, when it returns a reason, skips the case.
 	skip func() string
 }
@@ -216,7 +218,22 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{"is inside the instruction at 0x6c0"},
 			stdout: []string{"probeopt: reject (misaligned)"}},
 		{name: "explain/unmapped-address", args: []string{"explain", funcsPIE, "0xdeadbeef"}, code: exitFailed,
-			stderr: []string{"explain 0xdeadbeef: code at 0xdeadbeef: not in a loadable segment"}},
+			stderr:   []string{"explain 0xdeadbeef: 0xdeadbeef is not in the executable code of " + funcsPIE + ": no PT_LOAD segment maps it; the executable code is at [0x1000, 0x12b1)"},
+			noStdout: true},
+		{name: "explain/read-only-segment", args: []string{"explain", funcsPIE, "0x2010"}, code: exitFailed,
+			stderr:   []string{"explain 0x2010: 0x2010 is not in the executable code of " + funcsPIE + ": it is in a PT_LOAD segment that is not executable ([0x2000, 0x2188), R); the executable code is at [0x1000, 0x12b1)"},
+			noStdout: true},
+		{name: "explain/bss", args: []string{"explain", funcsPIE, "0x4020"}, code: exitFailed,
+			stderr:   []string{"0x4020 is not in the executable code of", "not executable ([0x3dd0, 0x4028), RW)"},
+			noStdout: true},
+		{name: "explain/elf-header", args: []string{"explain", funcsPIE, "0x0"}, code: exitFailed,
+			stderr:   []string{"0x0 is not in the executable code of", "not executable ([0x0, 0x650), R)"},
+			noStdout: true},
+		{name: "explain/unmapped-address-json", args: []string{"explain", "--json", funcsPIE, "0xdeadbeef"}, code: exitFailed,
+			stdout: []string{`"spec":"0xdeadbeef"`, `"addr":3735928559`, `"error":"0xdeadbeef is not in the executable code of`}},
+		{name: "explain/unmapped-address-arm64", args: []string{"explain", fx("aarch64", "funcs-pie"), "0x1fe00"}, code: exitFailed,
+			stderr:   []string{"0x1fe00 is not in the executable code of", "not executable ([0x1fdc8, 0x20048), RW); the executable code is at [0x0, 0xaf8)"},
+			noStdout: true},
 		{name: "explain/offset-past-end", args: []string{"explain", funcsPIE, "main+0x1000"}, code: exitFailed,
 			stderr: []string{`invalid probe spec "main+0x1000": offset 0x1000 is past the end of main`}},
 		{name: "explain/usdt-semaphore", args: []string{"explain", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
@@ -251,6 +268,24 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{"--repeat must be at least 1, got 0"}},
 		{name: "bench-patch/argument", args: []string{"bench", "patch", "x"}, code: exitUsage,
 			stderr: []string{`patch takes no arguments, got ["x"]`}},
+
+		// unknown subcommands
+		{name: "root/unknown-command", args: []string{"decod", "90"}, code: exitUsage,
+			stderr: []string{`unknown command "decod" for "probeopt"; did you mean decode?`, "Run 'probeopt --help' for usage."}, noStdout: true},
+		{name: "root/unknown-command-no-suggestion", args: []string{"frobnicate"}, code: exitUsage,
+			stderr: []string{`unknown command "frobnicate" for "probeopt"`}, noStdout: true},
+		{name: "fuzz/unknown-subcommand", args: []string{"fuzz", "emulat"}, code: exitUsage,
+			stderr: []string{`unknown command "emulat" for "probeopt fuzz"; did you mean emulate?`, "Run 'probeopt fuzz --help' for usage."}, noStdout: true},
+		{name: "fuzz/unknown-subcommand-typo", args: []string{"fuzz", "xlo"}, code: exitUsage,
+			stderr: []string{`unknown command "xlo" for "probeopt fuzz"; did you mean xol?`}, noStdout: true},
+		{name: "fuzz/unknown-subcommand-no-suggestion", args: []string{"fuzz", "everything"}, code: exitUsage,
+			stderr: []string{`unknown command "everything" for "probeopt fuzz"`}, noStdout: true},
+		{name: "bench/unknown-subcommand", args: []string{"bench", "foo"}, code: exitUsage,
+			stderr: []string{`unknown command "foo" for "probeopt bench"`, "Run 'probeopt bench --help' for usage."}, noStdout: true},
+		{name: "bench/unknown-subcommand-typo", args: []string{"bench", "pach"}, code: exitUsage,
+			stderr: []string{`unknown command "pach" for "probeopt bench"; did you mean patch?`}, noStdout: true},
+		{name: "bench/hidden-subcommand-not-suggested", args: []string{"bench", "patch-targe"}, code: exitUsage,
+			stderr: []string{`unknown command "patch-targe" for "probeopt bench"`}, noStdout: true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,6 +307,9 @@ func TestErrorPaths(t *testing.T) {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("stdout lacks %q", want)
 				}
+			}
+			if c.noStdout && stdout != "" {
+				t.Errorf("stdout is not empty")
 			}
 			checkMessages(t, stderr, code)
 			if t.Failed() {
@@ -299,5 +337,38 @@ func checkMessages(t *testing.T, stderr string, code int) {
 	}
 	if code == exitUsage && !strings.Contains(stderr, "--help' for usage.") {
 		t.Errorf("usage error without the hint about --help")
+	}
+}
+
+// TestGroupCommandHelp checks that a command that only groups subcommands
+// prints its help when run alone, with its subcommands and without a usage
+// line of its own, and succeeds.
+func TestGroupCommandHelp(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		subs []string
+	}{
+		{[]string{"fuzz"}, []string{"emulate", "xol"}},
+		{[]string{"bench"}, []string{"patch", "trace"}},
+		{[]string{"fuzz", "--help"}, []string{"emulate", "xol"}},
+		{nil, []string{"decode", "explain", "fuzz", "scan"}},
+	} {
+		stdout, stderr, code := runBinary(t, c.args...)
+		path := strings.TrimSpace("probeopt " + strings.Join(c.args, " "))
+		path = strings.TrimSuffix(path, " --help")
+		if code != exitOK || stderr != "" {
+			t.Errorf("probeopt %q: exit status %d, stderr %q; want 0 and nothing", c.args, code, stderr)
+		}
+		if !strings.Contains(stdout, "Usage:\n  "+path+" [command]\n") {
+			t.Errorf("probeopt %q: the help lacks the usage line %q:\n%s", c.args, path+" [command]", stdout)
+		}
+		if strings.Contains(stdout, path+" [flags]") {
+			t.Errorf("probeopt %q: the help shows %q, which runs nothing", c.args, path+" [flags]")
+		}
+		for _, sub := range c.subs {
+			if !strings.Contains(stdout, "\n  "+sub+" ") {
+				t.Errorf("probeopt %q: the help does not list %s", c.args, sub)
+			}
+		}
 	}
 }

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"debug/elf"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -142,6 +144,16 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 		if i == o.limit {
 			fmt.Fprintf(stderr, "probeopt: explain: %s matches %d sites; showing the first %d (--limit)\n", specText, len(sites), o.limit)
 			break
+		}
+		if err := checkCode(f, path, sites[i].Addr); err != nil {
+			failed = true
+			if o.json {
+				if err := json.NewEncoder(out).Encode(explainFailure{File: path, Spec: specText, Addr: sites[i].Addr, Error: err.Error()}); err != nil {
+					return fmt.Errorf("write JSON: %w", err)
+				}
+			}
+			fmt.Fprintf(stderr, "probeopt: explain %s: %v\n", specText, err)
+			continue
 		}
 		e := sc.explain(f, &sites[i])
 		if e.inside {
@@ -362,4 +374,88 @@ func describeArg(a elfscan.USDTArg) string {
 		addr = append(addr, fmt.Sprintf("%d", a.Value))
 	}
 	return fmt.Sprintf("%s value in memory at %s", size, strings.Join(addr, " + "))
+}
+
+// explainFailure is the JSON form of a site that cannot be explained.
+type explainFailure struct {
+	File  string `json:"file"`
+	Spec  string `json:"spec"`
+	Addr  uint64 `json:"addr"`
+	Error string `json:"error"`
+}
+
+// notCodeError reports a probe address at which the file holds no code: no
+// executable loadable segment maps it from the file. It wraps
+// elfscan.ErrNotMapped.
+type notCodeError struct {
+	Addr uint64 // the probe address (virtual)
+	Path string // the file
+	// In is the loadable segment whose memory image holds Addr, if any.
+	In *elfscan.Segment
+	// Exec are the file's executable loadable segments.
+	Exec []elfscan.Segment
+}
+
+func (e *notCodeError) Error() string {
+	var where string
+	switch {
+	case e.In == nil:
+		where = "no PT_LOAD segment maps it"
+	case e.In.Exec():
+		where = fmt.Sprintf("it is in the zero-filled tail of the executable PT_LOAD segment at %s, which the file does not hold", segmentRange(e.In.Vaddr, e.In.Memsz))
+	default:
+		where = fmt.Sprintf("it is in a PT_LOAD segment that is not executable (%s, %s)", segmentRange(e.In.Vaddr, e.In.Memsz), segmentFlags(e.In.Flags))
+	}
+	if len(e.Exec) == 0 {
+		return fmt.Sprintf("%#x is not in the executable code of %s: %s; the file has no executable PT_LOAD segment", e.Addr, e.Path, where)
+	}
+	ranges := make([]string, len(e.Exec))
+	for i, s := range e.Exec {
+		ranges[i] = segmentRange(s.Vaddr, s.Filesz)
+	}
+	return fmt.Sprintf("%#x is not in the executable code of %s: %s; the executable code is at %s", e.Addr, e.Path, where, strings.Join(ranges, ", "))
+}
+
+func (e *notCodeError) Unwrap() error { return elfscan.ErrNotMapped }
+
+// segmentRange formats the addresses [start, start+size).
+func segmentRange(start, size uint64) string {
+	return fmt.Sprintf("[%#x, %#x)", start, start+size)
+}
+
+// segmentFlags formats segment permissions as readelf does: R, RW, R E.
+func segmentFlags(fl elf.ProgFlag) string {
+	b := []byte("   ")
+	for i, f := range []struct {
+		flag elf.ProgFlag
+		c    byte
+	}{{elf.PF_R, 'R'}, {elf.PF_W, 'W'}, {elf.PF_X, 'E'}} {
+		if fl&f.flag != 0 {
+			b[i] = f.c
+		}
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// checkCode returns a *notCodeError when the file at path holds no code at
+// addr (see notCodeError), and nil when it does.
+func checkCode(f *elfscan.File, path string, addr uint64) error {
+	_, err := f.Code(addr, 1)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, elfscan.ErrNotMapped) {
+		return err
+	}
+	e := &notCodeError{Addr: addr, Path: path}
+	for i := range f.Segments {
+		s := &f.Segments[i]
+		if s.Exec() {
+			e.Exec = append(e.Exec, *s)
+		}
+		if e.In == nil && addr >= s.Vaddr && addr-s.Vaddr < s.Memsz {
+			e.In = s
+		}
+	}
+	return e
 }

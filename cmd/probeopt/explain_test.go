@@ -2,9 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/plan"
 )
@@ -20,7 +23,7 @@ func TestExplain(t *testing.T) {
 		"signed 4-byte value in register edi", "bytes", "0f 1f 44 00 00", "instruction", "opcode", "boundary",
 		"an instruction starts here",
 		"linux-uprobes: trampoline-nop (nop5-optimized)", "red zone",
-		"probeopt:", "trampoline-nop", "trampoline  pass",
+		"probeopt:", "trampoline-nop",
 		"decode", "pass",
 	} {
 		if !strings.Contains(stdout, want) {
@@ -75,5 +78,51 @@ func TestExplain(t *testing.T) {
 		if _, stderr, code := runCLI(t, tc.args...); code != tc.code {
 			t.Errorf("%q: exit %d, want %d: %s", tc.args, code, tc.code, stderr)
 		}
+	}
+}
+
+// TestExplainNotCode checks the error for an address at which the file
+// holds no code: typed, wrapping elfscan.ErrNotMapped, naming where the
+// address is and where the code is.
+func TestExplainNotCode(t *testing.T) {
+	path := fixture.Path(t, "x86_64", "funcs-pie")
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := checkCode(f, path, 0x1071); err != nil {
+		t.Errorf("code at 0x1071: %v", err)
+	}
+	for _, c := range []struct {
+		addr   uint64
+		inSeg  bool
+		phrase string
+	}{
+		{0xdeadbeef, false, "no PT_LOAD segment maps it"},
+		{0x2010, true, "it is in a PT_LOAD segment that is not executable ([0x2000, 0x2188), R)"},
+		{0x4020, true, "it is in a PT_LOAD segment that is not executable ([0x3dd0, 0x4028), RW)"}, // .bss
+	} {
+		err := checkCode(f, path, c.addr)
+		var nc *notCodeError
+		if !errors.As(err, &nc) || !errors.Is(err, elfscan.ErrNotMapped) {
+			t.Fatalf("%#x: %v, want a *notCodeError wrapping ErrNotMapped", c.addr, err)
+		}
+		if nc.Addr != c.addr || (nc.In != nil) != c.inSeg || len(nc.Exec) != 1 {
+			t.Errorf("%#x: %+v", c.addr, nc)
+		}
+		want := fmt.Sprintf("%#x is not in the executable code of %s: %s", c.addr, path, c.phrase)
+		if msg := err.Error(); !strings.HasPrefix(msg, want) || !strings.HasSuffix(msg, "; the executable code is at [0x1000, 0x12b1)") {
+			t.Errorf("%#x: %q, want it to start with %q and name the executable code", c.addr, msg, want)
+		}
+	}
+	stdout, stderr, code := runCLI(t, "explain", path, "0x2010")
+	if code != exitFailed || stdout != "" || !strings.Contains(stderr, "probeopt: explain 0x2010: 0x2010 is not in the executable code of") {
+		t.Errorf("explain 0x2010: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// With --json the failure is also a JSON object with an error field.
+	stdout, stderr, code = runCLI(t, "explain", "--json", path, "0x2010")
+	if code != exitFailed || !strings.Contains(stdout, `"error":"0x2010 is not in the executable code`) || !strings.Contains(stderr, "not in the executable code") {
+		t.Errorf("explain --json 0x2010: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }

@@ -28,8 +28,8 @@ func newFuzzCmd() *cobra.Command {
 		Long: `Run differential campaigns that check probeopt against the machine: the
 same instruction and state go to probeopt and to the CPU, and every
 disagreement is reported with everything needed to replay it.`,
-		Args: argsRange(0, 0, ""),
 	}
+	groupCmd(cmd)
 	cmd.AddCommand(newFuzzEmulateCmd(), newFuzzXOLCmd())
 	return cmd
 }
@@ -193,45 +193,84 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	if isTerminal(stderr) {
 		prog = &fuzzProgress{w: stderr, total: o.n, last: time.Now()}
 	}
-	found := 0
+	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	c := fuzz.EmuCampaign{
 		Cases: o.n,
 		Seed:  o.seed,
 		Class: o.class,
 		OnMismatch: func(m *fuzz.EmuMismatch) bool {
-			if o.json {
-				rep.MismatchList = append(rep.MismatchList, mismatchJSON(m))
-			} else {
-				prog.clear()
-				fmt.Fprintf(stdout, "%s\n\n", m)
-			}
-			found++
-			if o.stop > 0 && found >= o.stop {
-				rep.Stopped = true
-				return false
-			}
-			return true
+			return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, mismatchJSON(m)) })
 		},
 		Progress: prog.update,
 	}
 	res, err := c.Run(oracle)
-	prog.clear()
+	if err := out.ended(err); err != nil {
+		return err
+	}
+	rep.EmuReport, rep.Stopped = res, out.stopped
+	return out.report(&rep, func() { printFuzzEmulateReport(stdout, &rep) }, res.Mismatches, "between the emulator and the cpu")
+}
+
+// campaignOutput is what every campaign command does around its campaign:
+// it prints each mismatch as it is found (or keeps it for the JSON
+// report), stops the campaign after --stop-after mismatches, and prints the
+// report at the end.
+type campaignOutput struct {
+	o              *fuzzEmulateOptions
+	stdout, stderr io.Writer
+	// prog draws the progress line; a nil pointer in it draws nothing.
+	prog interface {
+		update(done int)
+		done()
+	}
+	found   int
+	stopped bool // --stop-after ended the campaign
+}
+
+// mismatch handles mismatch m: with --json keep is called to add it to the
+// report, otherwise it is printed. It returns whether the campaign goes on.
+func (c *campaignOutput) mismatch(m fmt.Stringer, keep func()) bool {
+	if c.o.json {
+		keep()
+	} else {
+		c.prog.done()
+		fmt.Fprintf(c.stdout, "%s\n\n", m)
+	}
+	c.found++
+	if c.o.stop > 0 && c.found >= c.o.stop {
+		c.stopped = true
+		return false
+	}
+	return true
+}
+
+// ended erases the progress line once the campaign has ended, and wraps
+// the campaign's error.
+func (c *campaignOutput) ended(err error) error {
+	c.prog.done()
 	if err != nil {
 		return fmt.Errorf("campaign: %w", err)
 	}
-	rep.EmuReport = res
-	if o.json {
-		enc := json.NewEncoder(stdout)
+	return nil
+}
+
+// report prints the report: rep as indented JSON with --json, otherwise
+// with print. When the campaign found mismatches, it says so on stderr
+// ("N mismatches " + what; not with --json, whose report says it) and
+// returns errReported.
+func (c *campaignOutput) report(rep any, print func(), mismatches int, what string) error {
+	if c.o.json {
+		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(&rep); err != nil {
+		if err := enc.Encode(rep); err != nil {
 			return err
 		}
 	} else {
-		printFuzzEmulateReport(stdout, &rep)
+		print()
 	}
-	if res.Mismatches > 0 {
-		if !o.json {
-			fmt.Fprintf(stderr, "probeopt: %d mismatches between the emulator and the cpu\n", res.Mismatches)
+	if mismatches > 0 {
+		if !c.o.json {
+			fmt.Fprintf(c.stderr, "probeopt: %d mismatches %s\n", mismatches, what)
 		}
 		return errReported
 	}
@@ -289,8 +328,8 @@ func (p *fuzzProgress) update(done int) {
 	}
 }
 
-// clear erases the progress line.
-func (p *fuzzProgress) clear() {
+// done erases the progress line.
+func (p *fuzzProgress) done() {
 	if p == nil || !p.drawn {
 		return
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -157,42 +156,15 @@ func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit stri
 	if isTerminal(stderr) {
 		prog = newProgress(stderr, "fuzz "+kind, unit, o.n)
 	}
-	found := 0
+	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	res, err := run(q, func(m *fuzz.ARM64Mismatch) bool {
-		if o.json {
-			rep.MismatchList = append(rep.MismatchList, arm64MismatchJSON(m))
-		} else {
-			prog.done()
-			fmt.Fprintf(stdout, "%s\n\n", m)
-		}
-		found++
-		if o.stop > 0 && found >= o.stop {
-			rep.Stopped = true
-			return false
-		}
-		return true
+		return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, arm64MismatchJSON(m)) })
 	}, prog.update)
-	prog.done()
-	if err != nil {
-		return fmt.Errorf("campaign: %w", err)
+	if err := out.ended(err); err != nil {
+		return err
 	}
-	rep.ARM64Report = res
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(&rep); err != nil {
-			return err
-		}
-	} else {
-		printARM64FuzzReport(stdout, &rep, unit, classes)
-	}
-	if res.Mismatches > 0 {
-		if !o.json {
-			fmt.Fprintf(stderr, "probeopt: %d mismatches against qemu-aarch64\n", res.Mismatches)
-		}
-		return errReported
-	}
-	return nil
+	rep.ARM64Report, rep.Stopped = res, out.stopped
+	return out.report(&rep, func() { printARM64FuzzReport(stdout, &rep, unit, classes) }, res.Mismatches, "against qemu-aarch64")
 }
 
 // runFuzzEmulateARM64 runs the arm64 emulator campaign.

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -67,53 +66,28 @@ func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	if isTerminal(stderr) {
 		prog = newProgress(stderr, "fuzz xol", "cases", o.n)
 	}
-	found := 0
+	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	c := fuzz.XOLX86Campaign{
 		Cases:  o.n,
 		Seed:   o.seed,
 		Class:  o.class,
 		Vendor: vendor,
 		OnMismatch: func(m *fuzz.XOLX86Mismatch) bool {
-			if o.json {
+			return out.mismatch(m, func() {
 				rep.MismatchList = append(rep.MismatchList, xolX86Mismatch{
 					Class: m.Case.Class, Bytes: fmt.Sprintf("%x", m.Case.Bytes), Text: m.Text, Copy: m.Copy,
 					Run: m.Run, Reason: m.Reason, Want: m.Want, Got: m.Got, Vector: m.Case.Vector(),
 				})
-			} else {
-				prog.done()
-				fmt.Fprintf(stdout, "%s\n\n", m)
-			}
-			found++
-			if o.stop > 0 && found >= o.stop {
-				rep.Stopped = true
-				return false
-			}
-			return true
+			})
 		},
 		Progress: prog.update,
 	}
 	res, err := c.Run(oracle)
-	prog.done()
-	if err != nil {
-		return fmt.Errorf("campaign: %w", err)
+	if err := out.ended(err); err != nil {
+		return err
 	}
-	rep.XOLX86Report = res
-	if o.json {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(&rep); err != nil {
-			return err
-		}
-	} else {
-		printXOLX86Report(stdout, &rep)
-	}
-	if res.Mismatches > 0 {
-		if !o.json {
-			fmt.Fprintf(stderr, "probeopt: %d mismatches between original instructions and their relocated copies\n", res.Mismatches)
-		}
-		return errReported
-	}
-	return nil
+	rep.XOLX86Report, rep.Stopped = res, out.stopped
+	return out.report(&rep, func() { printXOLX86Report(stdout, &rep) }, res.Mismatches, "between original instructions and their relocated copies")
 }
 
 // printXOLX86Report prints the summary as tables.

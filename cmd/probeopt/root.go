@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
@@ -71,6 +72,37 @@ func argsRange(lo, hi int, want string) cobra.PositionalArgs {
 	}
 }
 
+// groupCmd makes c, a command that only groups subcommands, print its help
+// when it is run without arguments and reject any argument as an unknown
+// subcommand: a usage error naming it, with the subcommands it may be a
+// misspelling of. (Left alone, cobra prints the help of such a command and
+// succeeds, except for the root, where its suggestions span several lines.)
+func groupCmd(c *cobra.Command) *cobra.Command {
+	c.Args = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return nil
+		}
+		return unknownCommand(cmd, args[0])
+	}
+	c.RunE = func(cmd *cobra.Command, _ []string) error {
+		return cmd.Help()
+	}
+	return c
+}
+
+// unknownCommand returns the usage error for name, which is no subcommand
+// of cmd.
+func unknownCommand(cmd *cobra.Command, name string) error {
+	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets on the root only
+	}
+	if s := cmd.SuggestionsFor(name); len(s) > 0 {
+		msg += "; did you mean " + strings.Join(s, " or ") + "?"
+	}
+	return &usageError{errors.New(msg)}
+}
+
 // newRootCmd builds the whole command tree. Each call returns a fresh tree,
 // so tests can run commands in-process without sharing flag state.
 func newRootCmd() *cobra.Command {
@@ -95,6 +127,10 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &usageError{err}
 	})
+	groupCmd(root)
+	// The usage line of a group is its subcommand line alone: it runs only
+	// to print its help.
+	root.SetUsageTemplate(strings.Replace(root.UsageTemplate(), "{{if .Runnable}}", "{{if and .Runnable (not .HasAvailableSubCommands)}}", 1))
 	root.AddCommand(
 		newBenchCmd(),
 		newDecodeCmd(),

@@ -9,6 +9,10 @@
 //   - probeopt is the best correct strategy that the emulate, xol and
 //     trampoline packages support today. It asks those packages (it keeps
 //     no copy of their tables) and says so when a capability is missing.
+//     On arm64 a trampoline is a b that displaces one instruction; the
+//     engine (package probe) installs trampolines on x86-64 only, so an
+//     arm64 trampoline decision is what probeopt would do, not yet what a
+//     trace does.
 //
 // The package also owns the function-wide checks: the instruction-boundary
 // map of a function (a probe address is accepted only where a decode from

@@ -215,7 +215,8 @@ func armCode(words []uint32) []byte {
 
 // TestExclusiveWindow checks both policies inside and outside an
 // ldxr...stxr sequence: Linux probes inside it (and livelocks), probeopt
-// refuses; after the sequence both emulate the branches.
+// refuses; after the sequence Linux emulates the branches and probeopt
+// detours them through a trampoline.
 func TestExclusiveWindow(t *testing.T) {
 	code := armCode(exclusiveLoop)
 	fn := plan.AnalyzeARM64(0x1000, code)
@@ -226,8 +227,8 @@ func TestExclusiveWindow(t *testing.T) {
 	}{
 		{0x1004, plan.ReasonExclusiveLivelock, plan.ReasonExclusiveWindow, plan.XOL},
 		{0x1008, plan.ReasonExclusive, plan.ReasonExclusiveWindow, plan.Reject},
-		{0x100c, plan.ReasonEmulatedBranch, plan.ReasonEmulatedBranch, plan.Emulate},
-		{0x1010, plan.ReasonEmulatedBranch, plan.ReasonEmulated, plan.Emulate},
+		{0x100c, plan.ReasonEmulatedBranch, plan.ReasonTrampolineDetour, plan.Emulate},
+		{0x1010, plan.ReasonEmulatedBranch, plan.ReasonTrampolineDetour, plan.Emulate},
 	} {
 		site := &plan.Site{Arch: decode.ARM64, Addr: tc.addr, Code: code[tc.addr-0x1000:], Func: fn}
 		l := plan.Decide(plan.LinuxUprobes, site, nil)

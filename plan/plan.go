@@ -135,6 +135,11 @@ type Options struct {
 	// the best trap strategy (emulate, xol) or a rejection. A tracer uses
 	// it for sites whose trampoline it could not place.
 	NoTrampolines bool
+	// TrustIndirectJumps lets a detour displace instructions of a
+	// function that has indirect jumps: the caller knows that none of them
+	// lands in the displaced bytes (the unwinder's context install, whose
+	// jump goes to a landing pad in another function, say).
+	TrustIndirectJumps bool
 	// Rules asks for Decision.Rules, every rule with what it found (for
 	// explanations; it costs time in bulk scans).
 	Rules bool

@@ -77,7 +77,10 @@ func probeoptARM64(s *Site, o *Options) Decision {
 		}
 		d.rule("exclusive-window", Pass, "not inside a load/store-exclusive sequence")
 	}
-	d.rule("trampoline", Fail, "probeopt has no arm64 trampoline generator yet")
+	// No trap: a b to a trampoline.
+	if r, ok := trampolineARM64(&d, s, o); ok {
+		return r
+	}
 	// One trap: emulation.
 	if err := emulate.ARM64Supported(&inst); err == nil {
 		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
@@ -98,6 +101,75 @@ func probeoptARM64(s *Site, o *Options) Decision {
 	}
 	d.rule("xol", Pass, "fixups: %s", fix)
 	return xolDecision(&d, fix, "emulation is not available for it")
+}
+
+// trampolineARM64 decides whether the arm64 site can be rewritten into a b
+// to a trampoline (package trampoline): a nop site, or a detour of the one
+// instruction the b replaces. trampoline.AnalyzeARM64 judges that
+// instruction (with NopOnly when no function is known); the caller has
+// already made the function-wide checks, the instruction boundary and the
+// load/store-exclusive window. One instruction is displaced, so no branch
+// can land inside the replaced bytes: a branch to them meets the b and
+// enters the slot as the site's own execution does. The one exception is
+// a bti at the probe address, which stays while the b replaces the
+// instruction after it: a branch to that instruction would enter the slot
+// without passing the probe address, so the function must be known and
+// have no direct branch there. It reports the decision when a trampoline
+// is taken.
+//
+// The decision is what probeopt would do: the engine (package probe)
+// installs trampolines on x86-64 only.
+func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
+	if o.NoTrampolines {
+		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
+		return Decision{}, false
+	}
+	code := s.Code
+	if s.Func != nil {
+		if off := s.Addr - s.Func.Addr; s.Addr >= s.Func.Addr && off < uint64(len(s.Func.Code)) {
+			code = s.Func.Code[off:]
+		}
+	}
+	ts, err := trampoline.AnalyzeARM64(s.Addr, code, &trampoline.SiteOptions{NopOnly: s.Func == nil})
+	if err != nil {
+		var se *trampoline.SiteError
+		msg := err.Error()
+		if errors.As(err, &se) {
+			msg = se.Reason
+		}
+		if s.Func == nil {
+			msg += " (no function is known, so only a nop site could take a trampoline)"
+		}
+		d.rule("trampoline", Fail, "%s", msg)
+		return Decision{}, false
+	}
+	kept, keptRule := "", ""
+	if ts.PatchAddr != s.Addr {
+		if s.Func == nil {
+			d.rule("trampoline", Fail, "the bti at %#x would stay and the b replace the word at %#x, but no function is known to show that no branch lands there (it would enter the slot without passing the probe address)", s.Addr, ts.PatchAddr)
+			return Decision{}, false
+		}
+		if t, ok := s.Func.BranchTargetIn(s.Addr, ts.Resume()); ok {
+			d.rule("trampoline", Fail, "the bti at %#x would stay and the b replace the word at %#x, but a branch of the function lands at %#x: it would enter the slot without passing the probe address", s.Addr, ts.PatchAddr, t)
+			return Decision{}, false
+		}
+		kept = fmt.Sprintf(" (the bti at %#x stays)", s.Addr)
+		keptRule = fmt.Sprintf(" (the bti at %#x stays, and no branch of the function lands after it)", s.Addr)
+	}
+	if ts.Kind == trampoline.SiteNop {
+		if d.record {
+			d.rule("trampoline", Pass, "a nop site: the nop at %#x%s replaced by a b to a slot; it displaces nothing that must run, and as one word no branch can land inside it", ts.PatchAddr, keptRule)
+		}
+		return d.finish(TrampolineNop, ReasonTrampolineNop, "a nop rewritten into a b to a trampoline (4 bytes at %#x%s), no trap", ts.PatchAddr, kept), true
+	}
+	if d.record {
+		call := ""
+		if ts.Calls {
+			call = fmt.Sprintf("; a call: the slot sets x30 to %#x, so the callee returns to the original code", ts.Resume())
+		}
+		d.rule("trampoline", Pass, "a detour: the %s at %#x%s replaced by a b to a slot and run there relocated%s; checked: it runs from the slot without a trap or a scratch register, the boundary and the exclusive window (above); one instruction is displaced, so a branch lands on the b or outside it, never inside the replaced bytes, and no branch-target or indirect-jump check is needed", ts.Inst.Text(), ts.PatchAddr, keptRule, call)
+	}
+	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: the %s at %#x%s moved to a trampoline and replaced by a b to it, run there relocated, no trap", ts.Inst.Mnemonic, ts.PatchAddr, kept), true
 }
 
 // boundaryRule applies the instruction-boundary check; ok is false when it
@@ -231,7 +303,10 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 	}
 	replaced := fmt.Sprintf("%s replaced at %#x", plural(ts.Len, "byte"), ts.PatchAddr)
 	if s.Func != nil {
-		if t, ok := s.Func.BranchTargetIn(ts.PatchAddr, ts.PatchAddr+uint64(ts.Len)); ok {
+		// From the probe address on: when an endbr64 stays, a branch to
+		// the jump after it would run the probe without passing the
+		// probe address.
+		if t, ok := s.Func.BranchTargetIn(s.Addr, ts.PatchAddr+uint64(ts.Len)); ok {
 			d.rule("trampoline", Fail, "a branch of the function lands at %#x, inside the %s", t, replaced)
 			return Decision{}, false
 		}
@@ -240,7 +315,7 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 		d.rule("trampoline", Pass, "a NOP site: %s by a jump to a slot", replaced)
 		return d.finish(TrampolineNop, ReasonTrampolineNop, "a NOP site rewritten into a jump to a trampoline: %s, no trap", replaced), true
 	}
-	if n := s.Func.IndirectJumps; n > 0 {
+	if n := s.Func.IndirectJumps; n > 0 && !o.TrustIndirectJumps {
 		d.rule("trampoline", Fail, "a detour would displace %d instruction(s), but the function has %d indirect jump(s): a jump table could land inside them", ts.Run, n)
 		return Decision{}, false
 	}

@@ -149,6 +149,8 @@ func TestDetourChecks(t *testing.T) {
 		{"endbr64 kept", "f30f1efa554889e54883ec10c9c3", 0x1000, plan.TrampolineDetour, "replaced at 0x1004"},
 		// jne back into the second instruction of the region
 		{"branch into the region", "554889e57400" + "75f9" + "c3", 0x1000, plan.Emulate, "lands at 0x1001"},
+		// a branch to the jump after a kept endbr64 skips the probe address
+		{"branch past endbr64", "f30f1efa554889e54883ec10" + "75f6" + "c3", 0x1000, plan.Emulate, "lands at 0x1004"},
 		// a branch to the first byte meets the jump: fine
 		{"branch to the site", "554889e54883ec10" + "75f6" + "c3", 0x1000, plan.TrampolineDetour, "no branch lands inside"},
 		// jmp *%rax somewhere in the function
@@ -194,4 +196,158 @@ func TestReasonsDocumented(t *testing.T) {
 			t.Errorf("README lacks reason %s", r.Code)
 		}
 	}
+}
+
+// TestProbeoptARM64AsksTrampoline checks that the probeopt policy follows
+// trampoline.AnalyzeARM64 on arm64: a trampoline when it accepts the site
+// (a nop site for a nop, else a detour), else the trap decision, which is
+// emulate when emulate.ARM64Supported accepts, else xol when
+// xol.CheckARM64 accepts, else a rejection. Inside a load/store-exclusive
+// window the window check decides first. With NoTrampolines the decision
+// is the trap decision; without a function only a nop site takes a
+// trampoline.
+func TestProbeoptARM64AsksTrampoline(t *testing.T) {
+	const ret = 0xD65F03C0
+	for _, tc := range []struct {
+		what   string
+		words  []uint32 // the function, from 0x1000
+		at     int      // the index of the site's word
+		window bool     // the site lies inside a load/store-exclusive window
+		want   plan.Strategy
+	}{
+		{"nop", []uint32{0xD503201F, ret}, 0, false, plan.TrampolineNop},
+		{"stp x29, x30, [sp,#-16]!", []uint32{0xA9BF7BFD, ret}, 0, false, plan.TrampolineDetour},
+		{"b.eq", []uint32{0x54000040, ret, ret}, 0, false, plan.TrampolineDetour},
+		{"cbz x0", []uint32{0xB4000040, ret, ret}, 0, false, plan.TrampolineDetour},
+		{"adrp x0", []uint32{0x90000000, ret}, 0, false, plan.TrampolineDetour},
+		{"ldr x0, literal", []uint32{0x58000040, ret, 0, 0}, 0, false, plan.TrampolineDetour},
+		{"bl", []uint32{0x94000002, ret, ret}, 0, false, plan.TrampolineDetour},
+		{"ret", []uint32{ret}, 0, false, plan.TrampolineDetour},
+		{"svc #0", []uint32{0xD4000001, ret}, 0, false, plan.Reject},
+		{"brk #0", []uint32{0xD4200000, ret}, 0, false, plan.Reject},
+		// ldxr x0, [x1]; ldxr x2, [x3]; stxr w4, x0, [x1]; ret: the
+		// second ldxr is inside the sequence the first one starts.
+		{"ldxr in an exclusive window", []uint32{0xC85F7C20, 0xC85F7C62, 0xC8047C20, ret}, 1, true, plan.Reject},
+		// blr x30 needs x16 or x17 to run from the slot: emulated.
+		{"blr x30", []uint32{0xD63F03C0, ret}, 0, false, plan.Emulate},
+	} {
+		code := armCode(tc.words)
+		addr := 0x1000 + uint64(4*tc.at)
+		fn := plan.AnalyzeARM64(0x1000, code)
+		site := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], Func: fn}
+		d := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true})
+		traps := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true, NoTrampolines: true})
+		inst, err := decode.DecodeARM64(code[4*tc.at:], addr)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.what, err)
+		}
+
+		// The trap decision: what emulate and xol say, unless the site is
+		// inside an exclusive window.
+		var want plan.Strategy
+		switch {
+		case tc.window:
+			want = plan.Reject
+			if traps.Reason != plan.ReasonExclusiveWindow || d.Reason != plan.ReasonExclusiveWindow {
+				t.Errorf("%s: %s / %s, want %s", tc.what, d.Reason, traps.Reason, plan.ReasonExclusiveWindow)
+			}
+		case emulate.ARM64Supported(&inst) == nil:
+			want = plan.Emulate
+		default:
+			if _, err := xol.CheckARM64(&inst); err == nil {
+				want = plan.XOL
+			} else {
+				want = plan.Reject
+			}
+		}
+		if traps.Strategy != want {
+			t.Errorf("%s, traps only: %s (%s), want %s", tc.what, traps.Strategy, traps.Reason, want)
+		}
+		if r := ruleOf(traps, "trampoline"); !tc.window && r.Outcome != plan.Info {
+			t.Errorf("%s, traps only: trampoline rule %+v", tc.what, r)
+		}
+
+		// The trampoline, as trampoline.AnalyzeARM64 says.
+		ts, tsErr := trampoline.AnalyzeARM64(addr, code[4*tc.at:], nil)
+		if tsErr == nil && !tc.window {
+			want = plan.TrampolineDetour
+			if ts.Kind == trampoline.SiteNop {
+				want = plan.TrampolineNop
+			}
+		}
+		if d.Strategy != want || d.Strategy != tc.want {
+			t.Errorf("%s: %s (%s), want %s; the table says %s (AnalyzeARM64: %v)", tc.what, d.Strategy, d.Reason, want, tc.want, tsErr)
+		}
+		switch d.Strategy {
+		case plan.TrampolineNop, plan.TrampolineDetour:
+			if d.Reason != plan.Reason(d.Strategy) {
+				t.Errorf("%s: reason %s for %s", tc.what, d.Reason, d.Strategy)
+			}
+			r := ruleOf(d, "trampoline")
+			if r.Outcome != plan.Pass || !strings.Contains(r.Detail, "no branch can land inside") && !strings.Contains(r.Detail, "never inside the replaced bytes") {
+				t.Errorf("%s: trampoline rule %+v", tc.what, r)
+			}
+			if ts.Calls != strings.Contains(r.Detail, "the slot sets x30") {
+				t.Errorf("%s: a call is %v, rule %q", tc.what, ts.Calls, r.Detail)
+			}
+		default:
+			// Refused: the trap decision, with the refusal in the rule.
+			if d.Reason != traps.Reason || d.Detail != traps.Detail {
+				t.Errorf("%s: %s (%s) %q, want the trap decision %s (%s) %q", tc.what, d.Strategy, d.Reason, d.Detail, traps.Strategy, traps.Reason, traps.Detail)
+			}
+			var se *trampoline.SiteError
+			r := ruleOf(d, "trampoline")
+			switch {
+			case d.Reason == plan.ReasonExclusiveWindow:
+				if r.Name != "" {
+					t.Errorf("%s: trampoline rule after the exclusive window refused: %+v", tc.what, r)
+				}
+			case !errors.As(tsErr, &se):
+				t.Errorf("%s: AnalyzeARM64 accepted it, yet the policy did not: %+v", tc.what, d.Rules)
+			case r.Outcome != plan.Fail || r.Detail != se.Reason:
+				t.Errorf("%s: trampoline rule %+v, want fail with %q", tc.what, r, se.Reason)
+			}
+		}
+
+		// Without a function (a USDT site): a nop site only.
+		usdt := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], USDT: true}
+		u := plan.Decide(plan.Probeopt, usdt, nil)
+		_, nopErr := trampoline.AnalyzeARM64(addr, code[4*tc.at:], &trampoline.SiteOptions{NopOnly: true})
+		uTraps := plan.Decide(plan.Probeopt, usdt, &plan.Options{NoTrampolines: true})
+		if nopErr == nil && u.Strategy != plan.TrampolineNop || nopErr != nil && (u.Strategy != uTraps.Strategy || u.Reason != uTraps.Reason) {
+			t.Errorf("%s, no function: %s (%s); AnalyzeARM64 with NopOnly: %v; traps: %s", tc.what, u.Strategy, u.Reason, nopErr, uTraps.Strategy)
+		}
+	}
+}
+
+// TestProbeoptARM64BTI checks a site on a bti: the bti stays and the b
+// replaces the instruction after it, unless a branch of the function lands
+// there (it would enter the slot without passing the probe address).
+func TestProbeoptARM64BTI(t *testing.T) {
+	// bti c; stp x29, x30, [sp,#-16]!; ret
+	code := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0xD65F03C0})
+	d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code)}, &plan.Options{Rules: true})
+	if d.Strategy != plan.TrampolineDetour || !strings.Contains(d.Detail, "at 0x1004 (the bti at 0x1000 stays)") {
+		t.Errorf("bti; stp: %s (%s) %s", d.Strategy, d.Reason, d.Detail)
+	}
+	// bti c; stp x29, x30, [sp,#-16]!; b 0x1004
+	loop := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0x17FFFFFF})
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: loop, Func: plan.AnalyzeARM64(0x1000, loop)}, &plan.Options{Rules: true})
+	if r := ruleOf(d, "trampoline"); d.Strategy != plan.Emulate || r.Outcome != plan.Fail || !strings.Contains(r.Detail, "lands at 0x1004") {
+		t.Errorf("bti; stp with a branch to the stp: %s (%s), rule %+v", d.Strategy, d.Reason, r)
+	}
+	// A bti that ends the function: no word for the b.
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code[:4])}, nil)
+	if d.Strategy != plan.Emulate {
+		t.Errorf("bti at the end of the function: %s (%s)", d.Strategy, d.Reason)
+	}
+}
+
+func ruleOf(d plan.Decision, name string) plan.Rule {
+	for _, r := range d.Rules {
+		if r.Name == name {
+			return r
+		}
+	}
+	return plan.Rule{}
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 	"github.com/probeopt/probeopt/proc"
 )
@@ -53,6 +54,59 @@ func TestThreads(t *testing.T) {
 	wantHits(t, st, map[string]uint64{"work": threads, "k_push": threads * n, "k_mov": 2 * threads * n,
 		"k_lock": threads * n, "k_sse": threads * n, "k_rep_stos": threads * n, "c_sum": threads * n})
 	t.Logf("traps %d, emulated %d, stepped %d, emulations left to the CPU %d", st.Traps, st.Emulated, st.Stepped, st.Fallbacks)
+}
+
+// TestThreadEvents probes a compiled C function (a trampoline) hit by
+// several threads with events on: every event names a thread of the
+// program, each worker thread's events are all there, with its arguments.
+func TestThreadEvents(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	const threads, n = 4, 200
+	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, &probe.Options{Events: true, EventBuffer: 1 << 16}, nil)
+	if _, err := r.tr.Add("c_sum"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, 2*time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	for _, p := range st.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy != plan.TrampolineDetour && s.Strategy != plan.TrampolineNop {
+				t.Fatalf("c_sum: %s, want a trampoline (%s)", s.Strategy, s.Detail)
+			}
+		}
+	}
+	perThread := map[int]int{}
+	total := 0
+	for {
+		select {
+		case e := <-r.tr.Events():
+			total++
+			perThread[e.Tid]++
+			if e.Pid != r.tr.Pid() || e.Time.IsZero() {
+				t.Errorf("event %+v", e)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if total != threads*n || st.DroppedEvents != 0 {
+		t.Errorf("%d events, %d dropped; want %d", total, st.DroppedEvents, threads*n)
+	}
+	if perThread[0] != 0 || len(perThread) != threads {
+		t.Errorf("events per thread %v, want %d threads with %d each", perThread, threads, n)
+	}
+	for tid, c := range perThread {
+		if c != n || tid == r.tr.Pid() {
+			t.Errorf("thread %d: %d events, want %d from a worker", tid, c, n)
+		}
+	}
 }
 
 // TestSignalsDuringSteps runs the stepped kinds under a 50 µs interval

@@ -98,10 +98,12 @@ type fileInfo struct {
 	path string
 	f    *elfscan.File
 
-	mu       sync.Mutex
-	funcs    map[uint64]*plan.Function // by function address
-	planned  map[uint64]*plannedSite   // by vaddr
-	resolved map[string]resolution     // by spec text
+	mu      sync.Mutex
+	funcs   map[uint64]*plan.Function // by function address
+	planned map[uint64]*plannedSite   // by vaddr
+	// unwinders are the plans of the unwinder's entries (planUnwinder).
+	unwinders map[uint64]*plannedSite
+	resolved  map[string]resolution // by spec text
 }
 
 // resolution is what a spec names in a file.
@@ -128,9 +130,27 @@ func (fi *fileInfo) resolve(sp *spec) ([]elfscan.Site, error) {
 
 // plan decodes and decides the site at vaddr (cached).
 func (fi *fileInfo) plan(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, error) {
+	return fi.planWith(s, vendor, false)
+}
+
+// planUnwinder decides an entry of the unwinder, whose indirect jump
+// (the context install) goes to landing pads of other functions: a detour
+// may displace its first instructions. Its plans are kept apart.
+func (fi *fileInfo) planUnwinder(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, error) {
+	return fi.planWith(s, vendor, true)
+}
+
+func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool) (*plannedSite, error) {
 	fi.mu.Lock()
 	defer fi.mu.Unlock()
-	if ps := fi.planned[s.Addr]; ps != nil {
+	planned := fi.planned
+	if trusted {
+		if fi.unwinders == nil {
+			fi.unwinders = map[uint64]*plannedSite{}
+		}
+		planned = fi.unwinders
+	}
+	if ps := planned[s.Addr]; ps != nil {
 		return ps, nil
 	}
 	if fi.f.Arch != decode.X86_64 {
@@ -154,7 +174,7 @@ func (fi *fileInfo) plan(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, e
 	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT}
 	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
 	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, NoTrampolines: true})
-	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
+	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
 		ps.tramp = &d
 		if fn != nil && s.Addr >= fn.Addr && s.Addr-fn.Addr < uint64(len(fn.Code)) {
 			ps.body = fn.Code[s.Addr-fn.Addr:]
@@ -170,7 +190,7 @@ func (fi *fileInfo) plan(s *elfscan.Site, vendor decode.Vendor) (*plannedSite, e
 	if s.USDT != nil {
 		ps.semaphore = s.USDT.SemaphoreAddr
 	}
-	fi.planned[s.Addr] = ps
+	planned[s.Addr] = ps
 	return ps, nil
 }
 

@@ -49,6 +49,11 @@ type RejectedError struct {
 // bytes in memory differ from the file's.
 const ReasonTextMismatch plan.Reason = "text-mismatch"
 
+// ReasonReturnNeedsTrampoline is the Reason of a RejectedError for a
+// return probe at a function whose entry cannot take a trampoline: return
+// probes are made by the trampoline's return handler.
+const ReasonReturnNeedsTrampoline plan.Reason = "return-needs-trampoline"
+
 // ReasonInTrampoline is the Reason of a RejectedError for a site whose
 // instruction was moved into the trampoline of another site: the original
 // bytes no longer run.
@@ -135,8 +140,13 @@ type Event struct {
 	Addr  uint64    // the run-time address of the site
 	Time  time.Time // when the tracer served the trap
 	// Args are the first six integer argument registers of the calling
-	// convention at the site: rdi, rsi, rdx, rcx, r8, r9 on x86-64.
+	// convention at the site: rdi, rsi, rdx, rcx, r8, r9 on x86-64 (zero
+	// for a return).
 	Args [6]uint64
+	// Return marks the hit of a return probe: the function at Addr
+	// returned Ret (rax on x86-64).
+	Return bool
+	Ret    uint64
 }
 
 // SiteStats describes one probe site in one process.

@@ -19,12 +19,24 @@ type spec struct {
 	// file.
 	exact bool
 	es    elfscan.Spec
+	// ret marks a return probe: it fires when the function returns.
+	ret bool
 }
 
 // parseSpec parses [MODULE:]SPEC (see the package documentation).
 func parseSpec(s string) (spec, error) {
 	sp := spec{text: s}
 	rest := s
+	// The bpftrace return forms uretprobe:PATH:SYM and ur:PATH:SYM (a PATH
+	// starts with "/" or "."), and perf's SYM%return.
+	for _, p := range []string{"uretprobe:", "ur:"} {
+		if r, ok := strings.CutPrefix(rest, p); ok && (strings.HasPrefix(r, "/") || strings.HasPrefix(r, ".")) {
+			rest, sp.ret = "uprobe:"+r, true
+		}
+	}
+	if r, ok := strings.CutSuffix(rest, "%return"); ok {
+		rest, sp.ret = r, true
+	}
 	if !hasProbePrefix(rest) {
 		if i := moduleColon(rest); i >= 0 {
 			sp.module, rest = rest[:i], rest[i+1:]
@@ -48,6 +60,9 @@ func parseSpec(s string) (spec, error) {
 		sp.module, sp.exact = es.Path, true
 	}
 	sp.es = es
+	if sp.ret && (es.Kind != elfscan.SpecFunc || es.Offset != 0) {
+		return spec{}, fmt.Errorf("%w %q: a return probe names functions (SYM or a glob), not an offset, an address or a USDT probe", elfscan.ErrBadSpec, s)
+	}
 	return sp, nil
 }
 

@@ -43,6 +43,35 @@ func TestParseSpec(t *testing.T) {
 	}
 }
 
+// TestParseReturnSpec checks the return-probe forms and their limits.
+func TestParseReturnSpec(t *testing.T) {
+	for _, c := range []struct {
+		in, module, symbol string
+		ret                bool
+	}{
+		{"main%return", "", "main", true},
+		{"libc.so.6:malloc%return", "libc.so.6", "malloc", true},
+		{"uretprobe:/bin/bash:readline", "/bin/bash", "readline", true},
+		{"ur:./prog:f*", "./prog", "f*", true},
+		{"ur:main", "ur", "main", false}, // a module named ur
+		{"main", "", "main", false},
+	} {
+		sp, err := parseSpec(c.in)
+		if err != nil {
+			t.Errorf("%q: %v", c.in, err)
+			continue
+		}
+		if sp.ret != c.ret || sp.module != c.module || sp.es.Symbol != c.symbol || sp.text != c.in {
+			t.Errorf("%q: ret %v module %q symbol %q text %q", c.in, sp.ret, sp.module, sp.es.Symbol, sp.text)
+		}
+	}
+	for _, bad := range []string{"main+4%return", "0x1234%return", "usdt:p:n%return", "uretprobe:/bin/bash:0x10"} {
+		if _, err := parseSpec(bad); !errors.Is(err, elfscan.ErrBadSpec) {
+			t.Errorf("%q: %v, want ErrBadSpec", bad, err)
+		}
+	}
+}
+
 func TestMatchesModule(t *testing.T) {
 	for _, c := range []struct {
 		spec, path string

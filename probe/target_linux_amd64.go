@@ -49,12 +49,17 @@ type siteCounter struct {
 	// are counted once.
 	tramp  *siteTramp
 	shared bool
+	ret    bool // a return probe: counts the returns
 }
 
 // Hits returns the hits of the site.
 func (c *siteCounter) Hits() uint64 {
 	n := c.hits.Load()
-	if c.tramp != nil && !c.shared {
+	switch {
+	case c.tramp == nil || c.shared:
+	case c.ret:
+		n += c.tramp.view.Counter(c.tramp.retCounter)
+	default:
 		n += c.tramp.view.Counter(c.tramp.counter)
 	}
 	return n
@@ -68,8 +73,9 @@ type module struct {
 	main     bool
 	resolved map[int]bool // probe IDs already resolved here
 	// rendezvous is set once the internal probe of the dynamic linker
-	// was looked for in this module.
-	rendezvous bool
+	// was looked for in this module; unwind once its unwinder entries
+	// were (see addUnwinders).
+	rendezvous, unwind bool
 }
 
 // liveSite is an installed site of a target (control side, under
@@ -80,6 +86,10 @@ type liveSite struct {
 	mod        *module
 	refs       []ref
 	rendezvous bool
+	// unhijack and rehijack mark the internal sites at the unwinder's
+	// entries that keep return probes out of the unwinder's way (see
+	// addUnwinders): trampolines only.
+	unhijack, rehijack bool
 	// sema is the run-time address of the USDT semaphore this site
 	// incremented, 0 if none.
 	sema uint64
@@ -138,6 +148,9 @@ type target struct {
 	// the trampolines removed, for the children forked before.
 	ts            *trampState
 	retiredTramps map[uint64]batchpatch.Patch
+	// ring is the current image's event reader, for the exit handler
+	// (which runs on the tracer thread and takes no lock).
+	ring atomic.Pointer[ringReader]
 
 	hmu  sync.Mutex
 	held []held
@@ -201,6 +214,9 @@ func (tg *target) sync(w *proc.World) bool {
 	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
 	tg.exe, tg.mapsKey = "", ""
 	tg.areas = nil
+	if tg.ts != nil && tg.ts.ring != nil {
+		tg.ts.ring.drain() // the former image's last events
+	}
 	tg.ts, tg.retiredTramps = nil, nil
 	tg.takeHeld()
 	tg.multi.Store(false)
@@ -278,6 +294,10 @@ func (tg *target) resolveAll(next map[uint64]*liveSite, probes []*probeState, re
 			mod.rendezvous = true
 			tg.addRendezvous(next, mod)
 		}
+		if !mod.unwind && tg.t.hasReturnProbes() && tg.t.wantTrampolines() {
+			mod.unwind = true
+			tg.addUnwinders(next, mod)
+		}
 		for _, p := range probes {
 			if mod.resolved[p.ID] {
 				continue
@@ -322,6 +342,59 @@ func (tg *target) addRendezvous(next map[uint64]*liveSite, mod *module) {
 		next[addr] = s
 	}
 	s.rendezvous = true
+}
+
+// Unwinder entries. A return probe replaces the return address of the
+// probed frame by the return trampoline's, which has no unwind
+// information: an unwinder walking the stack (a C++ exception, thread
+// cancellation, a backtrace) could not cross it. While return probes are in
+// force, the entries of the unwinder functions get trampolines that put the
+// original return addresses back (Unhijack), and the entry of
+// __cxa_begin_catch, which every catch block calls once unwinding is over,
+// one that arms again the return probes of the frames still live
+// (Rehijack).
+var (
+	unhijackSymbols = []string{"_Unwind_RaiseException", "_Unwind_Resume", "_Unwind_Resume_or_Rethrow", "_Unwind_ForcedUnwind", "_Unwind_Backtrace"}
+	rehijackSymbols = []string{"__cxa_begin_catch"}
+)
+
+// hasReturnProbes reports whether a return probe is in force (under
+// Tracer.mu).
+func (t *Tracer) hasReturnProbes() bool {
+	for _, p := range t.probes {
+		if p.sp.ret && !p.removed {
+			return true
+		}
+	}
+	return false
+}
+
+// addUnwinders adds the internal unwinder sites mod defines to next.
+func (tg *target) addUnwinders(next map[uint64]*liveSite, mod *module) {
+	for _, names := range [][]string{unhijackSymbols, rehijackSymbols} {
+		for _, name := range names {
+			sp := spec{text: name, es: elfscan.Spec{Text: name, Kind: elfscan.SpecFunc, Symbol: name}}
+			sites, err := mod.fi.resolve(&sp)
+			if err != nil || len(sites) != 1 {
+				continue
+			}
+			ps, err := mod.fi.planUnwinder(&sites[0], tg.t.vendor)
+			if err != nil || ps.tramp == nil {
+				continue
+			}
+			addr := ps.vaddr + mod.bias
+			s := next[addr]
+			if s == nil {
+				s = &liveSite{addr: addr, ps: ps, mod: mod}
+				next[addr] = s
+			}
+			if names[0] == unhijackSymbols[0] {
+				s.unhijack = true
+			} else {
+				s.rehijack = true
+			}
+		}
+	}
 }
 
 // resolve adds the sites probe p names in mod to next, and records the
@@ -434,7 +507,7 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 			}
 		}
 		s.refs = kept
-		if len(s.refs) == 0 && !s.rendezvous {
+		if len(s.refs) == 0 && !s.rendezvous && !s.unhijack && !s.rehijack {
 			delete(next, addr)
 		}
 	}
@@ -457,8 +530,8 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	// that cannot be made, falls back to its trap strategy.
 	if tg.t.wantTrampolines() {
 		for i, s := range fresh {
-			if s.ps.tramp == nil {
-				continue
+			if s.ps.tramp == nil || s.rendezvous {
+				continue // the dynamic linker's rendezvous must trap
 			}
 			err := tg.buildTrampoline(w, s)
 			if err == nil {
@@ -480,8 +553,62 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 			}
 		}
 	}
+	// A return probe needs a trampoline: refused at a site served by
+	// traps; an installed trampoline without a return handler gets a new
+	// one (its jump moves to a new slot).
+	dropReturns := func(s *liveSite, why string) {
+		kept := s.refs[:0]
+		for _, r := range s.refs {
+			if r.p.sp.ret {
+				res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: ReasonReturnNeedsTrampoline, Detail: why})
+				continue
+			}
+			kept = append(kept, r)
+		}
+		s.refs = kept
+	}
+	for addr, s := range next {
+		old := tg.sites[addr]
+		if old == nil || !s.wantsReturn() {
+			continue
+		}
+		if s.tramp == nil {
+			dropReturns(s, "the site is served by traps: "+s.ps.decision.Detail)
+			continue
+		}
+		if s.tramp.ret {
+			continue
+		}
+		if err := tg.buildTrampoline(w, s); err != nil {
+			dropReturns(s, err.Error())
+			continue
+		}
+		patches = append(patches, s.installPatch())
+	}
 	for _, s := range fresh {
 		addr := s.addr
+		if s.tramp == nil && (s.unhijack || s.rehijack) {
+			// An unwinder entry without a trampoline is left alone: a
+			// trap on every exception would cost more than it saves.
+			s.unhijack, s.rehijack = false, false
+			if len(s.refs) == 0 && !s.rendezvous {
+				delete(next, addr)
+				continue
+			}
+		}
+		if s.tramp == nil && s.wantsReturn() {
+			why := "the site cannot take a trampoline"
+			if s.trampErr != nil {
+				why = fmt.Sprintf("the trampoline could not be made: %v", s.trampErr)
+			} else if s.ps.tramp == nil {
+				why = "the plan gives the site no trampoline: " + s.ps.decision.Detail
+			}
+			dropReturns(s, why)
+			if len(s.refs) == 0 && !s.rendezvous {
+				delete(next, addr)
+				continue
+			}
+		}
 		if s.tramp == nil {
 			if in := tg.trampolineOver(next, addr); in != nil {
 				refuse(s, ReasonInTrampoline, fmt.Sprintf("the instruction was moved to the trampoline of the site at %#x", in.addr))
@@ -557,7 +684,7 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	for _, s := range next {
 		for _, r := range s.refs {
 			if r.c.tramp == nil && s.tramp != nil {
-				r.c.tramp = s.tramp
+				r.c.tramp, r.c.ret = s.tramp, r.p.sp.ret
 				r.c.decision = *s.ps.tramp
 			}
 			if r.c.live.CompareAndSwap(false, true) {
@@ -635,6 +762,9 @@ func (tg *target) publish() {
 		delete(tab.retired, addr)
 	}
 	tg.tab.Store(tab)
+	if tg.ts != nil && tg.ts.ring != nil {
+		tg.ts.ring.setSites(tg.sites)
+	}
 }
 
 // semaphore adds delta to the USDT semaphore of a site (the 16-bit counter

@@ -159,6 +159,17 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite) (*target, er
 	if _, err := p.SetTrapHandler(tg.trap); err != nil {
 		return nil, err
 	}
+	if t.opts.Events {
+		// A thread's events are read before it is gone: its thread id is
+		// then still in its thread control block.
+		if err := p.SetExitHandler(func(int) {
+			if rr := tg.ring.Load(); rr != nil {
+				rr.drain()
+			}
+		}); err != nil {
+			return nil, err
+		}
+	}
 	t.mu.Lock()
 	var res batchResult
 	_, err = p.Stopped(func(w *proc.World) error {
@@ -577,6 +588,21 @@ func (t *Tracer) onEvent(tg *target, ev proc.Event) {
 	switch ev.Kind {
 	case proc.EventClone:
 		tg.multi.Store(true)
+		t.mu.Lock()
+		if tg.ts != nil && tg.ts.ring != nil {
+			tg.ts.ring.threadStarted(ev.NewPid)
+		}
+		t.mu.Unlock()
+	case proc.EventThreadExit:
+		t.mu.Lock()
+		var ring *ringReader
+		if tg.ts != nil {
+			ring = tg.ts.ring
+		}
+		t.mu.Unlock()
+		if ring != nil {
+			ring.threadExited()
+		}
 	case proc.EventFork:
 		if ev.Child != nil {
 			t.onFork(tg, ev.Child)
@@ -739,7 +765,14 @@ func (t *Tracer) onGone(tg *target) {
 		f.Close()
 	}
 	last := len(t.targets) == 0
+	var ring *ringReader
+	if tg.ts != nil {
+		ring = tg.ts.ring
+	}
 	t.mu.Unlock()
+	if ring != nil {
+		ring.drain() // the events recorded before the end
+	}
 	if tg == t.root {
 		st, err := tg.p.Wait()
 		if errors.Is(err, proc.ErrDetached) {

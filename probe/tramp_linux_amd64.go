@@ -26,7 +26,7 @@ import (
 // Per target the engine maps, on the first trampoline:
 //
 //   - the data area: a memfd of the counters (and, with Options.Events, the
-//     event ring), mapped shared in the tracee and in the tracer. The
+//     event ring, see ring_linux_amd64.go), mapped shared in the tracee and in the tracer. The
 //     tracee's descriptor is closed again at once: the mapping keeps the
 //     file alive, and the program sees no new descriptor. A memfd can be
 //     opened through /proc/PID/fd only by a process allowed to trace the
@@ -47,6 +47,9 @@ const (
 	trampRing = 1 << 14
 	// trampAreaSize is the size of one slot area.
 	trampAreaSize = 1 << 20
+	// trampThreads is the number of thread slots of the return probes'
+	// thread table.
+	trampThreads = 4096
 )
 
 // trampState is the trampoline machinery of one target.
@@ -57,13 +60,21 @@ type trampState struct {
 	cfg   *trampoline.Config
 	areas []*trampoline.Area
 	next  int // the next unused counter
+	// ring reads the event records (Options.Events), nil without events.
+	ring *ringReader
 }
 
 // siteTramp is the trampoline of one installed site.
 type siteTramp struct {
-	tr      *trampoline.Trampoline
-	view    *trampoline.View
-	counter int
+	tr   *trampoline.Trampoline
+	view *trampoline.View
+	// counter counts the entries; retCounter the returns when ret is set
+	// (the return probe is armed), -1 before.
+	counter, retCounter int
+	ret                 bool
+	// retarget marks a trampoline that replaces another at the same site:
+	// its install patch moves the jump.
+	retarget bool
 }
 
 // install and remove are the batch patches of a trampoline.
@@ -87,11 +98,7 @@ func (st *siteTramp) span() (uint64, uint64) {
 }
 
 // wantTrampolines reports whether sites may take trampolines.
-// Events still come from traps: the tracer does not read the trampolines'
-// event ring yet.
-func (t *Tracer) wantTrampolines() bool {
-	return !t.opts.NoTrampolines && !t.opts.StepOnly && !t.opts.Events
-}
+func (t *Tracer) wantTrampolines() bool { return !t.opts.NoTrampolines && !t.opts.StepOnly }
 
 // trampolines returns the target's trampoline state, mapping the data
 // area on first use (near reach, the addresses of the first site). The
@@ -153,6 +160,10 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	}
 	tg.ts = &trampState{data: data, mem: mem, view: view,
 		cfg: &trampoline.Config{Data: data, ThreadPointer: feats.ThreadPointer(), Flags: feats.Flags()}}
+	if tg.t.opts.Events {
+		tg.ts.ring = tg.newRingReader(w, view)
+		tg.ring.Store(tg.ts.ring)
+	}
 	return tg.ts, nil
 }
 
@@ -226,9 +237,12 @@ func areaReaches(lo, hi uint64, addrs []uint64) bool {
 	return true
 }
 
-// buildTrampoline makes the trampoline of a new site: it analyzes the
-// site at its run-time address, generates the slot, writes it and sets
-// s.tramp. The world is stopped; nothing is patched yet.
+// buildTrampoline makes the trampoline of a site: it analyzes the site at
+// its run-time address, generates the slot, writes it and sets s.tramp.
+// The handler counts the hits (and records events with Options.Events),
+// and arms the return probe when a return probe names the site. A site
+// that had a trampoline keeps its counters. The world is stopped; nothing
+// is patched yet.
 func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop})
 	if err != nil {
@@ -238,7 +252,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err != nil {
 		return err
 	}
-	if ts.next >= trampCounters {
+	if ts.next+2 > trampCounters {
 		return errors.New("no counter left in the data area")
 	}
 	// The bytes the jump replaces must be the file's.
@@ -246,14 +260,32 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err := w.ReadMemory(site.PatchAddr, cur); err != nil {
 		return err
 	}
-	if string(cur) != string(site.Old) {
+	old := s.tramp
+	if old == nil && string(cur) != string(site.Old) {
 		return fmt.Errorf("memory holds %x at %#x, the file %x", cur, site.PatchAddr, site.Old)
 	}
 	a, err := tg.trampArea(w, ts, site.Reach())
 	if err != nil {
 		return err
 	}
-	h := trampoline.Handler{ID: uint32(ts.next), Count: true, Counter: ts.next, Event: tg.t.opts.Events}
+	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: -1}
+	if old != nil {
+		st.counter, st.retCounter = old.counter, old.retCounter
+	}
+	events := tg.t.opts.Events
+	h := trampoline.Handler{ID: uint32(st.counter), Count: true, Counter: st.counter, Event: events}
+	if s.unhijack || s.rehijack || s.wantsReturn() {
+		if err := tg.returnSetup(w, ts, a); err != nil {
+			return fmt.Errorf("return trampoline: %w", err)
+		}
+	}
+	h.Unhijack, h.Rehijack = s.unhijack, s.rehijack
+	if s.wantsReturn() {
+		if st.retCounter < 0 {
+			st.retCounter = ts.next + 1
+		}
+		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events}
+	}
 	tr, err := a.BuildX86(site, &h, ts.cfg)
 	if err != nil {
 		return err
@@ -261,7 +293,57 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err := w.WriteMemory(tr.Slot, tr.Code); err != nil {
 		return err
 	}
-	s.tramp = &siteTramp{tr: tr, view: ts.view, counter: ts.next}
-	ts.next++
+	st.tr, st.ret = tr, h.Return != nil
+	if old != nil {
+		// The jump moves from the old slot to the new one (threads in
+		// the old slot finish there: it stays mapped).
+		st.tr.Install.Old = old.tr.Install.New
+		st.retarget = true
+	}
+	s.tramp = st
+	if old == nil {
+		ts.next += 2
+	}
 	return nil
+}
+
+// returnSetup maps the thread table of the return probes (private to the
+// process: a forked child gets its own copy, as it gets its own stacks)
+// and writes the return trampoline into area a, once per target. The world
+// is stopped.
+func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area) error {
+	if ts.cfg.ReturnAddr != 0 {
+		return nil
+	}
+	th, err := trampoline.NewThreads(0, trampThreads)
+	if err != nil {
+		return err
+	}
+	addr, err := tg.placeMapping(w, []uint64{a.Addr}, th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	if err != nil {
+		return err
+	}
+	th.Addr = addr
+	ts.cfg.Threads = th
+	ret, code, err := a.ReturnX86(ts.cfg)
+	if err != nil {
+		ts.cfg.Threads = nil
+		return err
+	}
+	if err := w.WriteMemory(ret, code); err != nil {
+		ts.cfg.Threads = nil
+		return err
+	}
+	ts.cfg.ReturnAddr = ret
+	return nil
+}
+
+// wantsReturn reports whether a return probe names the site.
+func (s *liveSite) wantsReturn() bool {
+	for _, r := range s.refs {
+		if r.p.sp.ret && !r.p.removed {
+			return true
+		}
+	}
+	return false
 }

@@ -87,6 +87,9 @@ func (p *Process) Maps() ([]Mapping, error) { return nil, notSupported("maps") }
 // Execs returns 0.
 func (p *Process) Execs() int { return 0 }
 
+// SetExitHandler fails.
+func (p *Process) SetExitHandler(h func(tid int)) error { return notSupported("exit handler") }
+
 // SetTrapHandler fails.
 func (p *Process) SetTrapHandler(h TrapHandler) (TrapHandler, error) {
 	return nil, notSupported("trap handler")

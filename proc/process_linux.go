@@ -34,6 +34,7 @@ type Process struct {
 	memErr  error
 	stopped bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
 	trap    TrapHandler
+	exiting func(tid int) // see SetExitHandler
 	execs   int
 	sysSite uint64 // address of a syscall instruction, 0 if not found yet
 	stats   StopStats
@@ -671,6 +672,15 @@ func (p *Process) Execs() int {
 	n := 0
 	_ = p.run(func() error { n = p.execs; return nil })
 	return n
+}
+
+// SetExitHandler installs h, called on the tracer thread when a thread of
+// the process stops on its way out (PTRACE_EVENT_EXIT): its memory, its
+// registers and the thread id its C library keeps are still there. The
+// thread resumes when h returns; h must not call back into the Process.
+// nil removes the handler.
+func (p *Process) SetExitHandler(h func(tid int)) error {
+	return p.run(func() error { p.exiting = h; return nil })
 }
 
 // SetTrapHandler installs h for breakpoint traps of every thread (nil

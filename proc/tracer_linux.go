@@ -405,6 +405,9 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 		}
 	case unix.PTRACE_EVENT_EXIT:
 		th.exiting = true
+		if p.exiting != nil {
+			p.exiting(th.tid)
+		}
 	}
 	if th.held || p.keepStopped() {
 		return

@@ -10,6 +10,7 @@ import (
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 func TestExplain(t *testing.T) {
@@ -124,5 +125,41 @@ func TestExplainNotCode(t *testing.T) {
 	stdout, stderr, code = runCLI(t, "explain", "--json", path, "0x2010")
 	if code != exitFailed || !strings.Contains(stdout, `"error":"0x2010 is not in the executable code`) || !strings.Contains(stderr, "not in the executable code") {
 		t.Errorf("explain --json 0x2010: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// TestExplainARM64Trampoline explains an arm64 function entry and a USDT
+// nop: probeopt takes the trampoline trampoline.AnalyzeARM64 accepts on
+// the file's bytes, and the trampoline rule says what was checked.
+func TestExplainARM64Trampoline(t *testing.T) {
+	path := fixture.Path(t, "aarch64", "usdt-pie")
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, tc := range []struct {
+		spec, want, rule string
+		addr             uint64
+	}{
+		{"main", "probeopt: trampoline-detour (trampoline-detour)", "never inside the replaced bytes", 0x6c0},
+		{"usdt:demo:loop", "probeopt: trampoline-nop (trampoline-nop)", "no branch can land inside it", 0x740},
+	} {
+		code, err := f.Code(tc.addr, 8)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := trampoline.AnalyzeARM64(tc.addr, code, nil); err != nil {
+			t.Fatalf("%s: AnalyzeARM64 refuses it: %v", tc.spec, err)
+		}
+		stdout, stderr, code2 := runCLI(t, "explain", path, tc.spec)
+		if code2 != exitOK {
+			t.Fatalf("%s: exit %d: %s", tc.spec, code2, stderr)
+		}
+		for _, want := range []string{fmt.Sprintf("%#x", tc.addr), tc.want, "trampoline", "pass", tc.rule} {
+			if !strings.Contains(stdout, want) {
+				t.Errorf("%s: explain lacks %q:\n%s", tc.spec, want, stdout)
+			}
+		}
 	}
 }

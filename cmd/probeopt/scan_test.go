@@ -16,9 +16,11 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 // elfHeader returns a 64-byte ELF file header with no sections or segments.
@@ -379,6 +381,52 @@ func TestScanOtherBinaries(t *testing.T) {
 	stdout, stderr, code := runCLI(t, "scan", goprog)
 	if code != exitOK || !strings.Contains(stdout, "(from .gopclntab)") || !strings.Contains(stdout, "main.main") {
 		t.Errorf("stripped Go binary: exit %d %s\n%.2000s", code, stderr, stdout)
+	}
+}
+
+// TestScanARM64Trampolines checks the probeopt verdict of every
+// instruction of the arm64 fixtures against trampoline.AnalyzeARM64 on the
+// file's bytes: a trampoline-nop for a nop (every USDT site is one), a
+// trampoline-detour where it accepts another instruction, and a trap
+// strategy where it refuses.
+func TestScanARM64Trampolines(t *testing.T) {
+	for _, name := range []string{"funcs-pie", "tiny", "usdt-nopie", "usdt-pie"} {
+		path := fixture.Path(t, "aarch64", name)
+		f, err := elfscan.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sites, _ := scanLines(t, "--sites", "all", path)
+		if len(sites) == 0 {
+			t.Errorf("%s: no sites", name)
+		}
+		for _, s := range sites {
+			// 8 bytes: a bti at the site stays and the b replaces the word after it.
+			code, err := f.Code(s.Addr, 8)
+			if err != nil {
+				t.Fatalf("%s %#x: %v", name, s.Addr, err)
+			}
+			var want plan.Strategy
+			ts, err := trampoline.AnalyzeARM64(s.Addr, code, nil)
+			switch {
+			case err != nil:
+			case ts.Kind == trampoline.SiteNop:
+				want = plan.TrampolineNop
+			default:
+				want = plan.TrampolineDetour
+			}
+			v := s.Verdicts["probeopt"]
+			if s.Kind == elfscan.SiteUSDT && (binary.LittleEndian.Uint32(code) != 0xD503201F || want != plan.TrampolineNop) {
+				t.Errorf("%s %#x: a USDT site that is not a nop site: %s (%v)", name, s.Addr, s.Bytes, err)
+			}
+			switch {
+			case want != "" && v.Strategy != want:
+				t.Errorf("%s %#x (%s): probeopt %s (%s), AnalyzeARM64 says %s", name, s.Addr, s.Text, v.Strategy, v.Reason, want)
+			case want == "" && (v.Strategy == plan.TrampolineNop || v.Strategy == plan.TrampolineDetour):
+				t.Errorf("%s %#x (%s): probeopt %s, AnalyzeARM64 refuses: %v", name, s.Addr, s.Text, v.Strategy, err)
+			}
+		}
+		f.Close()
 	}
 }
 

@@ -1,0 +1,104 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bytes"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// fib is what the fixture's c_fib returns.
+func fib(n uint64) uint64 {
+	a, b := uint64(0), uint64(1)
+	for ; n > 0; n-- {
+		a, b = b, a+b
+	}
+	return a
+}
+
+// TestReturnProbes probes the entry and the return of a recursive C
+// function: every call returns once, and each return event carries the
+// value the function computes for the argument of an entry event.
+func TestReturnProbes(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	argv := []string{exe, "work", "100"}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, &probe.Options{Events: true, EventBuffer: 1 << 16}, nil)
+	probes, err := r.tr.Add("c_fib", "c_fib%return")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	if len(st.Probes) != 2 || st.Probes[0].Hits == 0 || st.Probes[0].Hits != st.Probes[1].Hits {
+		t.Fatalf("entry and return hits differ: %+v", st.Probes)
+	}
+	for _, p := range st.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy != plan.TrampolineDetour && s.Strategy != plan.TrampolineNop {
+				t.Errorf("%s: %s", p.Spec, s.Strategy)
+			}
+		}
+	}
+	// The multiset of return values equals that of fib(argument).
+	wantRets := map[uint64]int{}
+	gotRets := map[uint64]int{}
+	entries, returns := 0, 0
+	for {
+		select {
+		case e := <-r.tr.Events():
+			switch {
+			case e.Probe == probes[0].ID && !e.Return:
+				entries++
+				wantRets[fib(e.Args[0]&0xffffffff)]++
+			case e.Probe == probes[1].ID && e.Return:
+				returns++
+				gotRets[e.Ret]++
+			default:
+				t.Errorf("event %+v", e)
+			}
+			if e.Tid != r.tr.Pid() {
+				t.Errorf("event of thread %d", e.Tid)
+			}
+			continue
+		default:
+		}
+		break
+	}
+	if uint64(entries) != st.Probes[0].Hits || uint64(returns) != st.Probes[1].Hits || st.DroppedEvents != 0 {
+		t.Errorf("%d entry and %d return events, %d dropped, for %d hits", entries, returns, st.DroppedEvents, st.Probes[0].Hits)
+	}
+	for v, n := range wantRets {
+		if gotRets[v] != n {
+			t.Errorf("return value %d: %d times, want %d", v, gotRets[v], n)
+		}
+	}
+	t.Logf("%d calls of c_fib, each returned once with fib of its argument", entries)
+}
+
+// TestReturnProbeNeedsTrampoline checks that a return probe is refused
+// with its reason where traps serve the site.
+func TestReturnProbeNeedsTrampoline(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	r := spawn(t, []string{exe, "work", "10"}, &probe.Options{NoTrampolines: true}, nil)
+	_, err := r.tr.Add("c_fib%return")
+	var re *probe.RejectedError
+	if !errors.As(err, &re) || re.Reason != probe.ReasonReturnNeedsTrampoline {
+		t.Errorf("return probe with traps: %v, want %s", err, probe.ReasonReturnNeedsTrampoline)
+	}
+	if _, err := r.tr.Add("c_fib+" + strconv.Itoa(1) + "%return"); err == nil {
+		t.Errorf("a return probe at an offset was accepted")
+	}
+	r.finish(t, time.Minute)
+}

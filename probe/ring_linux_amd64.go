@@ -1,0 +1,257 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"encoding/binary"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
+)
+
+// With Options.Events, trampolines record each hit in the ring of the
+// shared data area (probe id, thread pointer, time stamp counter, the six
+// argument registers), and a reader in the tracer turns the records into
+// Events while the program runs: no stop, no trap.
+//
+// The thread pointer is mapped to a thread id through the C library's
+// thread control block, which holds the kernel's thread id at a fixed
+// offset: the offset is learnt from the threads stopped when the data area
+// is made (each thread's id is looked for near its own thread pointer), or
+// is the GNU C library's, and every id read is checked to be a thread of
+// the process; in a process that never had a second thread, every event is
+// the process's own. An event whose thread cannot be told has Tid 0. The time stamp
+// counter is turned into a time against the tracer's own clock and counter
+// read together at each drain.
+
+// rdtsc reads the time stamp counter (tsc_linux_amd64.s).
+func rdtsc() uint64
+
+// ringPoll is how often the reader drains the ring.
+const ringPoll = time.Millisecond
+
+// ringReader turns one target's event records into Events.
+type ringReader struct {
+	tg   *target
+	view *trampoline.View
+
+	mu      sync.Mutex
+	buf     []trampoline.Event
+	tidOff  int // offset of the thread id in the thread control block, -1 if unknown
+	tids    map[uint64]int
+	known   map[int]bool // the threads the process ever had, as far as seen
+	dropped uint64       // the ring's dropped count already added to the tracer's
+	tsc0    uint64
+	t0      time.Time
+	// ids maps a Handler.ID to the probes of its site and the site's
+	// address (replaced whole under Tracer.mu).
+	ids map[uint32]ringSite
+}
+
+// ringSite is what an event's probe id stands for: the site, its entry
+// probes and its return probes.
+type ringSite struct {
+	addr        uint64
+	probes, ret []int
+}
+
+// glibcTidOffset is where the GNU C library keeps the thread id in its
+// thread control block on x86-64 (struct pthread, field tid), tried when
+// no offset could be learnt (a program spawned by the tracer has no thread
+// pointer yet when its first probes go in).
+const glibcTidOffset = 0x2d0
+
+// tidSearch is how far past a thread pointer the thread id is looked for.
+const tidSearch = 0x1000
+
+// newRingReader learns the thread-id offset from the stopped threads and
+// starts the reader. The world is stopped.
+func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
+	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1,
+		tids: map[uint64]int{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
+	rr.tidOff = learnTidOffset(w)
+	if ths, err := w.Threads(); err == nil {
+		for _, th := range ths {
+			rr.known[th.Tid] = true
+		}
+	}
+	tg.t.wg.Add(1)
+	go rr.loop()
+	return rr
+}
+
+// learnTidOffset returns the offset, from the thread pointer, of the
+// 32-bit thread id every stopped thread holds there, -1 if none is found.
+// Where several offsets fit, the smallest wins.
+func learnTidOffset(w *proc.World) int {
+	ths, err := w.Threads()
+	if err != nil {
+		return -1
+	}
+	var fit map[int]bool
+	for _, th := range ths {
+		r, err := w.Regs(th.Tid)
+		if err != nil || r.Fs_base == 0 {
+			continue
+		}
+		b := make([]byte, tidSearch)
+		if w.ReadMemory(r.Fs_base, b) != nil {
+			continue
+		}
+		here := map[int]bool{}
+		for off := 0; off+4 <= len(b); off += 4 {
+			if int(binary.LittleEndian.Uint32(b[off:])) == th.Tid && (fit == nil || fit[off]) {
+				here[off] = true
+			}
+		}
+		fit = here
+	}
+	best := -1
+	for off := range fit {
+		if best < 0 || off < best {
+			best = off
+		}
+	}
+	return best
+}
+
+// setSites replaces the map of probe ids (under Tracer.mu).
+func (rr *ringReader) setSites(sites map[uint64]*liveSite) {
+	ids := map[uint32]ringSite{}
+	for _, s := range sites {
+		if s.tramp == nil {
+			continue
+		}
+		rs := ringSite{addr: s.addr}
+		for _, r := range s.refs {
+			switch {
+			case r.p.internal || r.p.removed:
+			case r.p.sp.ret:
+				rs.ret = append(rs.ret, r.p.ID)
+			default:
+				rs.probes = append(rs.probes, r.p.ID)
+			}
+		}
+		ids[uint32(s.tramp.counter)] = rs
+	}
+	rr.mu.Lock()
+	rr.ids = ids
+	rr.mu.Unlock()
+}
+
+// threadStarted records a new thread of the process.
+func (rr *ringReader) threadStarted(tid int) {
+	rr.mu.Lock()
+	rr.known[tid] = true
+	rr.mu.Unlock()
+}
+
+// threadExited drains the events recorded so far (their threads are
+// still known), then drops the thread-id cache: the thread pointer of the
+// thread that exited may come back for another thread.
+func (rr *ringReader) threadExited() {
+	rr.drain()
+	rr.mu.Lock()
+	clear(rr.tids)
+	rr.mu.Unlock()
+}
+
+// loop drains the ring until the target is gone.
+func (rr *ringReader) loop() {
+	defer rr.tg.t.wg.Done()
+	tick := time.NewTicker(ringPoll)
+	defer tick.Stop()
+	for {
+		select {
+		case <-rr.tg.gone:
+			return
+		case <-tick.C:
+			rr.drain()
+		}
+	}
+}
+
+// drain reads every complete record and sends its events.
+func (rr *ringReader) drain() {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	t := rr.tg.t
+	for {
+		n := rr.view.Read(rr.buf)
+		if n == 0 {
+			break
+		}
+		now, tsc := time.Now(), rdtsc()
+		perNs := 0.0
+		if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
+			perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
+		}
+		for _, rec := range rr.buf[:n] {
+			site, ok := rr.ids[rec.Probe]
+			if !ok {
+				continue
+			}
+			ids, ret := site.probes, rec.Kind == trampoline.EventReturn
+			if ret {
+				ids = site.ret
+			}
+			at := now
+			if perNs > 0 && tsc >= rec.TSC {
+				at = now.Add(-time.Duration(float64(tsc-rec.TSC) / perNs))
+			}
+			for _, id := range ids {
+				ev := Event{Probe: id, Pid: rr.tg.pid, Tid: rr.tid(rec.Thread), Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
+				if ret {
+					ev.Args, ev.Ret = [6]uint64{}, rec.Ret
+				}
+				select {
+				case t.events <- ev:
+				default:
+					t.dropped.Add(1)
+				}
+			}
+		}
+	}
+	if d := rr.view.Dropped(); d > rr.dropped {
+		t.dropped.Add(d - rr.dropped)
+		rr.dropped = d
+	}
+}
+
+// tid returns the thread id behind a thread pointer, 0 if unknown (under
+// rr.mu).
+func (rr *ringReader) tid(tp uint64) int {
+	if id, ok := rr.tids[tp]; ok {
+		return id
+	}
+	if !rr.tg.multi.Load() {
+		return rr.tg.pid // one thread: the process's own
+	}
+	id := 0
+	f := rr.tg.mem.Load()
+	for _, off := range []int{rr.tidOff, glibcTidOffset} {
+		if f == nil || off < 0 || id != 0 {
+			continue
+		}
+		var b [4]byte
+		if _, err := f.ReadAt(b[:], int64(tp)+int64(off)); err == nil {
+			if cand := int(binary.LittleEndian.Uint32(b[:])); rr.known[cand] || cand > 0 && isTask(rr.tg.pid, cand) {
+				id = cand
+			}
+		}
+	}
+	if id != 0 {
+		rr.tids[tp] = id
+	}
+	return id
+}
+
+// isTask reports whether tid is a thread of process pid.
+func isTask(pid, tid int) bool {
+	_, err := os.Stat("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid))
+	return err == nil
+}

@@ -1,12 +1,14 @@
 // Package probe is the live engine a Go tracer calls: it spawns a command or
 // attaches to a process, finds the probe sites that specs name in every
 // module the process maps (the executable, its shared libraries, libraries
-// loaded later with dlopen), plans each site, installs an int3 at every
-// accepted site in one stop-the-world batch, and serves the traps: it counts
-// the hit, optionally records an event (probe, thread, time, the six
-// argument registers), then executes the displaced instruction — by
-// emulation where the plan says so, else by a single step — and lets the
-// thread go on. Detach restores every byte in one batch.
+// loaded later with dlopen), plans each site, and installs every accepted
+// site in one stop-the-world batch: as a jump to a trampoline where the
+// plan allows one (no trap at all: the slot counts the hit and runs the
+// displaced instructions), else as an int3 whose trap the engine serves —
+// it counts the hit, optionally records an event (probe, thread, time, the
+// six argument registers), then executes the displaced instruction by
+// emulation where the plan says so, else out of line — and lets the thread
+// go on. Detach restores every byte in one batch.
 //
 // # Probe specs
 //
@@ -23,8 +25,10 @@
 // # Plans
 //
 // Every site is decided by plan.Decide under the probeopt policy, with the
-// live-process options. A site the plan rejects is refused with its reason
-// and detail (see RejectedError) and never written. Emulated sites run the
+// live-process options: a trampoline (trampoline-nop, trampoline-detour)
+// where the site can take one, else the best trap strategy. A site the plan
+// rejects is refused with its reason and detail (see RejectedError) and
+// never written. Emulated sites run the
 // instruction in emulate.X86 against the thread's registers and the
 // process's memory; the other accepted sites (XOL) run it out of line or
 // single-step it (see below). A site whose text in memory differs from the
@@ -75,23 +79,58 @@
 // # Processes
 //
 // Threads are traced as they appear. A forked child inherits the int3
-// bytes: without Options.FollowForks they are removed from the child (in
-// one batch) before it is detached and runs on; with it the child is traced
-// like its parent, its hits counted under the same probes. After an exec
+// bytes and jumps: without Options.FollowForks they are removed from the
+// child (in one batch) before it is detached and runs on; with it the child is traced
+// like its parent, its hits counted under the same probes. A vfork child,
+// which shares its parent's memory and text until it execs or exits, has
+// its traps served by the parent's handler and its hits counted at the
+// parent's sites. After an exec
 // the probes are resolved again in the new image; those that match nothing
-// there have no sites any more. The new image runs from the exec until the
-// engine has served the event (proc reports it without stopping the
-// process): its hits in that window are missed. New executable mappings
+// there have no sites any more. The new image is held at the exec
+// (proc.Options.HoldExec) until it is probed: no hit is missed. New
+// executable mappings
 // are found at the dynamic linker's rendezvous (an internal probe on
 // _dl_debug_state, which ld.so calls after every change to its list of
 // objects, before their code runs) and by a periodic look at
 // /proc/PID/maps.
 //
+// # Trampolines
+//
+// A trampoline site is rewritten into a jump to a slot of its own (package
+// trampoline) that counts the hit in a data area shared with the tracer (a
+// memfd), records the event in its ring with Options.Events, runs the
+// instructions the jump displaced and jumps back: no trap, no tracer on the
+// hit path, and the program runs on correctly if the tracer is killed. The
+// slot areas and the data area are placed within reach of the sites, at the
+// far end from the addresses the program's own mappings get, and stay
+// mapped after removal and Detach (a thread may still be in a slot). A site
+// whose trampoline cannot be made, or whose displaced bytes hold another
+// site, falls back to traps; Options.NoTrampolines asks for traps
+// everywhere. The event reader maps a thread pointer to a thread id through
+// the C library's thread control block (read before each thread exits) and
+// the time stamp counter to a time. Hits of a followed child's inherited
+// trampolines are counted at the parent's sites (the data area is shared).
+//
+// # Return probes
+//
+// SYM%return, uretprobe:PATH:SYM and ur:PATH:SYM name return probes: the
+// trampoline at the function's entry saves the return address on the
+// thread's shadow stack and replaces it by the return trampoline's, which
+// counts the return (and records rax with Options.Events) and goes back.
+// They need a trampoline: a function whose entry takes traps refuses them
+// (ReasonReturnNeedsTrampoline). Frames left by longjmp or an exception
+// never count a return, as with Linux's return probes. While return probes
+// are in force, the unwinder's entries (_Unwind_RaiseException and the
+// others) get trampolines that put the original return addresses back, and
+// __cxa_begin_catch one that arms the surviving frames again, so that
+// exceptions and backtraces cross probed frames. A return probe removed
+// while its function has other probes stays armed, uncounted.
+//
 // # What it does not do
 //
 // probe does not decode (decode), decide (plan), emulate (emulate), patch
-// text (batchpatch) or control processes (proc): it puts them together. It
-// does not use the no-trap trampolines of package trampoline yet, and has
-// no return probes. The engine runs on linux/amd64; elsewhere Spawn and Attach return
-// an error wrapping ErrNotSupported.
+// text (batchpatch), generate trampolines (trampoline) or control processes
+// (proc): it puts them together. The engine runs on linux/amd64 (arm64
+// trampolines exist in package trampoline but are not wired here); elsewhere
+// Spawn and Attach return an error wrapping ErrNotSupported.
 package probe

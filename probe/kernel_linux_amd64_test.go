@@ -34,6 +34,8 @@ type kernelSite struct {
 	siteKey
 	symbol string
 	offset uint64
+	// ret asks for a return probe (uretprobe) at the function entry.
+	ret bool
 	// perIteration is set for a string instruction with a repeat prefix:
 	// the kernel steps it one iteration at a time, each step ending back
 	// on its int3, so a kernel uprobe there counts every iteration.
@@ -192,7 +194,11 @@ const perfLimit = 32
 // openKernelCounters registers a counting kernel uprobe on every site for
 // process pid.
 func openKernelCounters(sites []kernelSite, pid int) (count func() (map[siteKey]uint64, error), closeAll func(), err error) {
-	if len(sites) <= perfLimit {
+	ret := false
+	for _, s := range sites {
+		ret = ret || s.ret
+	}
+	if len(sites) <= perfLimit || ret {
 		counters := make([]*kuprobe.Counter, 0, len(sites))
 		closeAll = func() {
 			for _, c := range counters {
@@ -200,7 +206,7 @@ func openKernelCounters(sites []kernelSite, pid int) (count func() (map[siteKey]
 			}
 		}
 		for _, s := range sites {
-			c, err := kuprobe.Open(s.module, s.offset, pid, &kuprobe.Options{Inherit: true})
+			c, err := kuprobe.Open(s.module, s.offset, pid, &kuprobe.Options{Inherit: true, Return: s.ret})
 			if err != nil {
 				closeAll()
 				return nil, nil, fmt.Errorf("%s (%s): %w", s.symbol, s.siteKey, err)

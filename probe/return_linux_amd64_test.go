@@ -102,3 +102,53 @@ func TestReturnProbeNeedsTrampoline(t *testing.T) {
 	}
 	r.finish(t, time.Minute)
 }
+
+// TestReturnAgainstKernel counts the returns of the fixture's C functions
+// with return probes and, in a twin run, with the kernel's return probes
+// (uretprobes, perf's uprobe PMU): the counts must be equal.
+func TestReturnAgainstKernel(t *testing.T) {
+	needPtrace(t)
+	needKernelUprobes(t)
+	exe := traceFixture(t, "tracee")
+	argv := []string{exe, "work", "300"}
+	want := untraced(t, argv, nil)
+	r := spawn(t, argv, nil, nil)
+	if _, err := r.tr.Add("c_*%return", "mix%return", "work%return", "main%return"); err != nil {
+		t.Fatal(err)
+	}
+	r.finish(t, time.Minute)
+	if !bytes.Equal(r.stdout.Bytes(), want) {
+		t.Errorf("output differs:\ntraced   %q\nuntraced %q", r.stdout, want)
+	}
+	st := r.tr.Stats()
+	sites, skipped := kernelSites(t, st)
+	if len(skipped) > 0 || len(sites) < 3 {
+		t.Fatalf("kernel sites %v, skipped %v", sites, skipped)
+	}
+	for i := range sites {
+		sites[i].ret = true
+	}
+	kout, kcounts := kernelRun(t, argv, nil, nil, sites)
+	if !bytes.Equal(kout, want) {
+		t.Errorf("output under kernel return probes differs")
+	}
+	compared := 0
+	for _, p := range st.Probes {
+		for _, s := range p.Sites {
+			k, ok := kcounts[siteKey{s.Module, s.Addr}]
+			if !ok {
+				t.Errorf("%s: no kernel count", s.Symbol)
+				continue
+			}
+			compared++
+			if s.Hits != k {
+				t.Errorf("%s: %d returns traced, kernel uretprobe %d", s.Symbol, s.Hits, k)
+			} else {
+				t.Logf("%s: %d returns, kernel %d", s.Symbol, s.Hits, k)
+			}
+		}
+	}
+	if compared != len(sites) {
+		t.Errorf("%d sites compared of %d", compared, len(sites))
+	}
+}

@@ -76,7 +76,7 @@ const xolMethod = "out-of-line copies in slots without a second trap (xol.Reloca
 // are always kept (and stopped) at first, so that their int3 bytes can be
 // removed before they run, even when they are not followed.
 func procOptions() proc.Options {
-	return proc.Options{FollowForks: true, EventBuffer: 1 << 14}
+	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14}
 }
 
 // Spawn starts argv (argv[0] is looked up in PATH) as a traced process and
@@ -743,6 +743,9 @@ func (t *Tracer) onNewImage(child *proc.Process) {
 func (t *Tracer) onExec(tg *target) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	// proc holds the thread that exec'd (HoldExec) until the new image is
+	// probed, so that none of its hits is missed.
+	defer tg.p.Release(func(ctx *proc.TrapContext) bool { return ctx.Tid == tg.pid })
 	if tg.closed {
 		return
 	}

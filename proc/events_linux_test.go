@@ -244,3 +244,49 @@ func TestUnfollowedForks(t *testing.T) {
 		t.Errorf("threads %v, want 10 (main, 8 workers, forker)", tids)
 	}
 }
+
+// TestHoldExec checks that with HoldExec a process that execs stays
+// stopped after its EventExec, runs nothing of the new image, and goes on
+// when released.
+func TestHoldExec(t *testing.T) {
+	needPtrace(t)
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Spawn([]string{sh, "-c", "exec sh -c 'exit 7'"}, &SpawnOptions{Options: Options{HoldExec: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(10 * time.Second)
+	for execd := false; !execd; {
+		select {
+		case ev := <-p.Events():
+			execd = ev.Kind == EventExec
+		case <-p.Exited():
+			t.Fatal("exited before its exec was seen")
+		case <-deadline:
+			t.Fatal("no exec event")
+		}
+	}
+	select {
+	case <-p.Exited():
+		t.Fatal("the new image ran before Release")
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := p.Release(nil); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("still running after Release")
+	}
+	if st, _ := p.Wait(); st.Code != 7 {
+		t.Errorf("exit status %+v, want 7", st)
+	}
+}

@@ -65,12 +65,14 @@ func newProcess(t *tracer, pid int, opts Options) *Process {
 }
 
 // emit records an event without ever blocking the tracer.
-func (p *Process) emit(e Event) {
+func (p *Process) emit(e Event) bool {
 	e.Time = time.Now()
 	select {
 	case p.events <- e:
+		return true
 	default:
 		p.dropped.Add(1)
+		return false
 	}
 }
 

@@ -374,7 +374,7 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 			th.staleStep = false
 		case th.staleStep && sig == int(unix.SIGTRAP) && isStepTrap(th.tid):
 			th.staleStep = false // the late trap of an interrupted step
-		case sig == int(unix.SIGTRAP) && p.trap != nil && t.trapStop(th):
+		case sig == int(unix.SIGTRAP) && p.trapHandler() != nil && t.trapStop(th):
 		default:
 			th.sig = sig
 		}
@@ -415,6 +415,16 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 	t.resumeThread(th)
 }
 
+// trapHandler returns the process's TrapHandler; a child that shares its
+// parent's address space (vfork) uses the parent's: it runs the same text,
+// with the same breakpoints.
+func (p *Process) trapHandler() TrapHandler {
+	if p.trap == nil && p.parent != nil {
+		return p.parent.trap
+	}
+	return p.trap
+}
+
 // trapStop offers a breakpoint trap to the process's TrapHandler. It
 // reports whether the handler took it (the signal is then not delivered).
 func (t *tracer) trapStop(th *thread) bool {
@@ -427,7 +437,7 @@ func (t *tracer) trapStop(th *thread) bool {
 	}
 	regs := th.regs
 	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - breakpointPCAdjust, Regs: &regs}
-	switch th.p.trap(ctx) {
+	switch th.p.trapHandler()(ctx) {
 	case TrapResume:
 		if regs != th.regs {
 			if err := t.storeRegs(th, &regs); err != nil {
@@ -559,7 +569,11 @@ func (t *tracer) onExec(th *thread, former int) bool {
 	if err := p.openMem(); err != nil {
 		p.memErr = err
 	}
-	p.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former})
+	if p.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former}) && p.opts.HoldExec {
+		// Held until Release: the new image runs no instruction before
+		// the caller has seen the event (a dropped event holds nothing).
+		th.held = true
+	}
 	return true
 }
 

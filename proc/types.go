@@ -19,6 +19,11 @@ type Options struct {
 	// exits without detaching (PTRACE_O_EXITKILL). Spawn sets it whatever
 	// the value; Attach leaves it off unless asked.
 	KillOnExit bool
+	// HoldExec keeps a process that execs stopped at the exec, after its
+	// EventExec is delivered, until Release lets it go: the caller can
+	// prepare the new image (probe it) before it runs its first
+	// instruction. A process whose event was dropped is not held.
+	HoldExec bool
 	// EventBuffer is the capacity of the Events channel; 0 means 1024.
 	// Events that find it full are dropped and counted (DroppedEvents).
 	EventBuffer int
@@ -158,6 +163,8 @@ type TrapContext struct {
 }
 
 // TrapHandler is called on the tracer thread for every breakpoint trap
-// (int3 on x86-64, brk on arm64) that a running thread hits. It must not
+// (int3 on x86-64, brk on arm64) that a running thread hits. The traps of
+// a child that shares its parent's address space (vfork) go to the
+// parent's handler when the child has none, with the child's Pid and Tid. It must not
 // call Process methods.
 type TrapHandler func(ctx *TrapContext) TrapAction

@@ -20,4 +20,7 @@ type Options struct {
 	// Inherit also counts the hits of the threads and child processes the
 	// process creates after the counter is opened (perf's inherit bit).
 	Inherit bool
+	// Return counts the returns of the function at the offset instead of
+	// its entries (a uretprobe; the offset must be a function entry).
+	Return bool
 }

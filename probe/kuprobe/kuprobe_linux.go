@@ -57,6 +57,13 @@ func Open(path string, offset uint64, pid int, opts *Options) (*Counter, error) 
 	if opts != nil && opts.Inherit {
 		attr.Bits |= unix.PerfBitInherit
 	}
+	if opts != nil && opts.Return {
+		bit, err := retprobeBit()
+		if err != nil {
+			return nil, fmt.Errorf("uretprobe %s:%#x: %w", path, offset, err)
+		}
+		attr.Config |= 1 << bit
+	}
 	fd, err := unix.PerfEventOpen(&attr, pid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	runtime.KeepAlive(p)
 	if err != nil {
@@ -87,4 +94,18 @@ func (c *Counter) Close() error {
 	err := unix.Close(c.fd)
 	c.fd = -1
 	return err
+}
+
+// retprobeBit reads which bit of the uprobe PMU's config asks for a return
+// probe (the PMU's format file says "config:N").
+func retprobeBit() (uint, error) {
+	b, err := os.ReadFile("/sys/bus/event_source/devices/uprobe/format/retprobe")
+	if err != nil {
+		return 0, fmt.Errorf("uprobe PMU without return probes: %w", err)
+	}
+	var bit uint
+	if _, err := fmt.Sscanf(strings.TrimSpace(string(b)), "config:%d", &bit); err != nil || bit > 63 {
+		return 0, fmt.Errorf("uprobe PMU retprobe format %q", strings.TrimSpace(string(b)))
+	}
+	return bit, nil
 }

@@ -8,6 +8,8 @@
  *   tracee signals N       "work N" on the stepped kinds under a 200 us
  *                          interval timer (SIGALRM during single steps)
  *   tracee fork N          fork; parent and child each run "work N"
+ *   tracee vfork N         N times: vfork, the child calls k_push and
+ *                          k_sse (sharing the parent's memory) and exits
  *   tracee exec N          exec itself as "work N"
  *   tracee dlopen LIB N    dlopen LIB and call its lib_work(N)
  *   tracee serve           print "ready", then for each line N of stdin
@@ -151,6 +153,22 @@ int main(int argc, char **argv)
 		int st;
 		waitpid(pid, &st, 0);
 		printf("parent %016lx child-status %d\n", work(n, 0), st);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "vfork") == 0) {
+		long n = atol(argv[2]), ok = 0;
+		for (long i = 0; i < n; i++) {
+			long want = k_push(i, 1) + k_sse(i, 2);
+			pid_t pid = vfork();
+			if (pid < 0)
+				return 1;
+			if (pid == 0)
+				_exit(k_push(i, 1) + k_sse(i, 2) == want ? 0 : 1);
+			int st;
+			if (waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0)
+				ok++;
+		}
+		printf("vfork %ld ok %ld\n", n, ok);
 		return 0;
 	}
 	if (argc >= 3 && strcmp(argv[1], "exec") == 0) {

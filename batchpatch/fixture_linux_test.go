@@ -4,74 +4,23 @@ package batchpatch
 
 import (
 	"bufio"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	fixtures "github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/proc"
 )
 
-// fixtureFlags are the compiler flags of testdata/patchfixture/Makefile.
-var fixtureFlags = []string{"-O2", "-g", "-pthread", "-Wall", "-Wextra", "-fno-omit-frame-pointer"}
-
-var (
-	fixtureOnce sync.Once
-	fixturePath string
-	fixtureErr  error
-)
-
-// buildFixture compiles testdata/patchfixture with gcc into a directory
-// named after the hash of the sources and flags, reused by later runs.
+// buildFixture compiles testdata/patchfixture with gcc (once per set of
+// sources and flags, see fixtures.Build).
 func buildFixture(t testing.TB) string {
 	t.Helper()
-	gcc := testenv.MustHaveTool(t, "gcc")
-	fixtureOnce.Do(func() {
-		src := filepath.Join("..", "testdata", "patchfixture")
-		files := []string{"main.c", "sites.S"}
-		h := sha256.New()
-		fmt.Fprintln(h, fixtureFlags)
-		for _, f := range files {
-			b, err := os.ReadFile(filepath.Join(src, f))
-			if err != nil {
-				fixtureErr = err
-				return
-			}
-			h.Write(b)
-		}
-		dir := filepath.Join(os.TempDir(), "probeopt-patchfixture-"+hex.EncodeToString(h.Sum(nil))[:16])
-		out := filepath.Join(dir, "patchfixture")
-		if _, err := os.Stat(out); err == nil {
-			fixturePath = out
-			return
-		}
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			fixtureErr = err
-			return
-		}
-		tmp := fmt.Sprintf("%s.%d", out, os.Getpid())
-		args := append(append([]string{}, fixtureFlags...), "-o", tmp)
-		for _, f := range files {
-			args = append(args, filepath.Join(src, f))
-		}
-		if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
-			fixtureErr = fmt.Errorf("gcc: %v\n%s", err, b)
-			return
-		}
-		fixtureErr = os.Rename(tmp, out)
-		fixturePath = out
-	})
-	if fixtureErr != nil {
-		t.Fatalf("build fixture: %v", fixtureErr)
-	}
-	return fixturePath
+	return fixtures.Build(t, fixtures.PatchFixture)
 }
 
 // fixture is a running patchfixture.

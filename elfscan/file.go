@@ -56,6 +56,10 @@ type File struct {
 	Segments []Segment
 	// Interp is the program interpreter (PT_INTERP), "" when there is none.
 	Interp string
+	// Dev and Ino identify the file Open read (its device and inode, as
+	// fstat gave them for the descriptor it read from); zero for NewFile
+	// and where the system has no such numbers.
+	Dev, Ino uint64
 
 	data   []byte
 	closer func() error
@@ -112,6 +116,7 @@ func Open(path string) (*File, error) {
 	}
 	f.Path = path
 	f.closer = unmap
+	f.Dev, f.Ino = fileID(st)
 	return f, nil
 }
 

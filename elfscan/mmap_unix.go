@@ -21,3 +21,11 @@ func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	}
 	return data, func() error { return syscall.Munmap(data) }, nil
 }
+
+// fileID returns the device and inode numbers of a file.
+func fileID(st os.FileInfo) (dev, ino uint64) {
+	if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+		return uint64(sys.Dev), uint64(sys.Ino)
+	}
+	return 0, 0
+}

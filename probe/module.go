@@ -237,6 +237,14 @@ func (c *fileCache) open(pid int, m execMapping) (*fileInfo, error) {
 			}
 			continue
 		}
+		// The identity of the file actually read, not of the path a
+		// moment before: a file replaced in between is not the mapping's.
+		// (Only the inode: on overlay file systems the device in
+		// /proc/PID/maps is not the one stat reports.)
+		if f.Ino != 0 && f.Ino != m.inode {
+			f.Close()
+			continue
+		}
 		fi := newFileInfo(m.path, f)
 		if c.files == nil {
 			c.files = map[string]*fileInfo{}

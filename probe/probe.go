@@ -30,6 +30,11 @@ var (
 	// ErrUnknownProbe means Remove was given a probe this tracer does not
 	// hold.
 	ErrUnknownProbe = errors.New("unknown probe")
+	// ErrExecChanged means the ELF executable a command resolved to
+	// (through PATH or as given) is not the file the new process runs: it
+	// was replaced between its lookup and the exec. Spawn kills such a
+	// process.
+	ErrExecChanged = errors.New("the executable was replaced between its lookup and its exec")
 )
 
 // RejectedError describes a site that was not probed: the plan refused it

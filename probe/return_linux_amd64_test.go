@@ -152,3 +152,43 @@ func TestReturnAgainstKernel(t *testing.T) {
 		t.Errorf("%d sites compared of %d", compared, len(sites))
 	}
 }
+
+// TestReturnProbeAddedLater adds a return probe to a function whose entry
+// already has a trampoline, in a running process: the jump moves to a new
+// slot that arms the return, the entry count goes on, and only the calls
+// made after the addition count returns.
+func TestReturnProbeAddedLater(t *testing.T) {
+	needPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startServer(t, exe)
+	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Detach()
+	if _, err := tr.Add("c_sum"); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 5)
+	if _, err := tr.Add("c_sum%return"); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 7)
+	st := tr.Stats()
+	if len(st.Probes) != 2 || st.Probes[0].Hits != 12 || st.Probes[1].Hits != 7 {
+		t.Fatalf("entries and returns: %+v", st.Probes)
+	}
+	for _, p := range st.Probes {
+		if len(p.Sites) != 1 || p.Sites[0].Strategy != plan.TrampolineDetour {
+			t.Errorf("%s: sites %+v", p.Spec, p.Sites)
+		}
+	}
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	s.work(t, exe, 3)
+}

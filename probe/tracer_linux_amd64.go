@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,18 +81,60 @@ func procOptions() proc.Options {
 	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14}
 }
 
+// spawnLookedUp, when not nil, is called by Spawn between the lookup of the
+// command and its exec (a test hook).
+var spawnLookedUp func(path string)
+
 // Spawn starts argv (argv[0] is looked up in PATH) as a traced process and
 // returns it stopped before its first instruction, with no probes: call
 // Add, then Resume. The process is killed if the calling program exits
-// without detaching.
+// without detaching. When argv[0] resolves to an ELF file, the process must
+// run that very file (same device and inode, checked after the exec, before
+// the file is read for probe sites): one replaced in between gives an error
+// wrapping ErrExecChanged. (A script runs its interpreter, which is not
+// checked.)
 func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 	var o SpawnOptions
 	if opts != nil {
 		o = *opts
 	}
+	// The identity of the file the lookup found, taken from the open file
+	// whose first bytes say it is ELF. A failed lookup is left to
+	// proc.Spawn, which reports it.
+	var looked *unix.Stat_t
+	path := ""
+	if len(argv) > 0 {
+		path, _ = exec.LookPath(argv[0])
+	}
+	check := path
+	if o.Dir != "" && path != "" && !filepath.IsAbs(path) {
+		check = filepath.Join(o.Dir, path) // where the exec finds it
+	}
+	if f, err := os.Open(check); path != "" && err == nil {
+		var magic [4]byte
+		var st unix.Stat_t
+		if n, _ := f.ReadAt(magic[:], 0); n == 4 && string(magic[:]) == "\x7fELF" && unix.Fstat(int(f.Fd()), &st) == nil {
+			looked = &st
+		}
+		f.Close()
+	}
+	if spawnLookedUp != nil {
+		spawnLookedUp(path)
+	}
 	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
 	if err != nil {
 		return nil, err
+	}
+	if looked != nil {
+		var ran unix.Stat_t
+		if err := unix.Stat("/proc/"+strconv.Itoa(p.Pid())+"/exe", &ran); err != nil || ran.Dev != looked.Dev || ran.Ino != looked.Ino {
+			_ = p.Kill()
+			if err != nil {
+				return nil, fmt.Errorf("spawn %s: check the executable: %w", argv[0], err)
+			}
+			return nil, fmt.Errorf("spawn %s: %s was device %d inode %d when looked up, the process runs device %d inode %d: %w",
+				argv[0], path, looked.Dev, looked.Ino, ran.Dev, ran.Ino, ErrExecChanged)
+		}
 	}
 	t := newTracer(o.Options)
 	if err := t.start(p); err != nil {

@@ -121,6 +121,12 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 		return nil, err
 	}
 	closeFd := func() { _, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd)) }
+	// A memfd is created with mode 0777; nobody but the owner needs it
+	// (reaching it takes the right to trace the process anyway).
+	if _, err := w.Syscall(unix.SYS_FCHMOD, uint64(fd), 0o600); err != nil {
+		closeFd()
+		return nil, err
+	}
 	if _, err := w.Syscall(unix.SYS_FTRUNCATE, uint64(fd), data.Size()); err != nil {
 		closeFd()
 		return nil, err

@@ -615,9 +615,11 @@ func (t *tracer) resumeThread(th *thread) {
 	} else {
 		err = ptrace(unix.PTRACE_CONT, th.tid, 0, uintptr(th.sig))
 	}
-	if err == unix.ESRCH {
-		th.gone = true
-	}
+	// ESRCH: the thread left its stop on its own (SIGKILL wakes a stopped
+	// tracee), or is gone. Either way the kernel reports what comes next
+	// (its PTRACE_EVENT_EXIT stop, which must be continued, or its exit):
+	// it is not marked gone here.
+	_ = err
 	th.stopped, th.sig, th.group, th.regsOK = false, 0, false, false
 	if th.event == unix.PTRACE_EVENT_EXIT {
 		th.gone = true // it only finishes exiting now

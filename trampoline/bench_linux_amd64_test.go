@@ -31,6 +31,10 @@ func BenchmarkProbeHit(b *testing.B) {
 		{name: "nop5/event", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Event: true}},
 		{name: "nop5/counter+return", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Count: true,
 			Return: &trampoline.ReturnHandler{Count: true, Counter: 1}}},
+		{name: "nop5/return-bare", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1,
+			Return: &trampoline.ReturnHandler{}}},
+		{name: "nop5/return", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1,
+			Return: &trampoline.ReturnHandler{Count: true, Counter: 1}}},
 		{name: "detour/counter+return", fn: "bench_plain", site: "bench_plain", h: trampoline.Handler{ID: 1, Count: true,
 			Return: &trampoline.ReturnHandler{Count: true, Counter: 1}}},
 	}

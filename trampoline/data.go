@@ -148,7 +148,8 @@ func (d *Data) Init(mem []byte) error {
 //	+0   key: the thread pointer, 0 for a free slot, TombstoneKey for a
 //	     slot the tracer reclaimed (skipped by lookups, never reused)
 //	+8   state: low 32 bits the depth in bytes (entries*32), high 32
-//	     bits a generation that every push increments
+//	     bits a generation that every push increments (a pop keeps the
+//	     generation it read, see below)
 //	+16  missed: return probes not armed because the stack was full
 //	+32  MaxDepth entries of 32 bytes: original return address, stack
 //	     pointer at entry (where the return address lies), probe id
@@ -158,7 +159,32 @@ func (d *Data) Init(mem []byte) error {
 // Only the owning thread changes its slot after claiming it (a
 // compare-and-swap on the key), and every change is one store or one
 // compare-and-swap, so that a signal handler that itself enters or leaves
-// probed functions leaves the stack consistent.
+// probed functions leaves the stack consistent:
+//
+//   - a push reads the state, writes its entry at the depth it read
+//     (after dropping dead entries), and publishes it by a
+//     compare-and-swap (not locked: only the thread itself writes) from
+//     the state it read to (generation+1, new depth);
+//   - a pop (the return trampoline) reads the generation and stores
+//     (that generation, new depth) with one 64-bit store. A 32-bit store
+//     of the depth would keep the generation without reading it, but the
+//     next push's 64-bit load of the state cannot be forwarded from a
+//     narrower store and waits for it to reach the cache.
+//
+// Why that is safe. Signal handlers nest: one that interrupts the thread
+// runs to completion before the thread goes on, and it can only pop
+// entries it pushed itself (its frames are new), so the first state
+// change of a handler is a push. A pop's store therefore discards only
+// entries that handlers pushed above the depth and popped again, and it
+// moves the generation back at most to the value it read. A push must
+// fail if a handler pushed between its read and its compare-and-swap (the
+// handler may have overwritten the new entry). By induction over the
+// nesting, every state a handler writes in that window has a generation
+// above the one the push read: its first change is a push from a state
+// with at least that generation, and its pops store generations read
+// after that push. So the state cannot be back to the value read, and the
+// compare-and-swap fails. The generation is not monotonic (a pop may set
+// it back), and only guards pushes.
 const (
 	// ThreadSlotSize is the size of one thread's slot in bytes.
 	ThreadSlotSize = 2048

@@ -32,7 +32,10 @@
 // its handler uses, runs the handler, restores them, moves the stack
 // pointer back, runs the displaced instructions and jumps back. Every
 // register and flag the probed code sees is what it would have seen
-// without the probe.
+// without the probe. The hit path is straight-line code: a counter's
+// locked increment comes right after the flags are saved, and the slow
+// cases (the thread table's probe sequence, dead or chained shadow-stack
+// entries, a full shadow stack) are jumped to.
 //
 // Handlers (Handler):
 //
@@ -49,10 +52,13 @@
 //     (GenerateReturnX86). When the function returns there, the trampoline
 //     drops the entries of frames abandoned by longjmp or an exception
 //     (their stack pointer lies below, as Linux judges), runs the return
-//     handlers (a counter, an event with rax and rdx) and returns to the
-//     original address. Tail calls chain entries as Linux does. Signal
+//     handlers (a counter, an event with rax and rdx) and goes to the
+//     original address with an indirect jump (a ret there would
+//     mispredict, and leave the return stack buffer one entry off for
+//     every return above). Tail calls chain entries as Linux does. Signal
 //     handlers that enter probed functions meanwhile leave the shadow stack
-//     consistent (one store or one compare-and-swap per change);
+//     consistent (one store or one compare-and-swap per change; the
+//     argument is in the Threads comment);
 //   - Unhijack and Rehijack, for unwinders: the return trampoline has no
 //     unwind information, so a C++ exception or a backtrace cannot cross a
 //     frame whose return address points to it. Unhijack at the entry of

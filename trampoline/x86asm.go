@@ -357,6 +357,9 @@ func (e *x86Emitter) sub32(r x86Reg, v int8) {
 	e.opReg(nil, false, []byte{0x83}, 5, r, []byte{byte(v)})
 }
 
+// add $imm32, r (64-bit, sign-extended)
+func (e *x86Emitter) add(r x86Reg, v int32) { e.opReg(nil, true, []byte{0x81}, 0, r, le32(v)) }
+
 // and $imm32, r (64-bit, sign-extended)
 func (e *x86Emitter) andImm(r x86Reg, v int32) { e.opReg(nil, true, []byte{0x81}, 4, r, le32(v)) }
 
@@ -394,6 +397,9 @@ func (e *x86Emitter) dec32(r x86Reg) { e.opReg(nil, false, []byte{0xFF}, 1, r, n
 func (e *x86Emitter) rdfsbase(r x86Reg) {
 	e.opReg([]byte{0xF3}, true, []byte{0x0F, 0xAE}, 0, r, nil)
 }
+
+// jmp *m
+func (e *x86Emitter) jmpMem(m x86Mem) { e.opMem(nil, false, []byte{0xFF}, 4, m, nil) }
 
 // mov %fs:0, r
 func (e *x86Emitter) loadFS0(r x86Reg) {

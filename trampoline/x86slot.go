@@ -204,10 +204,21 @@ type x86Gen struct {
 	cfg   *Config
 	saved []x86Reg // registers pushed after rax and the flags, in order
 	frame int      // bytes pushed (flags, rax, saved)
+	// head is the size of the first part of the frame: 16 (rax and the
+	// flags), or 8 when the flags stay in rax (see flagsInRAX).
+	head int
+	// flagsInRAX: with FlagsLAHF, the flags captured in ah and al stay in
+	// rax for the whole handler instead of being pushed (a counter-only
+	// slot, whose handler does not use rax).
+	flagsInRAX bool
 	// skip is what lies between the frame and the original stack pointer:
 	// 128 (the red zone) in a slot, 8 (the return-address slot) in the
 	// return trampoline.
 	skip int
+	// cold holds the slow paths (the probe sequence of the thread table,
+	// dead or chained entries, a full shadow stack), emitted out of the
+	// straight line of the hot path, in order.
+	cold []func()
 }
 
 // saveOrder is the order in which scratch registers are pushed.
@@ -223,7 +234,7 @@ func (g *x86Gen) savedOff(r x86Reg) int {
 	}
 	for i, s := range g.saved {
 		if s == r {
-			return g.frame - 16 - 8*(i+1)
+			return g.frame - g.head - 8*(i+1)
 		}
 	}
 	return -1
@@ -233,18 +244,33 @@ func (g *x86Gen) savedOff(r x86Reg) int {
 // stack pointer the interrupted code had.
 func (g *x86Gen) spOff() int { return g.frame + g.skip }
 
-func (g *x86Gen) prologue(need map[x86Reg]bool) {
+// prologue saves the flags, rax and the registers in need. early, when
+// not nil, runs as soon as the flags are saved and before the other
+// registers are pushed (it may use no register): a locked increment there
+// waits for one store instead of a frame of them to drain.
+func (g *x86Gen) prologue(need map[x86Reg]bool, early func()) {
 	e := g.e
+	g.head = 16
 	if g.cfg.Flags == FlagsPushf {
 		e.pushfq()
+		if early != nil {
+			early()
+		}
 		e.push(rax)
 	} else {
 		e.push(rax)
 		e.lahf()
 		e.setoAL()
-		e.push(rax)
+		if early != nil {
+			early()
+		}
+		if g.flagsInRAX {
+			g.head = 8
+		} else {
+			e.push(rax)
+		}
 	}
-	g.frame = 16
+	g.frame = g.head
 	g.saved = g.saved[:0]
 	for _, r := range saveOrder {
 		if need[r] {
@@ -264,10 +290,21 @@ func (g *x86Gen) epilogue() {
 		e.pop(rax)
 		e.popfq()
 	} else {
-		e.pop(rax)
+		if !g.flagsInRAX {
+			e.pop(rax)
+		}
 		e.addAL(0x7f)
 		e.sahf()
 		e.pop(rax)
+	}
+}
+
+// emitCold emits the slow paths.
+func (g *x86Gen) emitCold() {
+	for len(g.cold) > 0 {
+		f := g.cold[0]
+		g.cold = g.cold[1:]
+		f()
 	}
 }
 
@@ -386,56 +423,73 @@ func (g *x86Gen) event(sp eventSpec) {
 // leaves its address in rsi; it jumps to notFound when the thread has no
 // thread pointer, or no slot (with claim: the table is full). It clobbers
 // rax, rcx, rdx, r10, r11 and the flags.
+//
+// The hot path is the hash and one compare: a thread finds its own key
+// in the first slot it probes unless another thread took it first. The
+// probe sequence (and the claim of a free slot) is cold code.
 func (g *x86Gen) threadLookup(claim bool, notFound x86Label) {
 	e := g.e
 	t := g.cfg.Threads
-	loop, next, found := e.newLabel(), e.newLabel(), e.newLabel()
+	loop, next, found, slow, free := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
 	g.threadPointer(rdx)
 	e.test(rdx, true)
 	e.jccL(ccE, notFound)
+	// rax = the byte offset of the first slot probed: the slot index
+	// (Threads.ThreadSlot) times ThreadSlotSize.
 	if t.Slots == 1 {
 		e.zero32(rax)
 	} else {
 		e.movImm(rax, threadHashMul)
 		e.imulRR(rax, rdx)
-		e.shr(rax, uint8(64-t.bits()))
+		e.shr(rax, uint8(64-t.bits()-threadSlotLog))
+		e.andImm(rax, -ThreadSlotSize)
 	}
 	e.addr(r11, t.Addr)
-	e.movImm(rcx, uint64(t.Slots))
-	e.bind(loop)
-	e.movRR(rsi, rax)
-	e.shl(rsi, threadSlotLog)
-	e.addRR(rsi, r11)
+	e.lea(rsi, memIdx(r11, rax, 0))
 	e.cmpMemReg(memAt(rsi, threadKey), rdx)
-	e.jccL(ccE, found)
-	e.cmpMemImm8(memAt(rsi, threadKey), 0)
-	e.jccL(ccNE, next)
-	if !claim {
-		e.jmpL(notFound)
-	} else {
-		e.movRR(r10, rax)
-		e.zero32(rax)
-		e.cmpxchg(memAt(rsi, threadKey), rdx, true)
-		e.jccL(ccE, found)
-		e.movRR(rax, r10)
-	}
-	e.bind(next)
-	e.inc(rax)
-	e.andImm(rax, int32(t.Slots-1))
-	e.dec32(rcx)
-	e.jccL(ccNE, loop)
-	e.jmpL(notFound)
+	e.jccL(ccNE, slow)
 	e.bind(found)
+	g.cold = append(g.cold, func() {
+		// rsi = r11 + rax, whose key is not this thread's.
+		e.bind(slow)
+		e.movImm(rcx, uint64(t.Slots))
+		e.jmpL(free)
+		e.bind(loop)
+		e.lea(rsi, memIdx(r11, rax, 0))
+		e.cmpMemReg(memAt(rsi, threadKey), rdx)
+		e.jccL(ccE, found)
+		e.bind(free)
+		e.cmpMemImm8(memAt(rsi, threadKey), 0)
+		e.jccL(ccNE, next)
+		if !claim {
+			e.jmpL(notFound)
+		} else {
+			e.movRR(r10, rax)
+			e.zero32(rax)
+			e.cmpxchg(memAt(rsi, threadKey), rdx, true)
+			e.jccL(ccE, found)
+			e.movRR(rax, r10)
+		}
+		e.bind(next)
+		e.add(rax, ThreadSlotSize)
+		e.andImm(rax, int32(uint64(t.Slots)*ThreadSlotSize-1))
+		e.dec32(rcx)
+		e.jccL(ccNE, loop)
+		e.jmpL(notFound)
+	})
 }
 
 // arm pushes a return-probe entry for the frame whose return address lies
 // at the original stack pointer and replaces that address by the return
 // trampoline's. rsi holds the thread's slot. Clobbers rax, rcx, rdx, r10,
 // r11 and the flags.
+//
+// The hot path is a frame that is not a tail call's and finds no dead
+// entry on top; chained frames, dead entries and a full stack are cold.
 func (g *x86Gen) arm(h *Handler) {
 	e := g.e
 	r := h.Return
-	retry, chained, drop, chk, push, overflow, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	retry, chained, dropMore, chk, push, overflow, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
 	e.lea(r10, memAt(rsp, int32(g.spOff())))
 	e.addr(r11, g.cfg.ReturnAddr)
 	e.bind(retry)
@@ -446,26 +500,10 @@ func (g *x86Gen) arm(h *Handler) {
 	e.jccL(ccE, chained)
 	// Not chained: entries whose frame is at or below this one are dead
 	// (a longjmp or an exception left them).
-	e.bind(drop)
 	e.test(rcx, false)
 	e.jccL(ccE, push)
 	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccA, push)
-	e.sub32(rcx, threadEntrySize)
-	e.jmpL(drop)
-	// Chained (a tail call from a function whose return is armed): the
-	// return address is already the trampoline's; entries strictly below
-	// are dead, and the top one must be this frame's.
-	e.bind(chained)
-	e.test(rcx, false)
-	e.jccL(ccE, done)
-	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccAE, chk)
-	e.sub32(rcx, threadEntrySize)
-	e.jmpL(chained)
-	e.bind(chk)
-	e.jccL(ccNE, done)
-	e.load(rdx, memIdx(rsi, rcx, entRet))
+	e.jccL(ccBE, dropMore)
 	e.bind(push)
 	e.cmpImm(rcx, MaxDepth*threadEntrySize, false)
 	e.jccL(ccAE, overflow)
@@ -476,14 +514,12 @@ func (g *x86Gen) arm(h *Handler) {
 	if r.Event {
 		flags |= entFlagEvent
 	}
-	e.movImm(rdx, flags<<32|uint64(h.ID))
-	e.store(memIdx(rsi, rcx, threadEntries+entProbe), rdx)
+	g.storeConst(memIdx(rsi, rcx, threadEntries+entProbe), flags<<32|uint64(h.ID))
 	var ctr uint64
 	if r.Count {
 		ctr = g.cfg.Data.CounterAddr(r.Counter)
 	}
-	e.movImm(rdx, ctr)
-	e.store(memIdx(rsi, rcx, threadEntries+entCounter), rdx)
+	g.storeConst(memIdx(rsi, rcx, threadEntries+entCounter), ctr)
 	// New state: generation + 1, depth + 32; compare-and-swap (no lock:
 	// only this thread writes, and an instruction is atomic with respect
 	// to signal handlers).
@@ -491,15 +527,48 @@ func (g *x86Gen) arm(h *Handler) {
 	e.shr(rdx, 32)
 	e.inc(rdx)
 	e.shl(rdx, 32)
-	e.add32(rcx, threadEntrySize)
-	e.orRR(rdx, rcx)
+	e.lea(rdx, memIdx(rdx, rcx, threadEntrySize))
 	e.cmpxchg(memAt(rsi, threadState), rdx, false)
 	e.jccL(ccNE, retry)
 	e.store(memAt(r10, 0), r11)
-	e.jmpL(done)
-	e.bind(overflow)
-	e.incMem(memAt(rsi, threadMissed))
 	e.bind(done)
+	g.cold = append(g.cold, func() {
+		e.bind(dropMore)
+		e.sub32(rcx, threadEntrySize)
+		e.test(rcx, false)
+		e.jccL(ccE, push)
+		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+		e.jccL(ccBE, dropMore)
+		e.jmpL(push)
+		// Chained (a tail call from a function whose return is armed):
+		// the return address is already the trampoline's; entries
+		// strictly below are dead, and the top one must be this frame's.
+		e.bind(chained)
+		e.test(rcx, false)
+		e.jccL(ccE, done)
+		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+		e.jccL(ccAE, chk)
+		e.sub32(rcx, threadEntrySize)
+		e.jmpL(chained)
+		e.bind(chk)
+		e.jccL(ccNE, done)
+		e.load(rdx, memIdx(rsi, rcx, entRet))
+		e.jmpL(push)
+		e.bind(overflow)
+		e.incMem(memAt(rsi, threadMissed))
+		e.jmpL(done)
+	})
+}
+
+// storeConst stores the 64-bit constant v at m (through rdx when it does
+// not fit a sign-extended 32-bit immediate).
+func (g *x86Gen) storeConst(m x86Mem, v uint64) {
+	if v == uint64(int64(int32(v))) {
+		g.e.storeImm(m, int32(v))
+		return
+	}
+	g.e.addr(rdx, v)
+	g.e.store(m, rdx)
 }
 
 // unhijack restores the original return address of every armed entry of
@@ -559,7 +628,8 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
 	if work {
 		need := map[x86Reg]bool{}
-		if h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter)) {
+		far := h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter))
+		if far {
 			need[r11] = true
 		}
 		if h.Event {
@@ -569,8 +639,16 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 			need[rcx], need[rdx], need[rsi], need[r10], need[r11] = true, true, true, true, true
 		}
 		e.lea(rsp, memAt(rsp, -128))
-		g.prologue(need)
-		if h.Count {
+		// A counter-only slot keeps the flags in rax; a counter in reach
+		// of a RIP-relative operand is incremented as soon as the flags
+		// are saved.
+		g.flagsInRAX = cfg.Flags == FlagsLAHF && !h.Event && h.Return == nil && !h.Unhijack && !h.Rehijack
+		var early func()
+		if h.Count && !far {
+			early = func() { g.counter(cfg.Data.CounterAddr(h.Counter)) }
+		}
+		g.prologue(need, early)
+		if h.Count && early == nil {
 			g.counter(cfg.Data.CounterAddr(h.Counter))
 		}
 		if h.Event {
@@ -590,6 +668,15 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 			g.threadLookup(false, skip)
 			g.unhijack(rearm)
 			e.bind(skip)
+		}
+		// The slow paths sit before the epilogue, jumped over, so that the
+		// slot still ends with the displaced instructions and the jump
+		// back.
+		if len(g.cold) > 0 {
+			over := e.newLabel()
+			e.jmpL(over)
+			g.emitCold()
+			e.bind(over)
 		}
 		g.epilogue()
 		e.lea(rsp, memAt(rsp, 128))
@@ -702,25 +789,22 @@ func generateReturnInto(e *x86Emitter, cfg *Config) error {
 		}
 	}
 	g := &x86Gen{e: e, cfg: cfg, skip: 8}
-	fatal, drop, got, each, nocount, noevent, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	fatal, dropMore, got, each, nocount, noevent, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
 	// The return popped the return address: the slot at rsp-8 (S) is
-	// free and receives the original return address for the final ret.
+	// free and receives the original return address for the final jump.
 	e.lea(rsp, memAt(rsp, -8))
-	g.prologue(map[x86Reg]bool{rcx: true, rdx: true, rsi: true, r10: true, r11: true})
+	g.prologue(map[x86Reg]bool{rcx: true, rdx: true, rsi: true, r10: true, r11: true}, nil)
 	g.threadLookup(false, fatal)
 	e.lea(r10, memAt(rsp, int32(g.spOff()-8)))
 	e.load32(rcx, memAt(rsi, threadState))
-	// Drop the entries below S (abandoned frames); the top one must then
-	// be S's.
-	e.bind(drop)
+	// Drop the entries below S (abandoned frames, cold); the top one must
+	// then be S's.
 	e.test(rcx, false)
 	e.jccL(ccE, fatal)
 	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccAE, got)
-	e.sub32(rcx, threadEntrySize)
-	e.jmpL(drop)
-	e.bind(got)
+	e.jccL(ccB, dropMore)
 	e.jccL(ccNE, fatal)
+	e.bind(got)
 	e.load(rdx, memIdx(rsi, rcx, entRet))
 	e.store(memAt(r10, 0), rdx)
 	e.bind(each)
@@ -742,17 +826,37 @@ func generateReturnInto(e *x86Emitter, cfg *Config) error {
 	e.bind(noevent)
 	// Entries chained by tail calls share S: run their handlers too.
 	e.sub32(rcx, threadEntrySize)
-	e.test(rcx, false)
 	e.jccL(ccE, done)
 	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
 	e.jccL(ccE, each)
 	e.bind(done)
-	// Pop: a 32-bit store of the depth keeps the generation.
-	e.store32(memAt(rsi, threadState), rcx)
+	// Pop: one 64-bit store of the generation (as read) and the new
+	// depth. A 32-bit store of the depth alone would keep the generation
+	// without reading it, but the next push's 64-bit load of the state
+	// could not be forwarded from it and would wait for it to reach the
+	// cache; see the Threads comment for why the 64-bit store is safe.
+	e.load32(rdx, memAt(rsi, threadState+4))
+	e.shl(rdx, 32)
+	e.orRR(rdx, rcx)
+	e.store(memAt(rsi, threadState), rdx)
 	g.epilogue()
-	e.ret()
+	// Return with an indirect jump rather than a ret: the function's ret
+	// consumed the return-stack-buffer entry of its call, and a second
+	// ret would mispredict and leave the buffer one entry off for every
+	// return above. The word below the stack pointer is safe from signal
+	// frames, which the kernel puts below the 128-byte red zone.
+	e.lea(rsp, memAt(rsp, 8))
+	e.jmpMem(memAt(rsp, -8))
 	e.bind(fatal)
 	e.ud2()
+	e.bind(dropMore)
+	e.sub32(rcx, threadEntrySize)
+	e.jccL(ccE, fatal)
+	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+	e.jccL(ccB, dropMore)
+	e.jccL(ccNE, fatal)
+	e.jmpL(got)
+	g.emitCold()
 	_, err := e.finish()
 	return err
 }

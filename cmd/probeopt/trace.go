@@ -19,6 +19,7 @@ import (
 
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
+	"github.com/probeopt/probeopt/proc"
 )
 
 // traceOptions are the flags of "trace".
@@ -29,6 +30,7 @@ type traceOptions struct {
 	followForks bool
 	output      string
 	stepOnly    bool
+	traps       bool
 }
 
 func newTraceCmd() *cobra.Command {
@@ -49,21 +51,28 @@ uprobe:PATH:SYM), optionally preceded by a module and a colon:
 the base name of a mapped file, also without its suffixes ("libc.so" and
 "libc" match "libc.so.6"), or the whole path when it has a "/". Without a module a function or address names
 the main executable, and a USDT probe any module. PLT stubs match patterns
-that end in "@plt".
+that end in "@plt". A return probe fires when the function returns:
+SYM%return (with a module or a glob too), or the bpftrace forms
+uretprobe:PATH:SYM and ur:PATH:SYM.
 
 Each site is decided by the probeopt policy (see "probeopt explain"): a site
-it rejects is refused with its reason on stderr and never written; the
-others get an int3, written in one stop of the whole process. Each hit
-traps: the displaced instruction is emulated where the plan says so;
-otherwise it runs out of line, as a relocated copy in a slot that jumps back
-(for instructions that cannot fault), or is single-stepped in place (the
-original byte put back while every thread is stopped). A spec none of whose sites can be probed is an error;
-when no probe at all could be installed probeopt stops (killing CMD, or
-detaching from PID) with exit status 1.
+it rejects is refused with its reason on stderr and never written. Where the
+plan allows it (most function entries), the site is rewritten into a jump to
+a trampoline that counts the hit in memory shared with probeopt and runs the
+displaced instructions: no trap, a few nanoseconds per hit. The other sites
+get an int3 and trap: the displaced instruction is emulated where the plan
+says so; otherwise it runs out of line, as a relocated copy in a slot that
+jumps back (for instructions that cannot fault), or is single-stepped in
+place (the original byte put back while every thread is stopped). Every
+site is written in one stop of the whole process. --traps serves every site
+through traps. Return probes need a trampoline. A spec none of whose sites
+can be probed is an error; when no probe at all could be installed probeopt
+stops (killing CMD, or detaching from PID) with exit status 1.
 
---events prints one line per hit, as it is served: time, pid, thread, probe,
-address and the six argument registers (rdi, rsi, rdx, rcx, r8, r9). Events
-that come faster than they are printed are dropped and counted.
+--events prints one line per hit: time, pid, thread, probe, address and the
+six argument registers (rdi, rsi, rdx, rcx, r8, r9), or for a return probe
+ret= and the value returned (rax). Events that come faster than they are
+printed are dropped and counted.
 
 The report is a table (probe, site, strategy, reason, hits) followed by
 totals, or with --json one JSON object ("probes", each with its "sites" and
@@ -100,7 +109,8 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 	f.IntVarP(&o.pid, "pid", "p", 0, "attach to the running process `PID`")
 	f.BoolVar(&o.followForks, "follow-forks", false, "trace the children the process forks too (by default their probes are removed and they run untraced)")
 	f.StringVarP(&o.output, "output", "o", "", "write the report and events to `FILE` instead of standard output")
-	f.BoolVar(&o.stepOnly, "step-only", false, "single-step every site, even those the plan emulates (for measurements)")
+	f.BoolVar(&o.stepOnly, "step-only", false, "single-step every site, even those the plan emulates or gives a trampoline (for measurements)")
+	f.BoolVar(&o.traps, "traps", false, "serve every site through traps (emulation or out-of-line), no trampolines")
 	return cmd
 }
 
@@ -171,7 +181,10 @@ type traceEvent struct {
 	Probe int       `json:"probe"`
 	Spec  string    `json:"spec"`
 	Addr  uint64    `json:"addr"`
-	Args  []uint64  `json:"args"`
+	Args  []uint64  `json:"args,omitempty"`
+	// Return marks the hit of a return probe; Ret is the value returned.
+	Return bool   `json:"return,omitempty"`
+	Ret    uint64 `json:"ret,omitempty"`
 }
 
 func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
@@ -185,7 +198,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		defer f.Close()
 		out = f
 	}
-	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly}
+	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps}
 	// Signals that arrive while the probes are being installed wait: the
 	// process is stopped then, and is detached or killed afterwards.
 	sigs := make(chan os.Signal, 2)
@@ -200,7 +213,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		tr, err = probe.Spawn(argv, &probe.SpawnOptions{Options: opts, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	}
 	if err != nil {
-		return err
+		return traceStartError(err, o.pid)
 	}
 	probes, addErr := tr.Add(specs...)
 	if addErr != nil {
@@ -227,10 +240,12 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	}
 
 	start := time.Now()
-	if err := tr.Resume(); err != nil {
+	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
 		tr.Kill()
 		return err
 	}
+	// A process already gone (killed while the probes were installed) is
+	// reported below like one that ends while traced.
 	var wg sync.WaitGroup
 	stopEvents := make(chan struct{})
 	if o.events {
@@ -258,10 +273,13 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	rep := traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
 		Traps: st.Traps, Emulated: st.Emulated, Boosted: st.Boosted, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
 		Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
+	var waitErr error
 	if !detached {
-		if es, err := tr.Wait(); err == nil {
+		es, err := tr.Wait()
+		if err == nil {
 			rep.Exit = &traceExit{Code: es.Code, Signal: es.Signal}
 		}
+		waitErr = err
 	}
 	for _, p := range st.Probes {
 		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Pending: p.Pending, Sites: []traceSite{}}
@@ -281,7 +299,72 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	} else if err := printTraceReport(out, &rep); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
+	switch {
+	case waitErr != nil:
+		fmt.Fprintf(stderr, "probeopt: process %d: %v\n", rep.Pid, waitErr)
+		return errReported
+	case rep.Exit != nil && rep.Exit.Signal != 0:
+		// The counts may miss hits: the program did not run to its end.
+		fmt.Fprintf(stderr, "probeopt: process %d was killed by signal %d (%v) while traced; the counts are those until then\n",
+			rep.Pid, rep.Exit.Signal, syscall.Signal(rep.Exit.Signal))
+		return errReported
+	case rep.Exit != nil && o.pid != 0:
+		fmt.Fprintf(stderr, "probeopt: process %d exited with status %d while traced\n", rep.Pid, rep.Exit.Code)
+	}
 	return nil
+}
+
+// messageError is an error shown with a message of its own, for a cause
+// whose text would not tell a user what happened; errors.Is and As still
+// see the cause.
+type messageError struct {
+	msg string
+	err error
+}
+
+func (e *messageError) Error() string { return e.msg }
+func (e *messageError) Unwrap() error { return e.err }
+
+// traceStartError adds to an error of Spawn or Attach (pid 0 for Spawn)
+// what the user can do about it.
+func traceStartError(err error, pid int) error {
+	switch {
+	case errors.Is(err, syscall.EPERM):
+		return &messageError{err.Error() + ": " + ptraceHint(pid), err}
+	case pid != 0 && errors.Is(err, proc.ErrExited):
+		return &messageError{fmt.Sprintf("attach %d: no such process", pid), err}
+	}
+	return err
+}
+
+// ptraceHint says why ptrace may have been refused and what to do: trace
+// as root or with CAP_SYS_PTRACE, and what kernel.yama.ptrace_scope allows.
+func ptraceHint(pid int) string {
+	var b strings.Builder
+	if pid != 0 {
+		fmt.Fprintf(&b, "not allowed to trace process %d", pid)
+		var st syscall.Stat_t
+		if syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil {
+			fmt.Fprintf(&b, " (uid %d)", st.Uid)
+		}
+		b.WriteString("; trace a process of your own user, or run probeopt as root or with CAP_SYS_PTRACE")
+	} else {
+		b.WriteString("ptrace is not allowed here; run probeopt as root or with CAP_SYS_PTRACE (a container may forbid ptrace altogether)")
+	}
+	scope, err := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope")
+	switch v := strings.TrimSpace(string(scope)); {
+	case err != nil:
+		b.WriteString("; kernel.yama.ptrace_scope is not set on this system")
+	case v == "0":
+		b.WriteString("; kernel.yama.ptrace_scope is 0 (no restriction)")
+	case v == "1":
+		b.WriteString("; kernel.yama.ptrace_scope is 1: only a parent may trace a process of your user without CAP_SYS_PTRACE (sysctl kernel.yama.ptrace_scope=0 lifts that)")
+	case v == "2":
+		b.WriteString("; kernel.yama.ptrace_scope is 2: only CAP_SYS_PTRACE may attach")
+	default:
+		b.WriteString("; kernel.yama.ptrace_scope is " + v + ": no process may be traced")
+	}
+	return b.String()
 }
 
 // printEvents prints events until stop is closed, then those still queued.
@@ -289,7 +372,15 @@ func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-cha
 	enc := json.NewEncoder(w)
 	print := func(e probe.Event) {
 		if asJSON {
-			_ = enc.Encode(traceEvent{Time: e.Time, Pid: e.Pid, Tid: e.Tid, Probe: e.Probe, Spec: specOf[e.Probe], Addr: e.Addr, Args: e.Args[:]})
+			te := traceEvent{Time: e.Time, Pid: e.Pid, Tid: e.Tid, Probe: e.Probe, Spec: specOf[e.Probe], Addr: e.Addr, Return: e.Return, Ret: e.Ret}
+			if !e.Return {
+				te.Args = e.Args[:]
+			}
+			_ = enc.Encode(te)
+			return
+		}
+		if e.Return {
+			fmt.Fprintf(w, "%s %d %d %s %#x ret=%#x\n", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid, specOf[e.Probe], e.Addr, e.Ret)
 			return
 		}
 		fmt.Fprintf(w, "%s %d %d %s %#x %#x %#x %#x %#x %#x %#x\n", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid,
@@ -342,7 +433,18 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\nprobes %d, sites %d, refused %d\n", len(rep.Probes), sites, refused)
+	var trampSites int
+	var trampHits uint64
+	for _, p := range rep.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy == plan.TrampolineNop || s.Strategy == plan.TrampolineDetour {
+				trampSites++
+				trampHits += s.Hits
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nprobes %d, sites %d (%d with a trampoline), refused %d\n", len(rep.Probes), sites, trampSites, refused)
+	fmt.Fprintf(w, "hits   %d without a trap (trampolines)\n", trampHits)
 	fmt.Fprintf(w, "traps  %d: %d emulated, %d run out of line in a slot, %d single-stepped in place (%d of them left to the CPU by the emulation)\n",
 		rep.Traps, rep.Emulated, rep.Boosted, rep.Stepped, rep.Fallbacks)
 	if rep.Dropped > 0 {

@@ -5,9 +5,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -253,5 +255,349 @@ func TestBenchTrace(t *testing.T) {
 	}
 	if _, stderr, code := runBinary(t, "bench", "trace", "--calls", "0"); code != exitUsage {
 		t.Errorf("--calls 0: exit %d (%s)", code, stderr)
+	}
+}
+
+// childOf returns the pid of the first child of process pid, waiting for
+// it up to a few seconds.
+func childOf(t *testing.T, pid int) int {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+		for _, f := range tasks {
+			b, _ := os.ReadFile(f)
+			if fs := strings.Fields(string(b)); len(fs) > 0 {
+				var c int
+				fmt.Sscan(fs[0], &c)
+				return c
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d has no child", pid)
+	return 0
+}
+
+// statusField returns a field of /proc/PID/status ("TracerPid"), "" when
+// the process is gone.
+func statusField(pid int, name string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return ""
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
+}
+
+// textAsInFile checks that every executable mapping of path in process
+// pid holds the file's bytes: no probe is left behind.
+func textAsInFile(t *testing.T, pid int, path string) {
+	t.Helper()
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	n := 0
+	for _, l := range strings.Split(string(maps), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || f[5] != path || !strings.Contains(f[1], "x") {
+			continue
+		}
+		var start, end, off uint64
+		fmt.Sscanf(f[0], "%x-%x", &start, &end)
+		fmt.Sscanf(f[2], "%x", &off)
+		got := make([]byte, end-start)
+		if _, err := mem.ReadAt(got, int64(start)); err != nil {
+			t.Fatalf("read text of %d: %v", pid, err)
+		}
+		want := file[off:min(off+uint64(len(got)), uint64(len(file)))]
+		if !bytes.Equal(got[:len(want)], want) {
+			t.Errorf("the text of %s in process %d differs from the file", path, pid)
+		}
+		n++
+	}
+	if n == 0 {
+		t.Fatalf("process %d maps no text of %s", pid, path)
+	}
+}
+
+// TestTraceAttachErrors attaches to a process that does not exist and,
+// without the permission, to one of another user: each fails with one
+// line that says what to do, exit status 1, and the process is left
+// untraced.
+func TestTraceAttachErrors(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("trace needs linux/amd64")
+	}
+	bin := probeoptBinary(t)
+	// pid_max itself is never a pid.
+	b, err := os.ReadFile("/proc/sys/kernel/pid_max")
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := strings.TrimSpace(string(b))
+	stdout, stderr, code := runBinary(t, "trace", "main", "-p", missing)
+	if code != exitFailed || stderr != "probeopt: attach "+missing+": no such process\n" || stdout != "" {
+		t.Errorf("missing pid: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	checkMessages(t, stderr, code)
+
+	// Without the permission: as uid 65534 on a process of root, or, when
+	// not root, on pid 1 if it belongs to another user.
+	var cmd *exec.Cmd
+	target := 1
+	if os.Geteuid() == 0 {
+		sleep := exec.Command(testenv.MustHaveTool(t, "sleep"), "60")
+		if err := sleep.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { sleep.Process.Kill(); sleep.Wait() }()
+		target = sleep.Process.Pid
+		// The binary where uid 65534 may run it.
+		dir, err := os.MkdirTemp("", "probeopt-nobody-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		exe, err := os.ReadFile(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "probeopt"), exe, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd = exec.Command(filepath.Join(dir, "probeopt"), "trace", "main", "-p", fmt.Sprint(target))
+		cmd.Dir = dir
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	} else {
+		var st syscall.Stat_t
+		if err := syscall.Stat("/proc/1", &st); err != nil || int(st.Uid) == os.Geteuid() {
+			t.Skip("not root, and pid 1 is not another user's process")
+		}
+		cmd = exec.Command(bin, "trace", "main", "-p", "1")
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err = cmd.Run()
+	code = cmd.ProcessState.ExitCode()
+	if err != nil && code < 0 {
+		t.Fatal(err)
+	}
+	msg := errb.String()
+	for _, want := range []string{"operation not permitted", fmt.Sprintf("not allowed to trace process %d", target), "CAP_SYS_PTRACE", "kernel.yama.ptrace_scope"} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("no permission: stderr lacks %q", want)
+		}
+	}
+	if code != exitFailed || strings.Count(msg, "\n") != 1 || out.Len() != 0 {
+		t.Errorf("no permission: exit %d, stdout %q, stderr %q", code, out.String(), msg)
+	}
+	checkMessages(t, msg, code)
+	if tp := statusField(target, "TracerPid"); tp != "0" {
+		t.Errorf("process %d: TracerPid %q", target, tp)
+	}
+}
+
+// startTraceServer starts the fixture in serve mode, untraced, and
+// returns it with its input and output once it is ready.
+func startTraceServer(t *testing.T, tracee string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	srv := exec.Command(tracee, "serve")
+	in, err := srv.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := srv.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { in.Close(); srv.Process.Kill(); srv.Wait() })
+	out := bufio.NewReader(outPipe)
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("server said %q, %v", l, err)
+	}
+	return srv, in, out
+}
+
+// waitTraced waits until process pid is traced by a thread of process
+// tracer (TracerPid is the thread that attached).
+func waitTraced(t *testing.T, pid, tracer int) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if tp := statusField(pid, "TracerPid"); tp != "" && tp != "0" {
+			if _, err := os.Stat(fmt.Sprintf("/proc/%d/task/%s", tracer, tp)); err == nil {
+				return
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("process %d is not traced by %d", pid, tracer)
+}
+
+// TestTraceAttachedExits attaches to a server that exits while traced:
+// probeopt reports the exit, prints the counts, and exits with status 0.
+// A spec that names nothing, given with -p, fails and leaves the server
+// untraced with its text as in its file.
+func TestTraceAttachedExits(t *testing.T) {
+	tracee := traceTracee(t)
+	bin := probeoptBinary(t)
+	srv, in, out := startTraceServer(t, tracee)
+	pid := srv.Process.Pid
+
+	stdout, stderr, code := runBinary(t, "trace", "mian", "-p", fmt.Sprint(pid))
+	if code != exitFailed || !strings.Contains(stderr, `probeopt: probe "mian": no probe site matches`) || stdout != "" {
+		t.Errorf("unknown symbol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	checkMessages(t, stderr, code)
+	if tp := statusField(pid, "TracerPid"); tp != "0" {
+		t.Errorf("TracerPid %q after the failed trace", tp)
+	}
+	textAsInFile(t, pid, tracee)
+
+	cmd := exec.Command(bin, "trace", "k_push", "c_sum", "-p", fmt.Sprint(pid))
+	var outb, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &outb, &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitTraced(t, pid, cmd.Process.Pid)
+	fmt.Fprintln(in, 10) // served once probeopt resumes the server, probes installed
+	if l, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(l, "work 10 ") {
+		t.Fatalf("server answered %q, %v", l, err)
+	}
+	in.Close() // the server exits
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("probeopt: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("probeopt did not end when the process exited")
+	}
+	if want := fmt.Sprintf("probeopt: process %d exited with status 0 while traced\n", pid); errb.String() != want {
+		t.Errorf("stderr %q, want %q", errb.String(), want)
+	}
+	for _, want := range []string{"tracer:k_push", fmt.Sprintf("process %d exited with status 0", pid)} {
+		if !strings.Contains(outb.String(), strings.Replace(want, "tracer:", filepath.Base(tracee)+":", 1)) {
+			t.Errorf("report lacks %q:\n%s", want, outb.String())
+		}
+	}
+	if !strings.Contains(outb.String(), " 10\n") {
+		t.Errorf("report without the 10 hits:\n%s", outb.String())
+	}
+}
+
+// TestTraceKilled kills the traced command with SIGKILL while it is
+// traced: probeopt reports it on one line, prints the counts so far and
+// exits with status 1, without hanging or panicking.
+func TestTraceKilled(t *testing.T) {
+	tracee := traceTracee(t)
+	bin := probeoptBinary(t)
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "c_sum", "--", tracee, "serve")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outPipe, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	out := bufio.NewReader(outPipe)
+	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
+		t.Fatalf("server said %q, %v", l, err)
+	}
+	fmt.Fprintln(in, 10)
+	if l, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(l, "work 10 ") {
+		t.Fatalf("server answered %q, %v", l, err)
+	}
+	pid := childOf(t, cmd.Process.Pid)
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("probeopt did not end when the process was killed")
+	}
+	code := cmd.ProcessState.ExitCode()
+	want := fmt.Sprintf("probeopt: process %d was killed by signal 9 (killed) while traced; the counts are those until then\n", pid)
+	if code != exitFailed || errb.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d, %q", code, errb.String(), exitFailed, want)
+	}
+	checkMessages(t, errb.String(), code)
+	var rep traceReport
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	hits := map[string]uint64{}
+	for _, p := range rep.Probes {
+		for _, s := range p.Sites {
+			hits[s.Symbol] += s.Hits
+		}
+	}
+	if rep.Exit == nil || rep.Exit.Signal != 9 || hits["k_push"] != 10 || hits["c_sum"] != 10 {
+		t.Errorf("report: exit %+v, hits %v", rep.Exit, hits)
+	}
+}
+
+// TestTraceSpecErrors gives trace the specs a new user may get wrong: an
+// unknown symbol, an address inside an instruction (refused with its
+// reason) and USDT probes with a semaphore (raised by probeopt, counted).
+func TestTraceSpecErrors(t *testing.T) {
+	tracee := traceTracee(t)
+	stdout, stderr, code := runBinary(t, "trace", "mian", "--", tracee, "work", "1")
+	if code != exitFailed || stderr != "probeopt: probe \"mian\": no probe site matches\n" || stdout != "" {
+		t.Errorf("unknown symbol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	checkMessages(t, stderr, code)
+	stdout, stderr, code = runBinary(t, "trace", "k_syscall+1", "--", tracee, "work", "1")
+	if code != exitFailed || !strings.Contains(stderr, "refused: mid-instruction: the address is inside the instruction that starts at") {
+		t.Errorf("mid-instruction: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	checkMessages(t, stderr, code)
+	usdt := fixture.Path(t, "x86_64", "usdt-pie")
+	stdout, stderr, code = runBinary(t, "trace", "usdt:demo:sema_*", "--", usdt)
+	if code != exitOK || stderr != "" {
+		t.Errorf("semaphore: exit %d, stderr %q", code, stderr)
+	}
+	for _, want := range []string{"usdt:demo:sema_start", "usdt:demo:sema_done"} {
+		if !regexp.MustCompile(regexp.QuoteMeta(want) + `\s.*\s1\n`).MatchString(stdout) {
+			t.Errorf("semaphore: %s not hit once:\n%s", want, stdout)
+		}
 	}
 }

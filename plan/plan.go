@@ -116,6 +116,10 @@ type Site struct {
 	// USDT is set for a USDT site: its note marks Addr as the start of an
 	// instruction, so the boundary holds even without a function.
 	USDT bool
+	// PLT is set for a procedure linkage table stub: its indirect jump
+	// goes through the GOT to another function (or the lazy resolver),
+	// never back into the stub, so it does not bar a detour.
+	PLT bool
 }
 
 // Options tune a decision; nil means the defaults.

@@ -315,7 +315,7 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 		d.rule("trampoline", Pass, "a NOP site: %s by a jump to a slot", replaced)
 		return d.finish(TrampolineNop, ReasonTrampolineNop, "a NOP site rewritten into a jump to a trampoline: %s, no trap", replaced), true
 	}
-	if n := s.Func.IndirectJumps; n > 0 && !o.TrustIndirectJumps {
+	if n := s.Func.IndirectJumps; n > 0 && !o.TrustIndirectJumps && !s.PLT {
 		d.rule("trampoline", Fail, "a detour would displace %d instruction(s), but the function has %d indirect jump(s): a jump table could land inside them", ts.Run, n)
 		return Decision{}, false
 	}
@@ -323,6 +323,13 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 	if ts.Calls {
 		what += ", the last a call"
 	}
-	d.rule("trampoline", Pass, "a detour: %s, %s; no branch lands inside them and the function has no indirect jump", replaced, what)
+	jumps := "the function has no indirect jump"
+	switch {
+	case s.PLT && s.Func.IndirectJumps > 0:
+		jumps = "the stub's indirect jump leaves for another function (a PLT stub)"
+	case s.Func.IndirectJumps > 0:
+		jumps = "the function's indirect jumps are known to leave it"
+	}
+	d.rule("trampoline", Pass, "a detour: %s, %s; no branch lands inside them and %s", replaced, what, jumps)
 	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: %s by a jump to a trampoline, %s and run there, no trap", replaced, what), true
 }

@@ -179,6 +179,23 @@ func TestDetourChecks(t *testing.T) {
 	}
 }
 
+// TestDetourPLT checks that a PLT stub's own indirect jump does not bar a
+// detour, while the same bytes in an ordinary function do.
+func TestDetourPLT(t *testing.T) {
+	// endbr64; bnd jmp *0x2fe2(%rip); nop 5 bytes
+	code, _ := hex.DecodeString("f30f1efaf2ff25e22f00000f1f440000")
+	fn := plan.AnalyzeX86(0x1000, code, decodeAMD)
+	if fn.IndirectJumps != 1 {
+		t.Fatalf("indirect jumps %d", fn.IndirectJumps)
+	}
+	for _, plt := range []bool{false, true} {
+		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x1000, Code: code, Func: fn, PLT: plt}, &plan.Options{Rules: true})
+		if tramp := d.Strategy == plan.TrampolineDetour; tramp != plt {
+			t.Errorf("PLT %v: %s (%s)", plt, d.Strategy, d.Detail)
+		}
+	}
+}
+
 // TestReasonsDocumented checks that every reason code is listed once in
 // Reasons and documented in the README.
 func TestReasonsDocumented(t *testing.T) {

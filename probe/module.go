@@ -171,7 +171,7 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 			}
 		}
 	}
-	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT}
+	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
 	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
 	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, NoTrampolines: true})
 	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {

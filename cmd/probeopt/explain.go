@@ -214,7 +214,7 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 	}
 	code, codeErr := f.Code(s.Addr, 16)
 	e.codeErr = codeErr
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT}
+	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, &plan.Options{Vendor: sc.vendor, Rules: true})
 		e.Rules[string(p)] = d.Rules

@@ -673,7 +673,7 @@ func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) s
 	if err != nil {
 		r.Error = err.Error()
 	}
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT}
+	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
 	opts := &plan.Options{Vendor: sc.vendor}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, opts)

@@ -33,13 +33,13 @@ func wantHits(t *testing.T, st probe.Stats, want map[string]uint64) {
 	}
 }
 
-// TestThreads runs the same probes in four threads at once: every probe is
+// TestThreads runs the same probes in eight threads at once: every probe is
 // hit by several threads, the emulated accesses that another thread could
 // see are stepped, and the locked add (stepped) keeps its count.
 func TestThreads(t *testing.T) {
 	needPtrace(t)
 	exe := traceFixture(t, "tracee")
-	const threads, n = 4, 200
+	const threads, n = 8, 200
 	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
 	want := untraced(t, argv, nil)
 	r := spawn(t, argv, nil, nil)
@@ -58,11 +58,11 @@ func TestThreads(t *testing.T) {
 
 // TestThreadEvents probes a compiled C function (a trampoline) hit by
 // several threads with events on: every event names a thread of the
-// program, each worker thread's events are all there, with its arguments.
+// program, and each worker thread's events are all there.
 func TestThreadEvents(t *testing.T) {
 	needPtrace(t)
 	exe := traceFixture(t, "tracee")
-	const threads, n = 4, 200
+	const threads, n = 8, 200
 	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
 	want := untraced(t, argv, nil)
 	r := spawn(t, argv, &probe.Options{Events: true, EventBuffer: 1 << 16}, nil)

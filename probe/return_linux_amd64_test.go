@@ -181,6 +181,22 @@ func TestReturnProbeAddedLater(t *testing.T) {
 	if len(st.Probes) != 2 || st.Probes[0].Hits != 12 || st.Probes[1].Hits != 7 {
 		t.Fatalf("entries and returns: %+v", st.Probes)
 	}
+	// And the other way round: a return probe alone (no entry counter in
+	// its slot), then an entry probe.
+	if _, err := tr.Add("c_fib%return"); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 10)
+	if _, err := tr.Add("c_fib"); err != nil {
+		t.Fatal(err)
+	}
+	s.work(t, exe, 10)
+	st = tr.Stats()
+	// Every site counts its own returns: c_sum's 10 + 10 more, and c_fib
+	// as many returns in each batch as it has entries in the second.
+	if len(st.Probes) != 4 || st.Probes[1].Hits != 27 || st.Probes[3].Hits == 0 || st.Probes[2].Hits != 2*st.Probes[3].Hits {
+		t.Fatalf("c_sum returns %d; c_fib returns and entries: %+v", st.Probes[1].Hits, st.Probes[2:])
+	}
 	for _, p := range st.Probes {
 		if len(p.Sites) != 1 || p.Sites[0].Strategy != plan.TrampolineDetour {
 			t.Errorf("%s: sites %+v", p.Spec, p.Sites)

@@ -554,8 +554,9 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 		}
 	}
 	// A return probe needs a trampoline: refused at a site served by
-	// traps; an installed trampoline without a return handler gets a new
-	// one (its jump moves to a new slot).
+	// traps; an installed trampoline without a handler its probes now
+	// need (the return, or the entry counter) gets a new slot and the
+	// jump moves there.
 	dropReturns := func(s *liveSite, why string) {
 		kept := s.refs[:0]
 		for _, r := range s.refs {
@@ -568,19 +569,35 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 		s.refs = kept
 	}
 	for addr, s := range next {
-		old := tg.sites[addr]
-		if old == nil || !s.wantsReturn() {
+		if tg.sites[addr] == nil {
 			continue
 		}
 		if s.tramp == nil {
-			dropReturns(s, "the site is served by traps: "+s.ps.decision.Detail)
+			if s.wantsReturn() {
+				dropReturns(s, "the site is served by traps: "+s.ps.decision.Detail)
+			}
 			continue
 		}
-		if s.tramp.ret {
+		if !s.needsRebuild() {
 			continue
 		}
 		if err := tg.buildTrampoline(w, s); err != nil {
-			dropReturns(s, err.Error())
+			// The probes the installed slot cannot serve are refused.
+			if s.wantsReturn() && !s.tramp.ret {
+				dropReturns(s, err.Error())
+			}
+			if s.wantsEntry() && !s.tramp.entry {
+				kept := s.refs[:0]
+				for _, r := range s.refs {
+					if !r.p.sp.ret {
+						res.refuse(r.p, RejectedError{Spec: r.p.Spec, Module: s.mod.fi.path, Symbol: s.ps.symbol, Addr: s.ps.vaddr, Reason: "patch-failed",
+							Detail: "the trampoline of the site's return probe could not be rebuilt with an entry counter: " + err.Error()})
+						continue
+					}
+					kept = append(kept, r)
+				}
+				s.refs = kept
+			}
 			continue
 		}
 		patches = append(patches, s.installPatch())

@@ -68,10 +68,12 @@ type trampState struct {
 type siteTramp struct {
 	tr   *trampoline.Trampoline
 	view *trampoline.View
-	// counter counts the entries; retCounter the returns when ret is set
-	// (the return probe is armed), -1 before.
+	// counter counts the entries, retCounter the returns (once ret is set:
+	// the return probe is armed).
 	counter, retCounter int
-	ret                 bool
+	// entry and ret say which handlers the slot has: the entry counter
+	// (and event), the return probe.
+	entry, ret bool
 	// retarget marks a trampoline that replaces another at the same site:
 	// its install patch moves the jump.
 	retarget bool
@@ -274,12 +276,16 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err != nil {
 		return err
 	}
-	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: -1}
+	// Each site owns two counters from its first trampoline on (entries,
+	// returns); a trampoline that replaces it keeps them.
+	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: ts.next + 1}
 	if old != nil {
 		st.counter, st.retCounter = old.counter, old.retCounter
 	}
-	events := tg.t.opts.Events
-	h := trampoline.Handler{ID: uint32(st.counter), Count: true, Counter: st.counter, Event: events}
+	// The entry is counted (and recorded) only for entry probes: a site
+	// with return probes alone saves the locked increment on every call.
+	events, entry := tg.t.opts.Events, s.wantsEntry()
+	h := trampoline.Handler{ID: uint32(st.counter), Count: entry, Counter: st.counter, Event: events && entry}
 	if s.unhijack || s.rehijack || s.wantsReturn() {
 		if err := tg.returnSetup(w, ts, a); err != nil {
 			return fmt.Errorf("return trampoline: %w", err)
@@ -287,9 +293,6 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	}
 	h.Unhijack, h.Rehijack = s.unhijack, s.rehijack
 	if s.wantsReturn() {
-		if st.retCounter < 0 {
-			st.retCounter = ts.next + 1
-		}
 		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events}
 	}
 	tr, err := a.BuildX86(site, &h, ts.cfg)
@@ -299,7 +302,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err := w.WriteMemory(tr.Slot, tr.Code); err != nil {
 		return err
 	}
-	st.tr, st.ret = tr, h.Return != nil
+	st.tr, st.ret, st.entry = tr, h.Return != nil, entry
 	if old != nil {
 		// The jump moves from the old slot to the new one (threads in
 		// the old slot finish there: it stays mapped).
@@ -342,6 +345,22 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 	}
 	ts.cfg.ReturnAddr = ret
 	return nil
+}
+
+// wantsEntry reports whether an entry probe names the site.
+func (s *liveSite) wantsEntry() bool {
+	for _, r := range s.refs {
+		if !r.p.sp.ret && !r.p.removed {
+			return true
+		}
+	}
+	return false
+}
+
+// needsRebuild reports whether the installed trampoline lacks a handler
+// the site's probes now need.
+func (s *liveSite) needsRebuild() bool {
+	return s.tramp != nil && (s.wantsReturn() && !s.tramp.ret || s.wantsEntry() && !s.tramp.entry)
 }
 
 // wantsReturn reports whether a return probe names the site.

@@ -405,7 +405,13 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 	}
 	sites, err := mod.fi.resolve(&p.sp)
 	if err != nil {
-		if !errors.Is(err, elfscan.ErrNoSymbol) {
+		var nse *elfscan.NoSymbolError
+		switch {
+		case errors.As(err, &nse):
+			if mod.main && len(nse.Suggestions) > 0 {
+				p.suggest = nse.Suggestions
+			}
+		default:
 			res.specErr(p, fmt.Errorf("%s: %w", mod.fi.path, err))
 		}
 		return

@@ -69,6 +69,9 @@ type probeState struct {
 	counters []*siteCounter
 	refused  []RejectedError
 	errs     []error // why the spec could not be resolved in some module
+	// suggest are close names of the main executable, for a spec that
+	// names none of its functions.
+	suggest []string
 }
 
 // xolMethod is what Stats.XOLMethod says.
@@ -361,6 +364,9 @@ func (t *Tracer) verdict(p *probeState) error {
 	}
 	if t.root.mainModule() == nil {
 		return errNoModule
+	}
+	if len(p.suggest) > 0 {
+		return fmt.Errorf("%w; did you mean %s?", ErrNoSites, strings.Join(p.suggest, " or "))
 	}
 	return ErrNoSites
 }

@@ -464,7 +464,7 @@ func TestTraceAttachedExits(t *testing.T) {
 	pid := srv.Process.Pid
 
 	stdout, stderr, code := runBinary(t, "trace", "mian", "-p", fmt.Sprint(pid))
-	if code != exitFailed || !strings.Contains(stderr, `probeopt: probe "mian": no probe site matches`) || stdout != "" {
+	if code != exitFailed || !strings.Contains(stderr, `probeopt: probe "mian": no probe site matches; did you mean main?`) || stdout != "" {
 		t.Errorf("unknown symbol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	checkMessages(t, stderr, code)
@@ -581,7 +581,7 @@ func TestTraceKilled(t *testing.T) {
 func TestTraceSpecErrors(t *testing.T) {
 	tracee := traceTracee(t)
 	stdout, stderr, code := runBinary(t, "trace", "mian", "--", tracee, "work", "1")
-	if code != exitFailed || stderr != "probeopt: probe \"mian\": no probe site matches\n" || stdout != "" {
+	if code != exitFailed || stderr != "probeopt: probe \"mian\": no probe site matches; did you mean main?\n" || stdout != "" {
 		t.Errorf("unknown symbol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 	checkMessages(t, stderr, code)

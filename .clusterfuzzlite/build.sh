@@ -128,3 +128,5 @@ done
 # internal to trampoline: only the target's file is copied.
 wrap_external "$mod/trampoline" trampolinefuzz fuzz_x86_test.go
 build_fuzzer "$mod/internal/ossfuzz/trampolinefuzz" FuzzGenerateX86 trampoline_generate_x86
+# trampoline: arm64 slot generation (an internal test of the package).
+build_fuzzer "$mod/trampoline" FuzzBuildARM64 trampoline_build_arm64

@@ -4,10 +4,12 @@ package probe
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -535,21 +537,27 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	// Trampolines first; one whose replaced bytes hold another site, or
 	// that cannot be made, falls back to its trap strategy.
 	if tg.t.wantTrampolines() {
-		for i, s := range fresh {
+		// Every site address, new and installed, sorted: a trampoline's
+		// replaced bytes are checked with one search.
+		all := make([]uint64, 0, len(fresh)+len(tg.sites))
+		for _, s := range fresh {
+			all = append(all, s.addr)
+		}
+		for a := range tg.sites {
+			all = append(all, a)
+		}
+		slices.Sort(all)
+		for _, s := range fresh {
 			if s.ps.tramp == nil || s.rendezvous {
 				continue // the dynamic linker's rendezvous must trap
 			}
 			err := tg.buildTrampoline(w, s)
 			if err == nil {
 				lo, hi := s.tramp.span()
-				for j, o := range fresh {
-					if j != i && o.addr >= lo && o.addr < hi && o.addr != s.addr {
-						err = fmt.Errorf("the site at %#x lies in the bytes the jump replaces", o.addr)
-					}
-				}
-				for _, o := range tg.sites {
-					if o.addr >= lo && o.addr < hi {
-						err = fmt.Errorf("the site at %#x lies in the bytes the jump replaces", o.addr)
+				for i, _ := slices.BinarySearch(all, lo); i < len(all) && all[i] < hi; i++ {
+					if all[i] != s.addr {
+						err = fmt.Errorf("the site at %#x lies in the bytes the jump replaces", all[i])
+						break
 					}
 				}
 			}
@@ -608,6 +616,7 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 		}
 		patches = append(patches, s.installPatch())
 	}
+	over := trampolineSpans(next)
 	for _, s := range fresh {
 		addr := s.addr
 		if s.tramp == nil && (s.unhijack || s.rehijack) {
@@ -633,7 +642,7 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 			}
 		}
 		if s.tramp == nil {
-			if in := tg.trampolineOver(next, addr); in != nil {
+			if in := over.site(addr); in != nil {
 				refuse(s, ReasonInTrampoline, fmt.Sprintf("the instruction was moved to the trampoline of the site at %#x", in.addr))
 				continue
 			}
@@ -739,16 +748,34 @@ func (tg *target) retire(s *liveSite) {
 	tg.retired[s.addr] = s.ps.code[0]
 }
 
-// trampolineOver returns the site among sites whose trampoline replaced
-// the bytes at addr, nil if none.
-func (tg *target) trampolineOver(sites map[uint64]*liveSite, addr uint64) *liveSite {
-	for _, o := range sites {
-		if o.tramp == nil || o.addr == addr {
-			continue
+// span is the replaced bytes [lo, hi) of the trampoline of site s.
+type span struct {
+	lo, hi uint64
+	s      *liveSite
+}
+
+// spans are the spans of the trampolines of a set of sites, sorted (they
+// never overlap).
+type spans []span
+
+func trampolineSpans(sites map[uint64]*liveSite) spans {
+	var sp spans
+	for _, s := range sites {
+		if s.tramp != nil {
+			lo, hi := s.tramp.span()
+			sp = append(sp, span{lo, hi, s})
 		}
-		if lo, hi := o.tramp.span(); addr >= lo && addr < hi {
-			return o
-		}
+	}
+	slices.SortFunc(sp, func(a, b span) int { return cmp.Compare(a.lo, b.lo) })
+	return sp
+}
+
+// site returns the site of another address whose trampoline replaced the
+// bytes at addr, nil if none.
+func (sp spans) site(addr uint64) *liveSite {
+	i := sort.Search(len(sp), func(i int) bool { return sp[i].lo > addr }) - 1
+	if i >= 0 && addr < sp[i].hi && sp[i].s.addr != addr {
+		return sp[i].s
 	}
 	return nil
 }

@@ -93,7 +93,9 @@ var errSiteLost = errors.New("site lost")
 func stepOver(w *proc.World, tid int, addr uint64) (int, error) {
 	deferred := 0
 	for n := 0; n < maxSteps; n++ {
-		if err := w.Step(tid, stepTimeout); err != nil {
+		err := w.Step(tid, stepTimeout)
+		deferred += w.StepSignals(tid) // kept by proc, the step made again
+		if err != nil {
 			return deferred, err
 		}
 		r, err := w.Regs(tid)

@@ -157,6 +157,9 @@ func (w *World) Maps() ([]Mapping, error) { return nil, notSupported("maps") }
 // Step fails.
 func (w *World) Step(tid int, timeout time.Duration) error { return notSupported("step") }
 
+// StepSignals returns 0.
+func (w *World) StepSignals(tid int) int { return 0 }
+
 // Syscall fails.
 func (w *World) Syscall(nr uint64, args ...uint64) (uint64, error) {
 	return 0, notSupported("remote syscall")

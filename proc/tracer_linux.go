@@ -56,8 +56,9 @@ type thread struct {
 	held        bool // kept stopped by a TrapHandler
 	stepping    bool // single-stepped, a SIGTRAP ends the step
 	// stepRestarts counts the steps reissued because a signal stopped
-	// the thread before the stepped instruction ran.
-	stepRestarts int
+	// the thread before the stepped instruction ran; stepSignals the
+	// signals among them, kept for delivery after the step.
+	stepRestarts, stepSignals int
 	// staleStep is set when a step was cut short by an interrupt: the
 	// kernel may still deliver that step's SIGTRAP later, which must not
 	// reach the tracee.
@@ -362,6 +363,7 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 			// step, and step again.
 			th.extra = append(th.extra, sig)
 			th.stepRestarts++
+			th.stepSignals++
 			if ptrace(unix.PTRACE_SINGLESTEP, th.tid, 0, 0) == nil {
 				th.stopped = false
 				return

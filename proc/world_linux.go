@@ -187,6 +187,17 @@ func (w *World) Step(tid int, timeout time.Duration) error {
 	return w.step(th, timeout)
 }
 
+// StepSignals returns how many signals reached thread tid before the
+// instruction of its last Step ran: each was kept, the step made again,
+// and the signal is delivered when the world resumes.
+func (w *World) StepSignals(tid int) int {
+	th, err := w.thread(tid)
+	if err != nil {
+		return 0
+	}
+	return th.stepSignals
+}
+
 // settle brings a thread stopped at a clone, fork, vfork-done or exec
 // event out of the system call it is still inside: one step completes the
 // call, which writes its result, and stops the thread at the call's return
@@ -217,7 +228,7 @@ func (w *World) step(th *thread, timeout time.Duration) error {
 		return &ThreadError{Tid: tid, Op: "step", Err: threadErr(err)}
 	}
 	th.stopped, th.stepping, th.regsOK, th.group = false, true, false, false
-	th.stepRestarts = 0
+	th.stepRestarts, th.stepSignals = 0, 0
 	ok, werr := w.t.waitUntil(func() bool { return th.stopped || th.gone || w.p.done }, timeout)
 	if werr == nil && !ok && !th.gone {
 		if err := ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0); err == nil {

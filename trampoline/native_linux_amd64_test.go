@@ -117,20 +117,49 @@ func indexOf(f *elf.File, name string) int {
 // not 0).
 func mmapAt(t testing.TB, addr uint64, length int, prot, flags int) []byte {
 	t.Helper()
+	b, err := tryMmapAt(t, addr, length, prot, flags)
+	if err != nil {
+		t.Fatalf("mmap %d bytes at %#x: %v", length, addr, err)
+	}
+	return b
+}
+
+func tryMmapAt(t testing.TB, addr uint64, length int, prot, flags int) ([]byte, error) {
 	if addr != 0 {
 		flags |= unix.MAP_FIXED_NOREPLACE
 	}
 	hint := uintptr(addr)
 	p, err := unix.MmapPtr(-1, 0, *(*unsafe.Pointer)(unsafe.Pointer(&hint)), uintptr(length), prot, flags|unix.MAP_ANONYMOUS)
 	if err != nil {
-		t.Fatalf("mmap %d bytes at %#x: %v", length, addr, err)
+		return nil, err
 	}
 	if addr != 0 && uintptr(p) != uintptr(addr) {
-		t.Fatalf("mmap at %#x returned %p", addr, p)
+		_ = unix.MunmapPtr(p, uintptr(length))
+		return nil, fmt.Errorf("mapped at %p instead", p)
 	}
-	b := unsafe.Slice((*byte)(p), length)
 	t.Cleanup(func() { _ = unix.MunmapPtr(p, uintptr(length)) })
-	return b
+	return unsafe.Slice((*byte)(p), length), nil
+}
+
+// mmapNear maps length bytes where every address of reach reaches them
+// with a rel32. The Go runtime maps memory of its own on other threads,
+// so the gap found in the maps may be gone by the time of the mmap: then
+// the maps are read again.
+func mmapNear(t testing.TB, reach []uint64, length int, prot, flags int) []byte {
+	t.Helper()
+	for try := 0; ; try++ {
+		at, err := trampoline.Place(selfMaps(t), reach, uint64(length), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := tryMmapAt(t, at, length, prot, flags)
+		if err == nil {
+			return b
+		}
+		if !errors.Is(err, unix.EEXIST) || try == 9 {
+			t.Fatalf("mmap %d bytes at %#x: %v", length, at, err)
+		}
+	}
 }
 
 func addrOf(b []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&b[0]))) }
@@ -220,11 +249,8 @@ func newEnv(t testing.TB, o envOptions) *env {
 	e.thrMem = mmapAt(t, 0, int(e.threads.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
 	e.threads.Addr = addrOf(e.thrMem)
 	const areaSize = 64 << 10
-	at, err := trampoline.Place(selfMaps(t), []uint64{e.base, e.base + uint64(len(text))}, areaSize, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.areaMem = mmapAt(t, at, areaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	e.areaMem = mmapNear(t, []uint64{e.base, e.base + uint64(len(text))}, areaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+	at := addrOf(e.areaMem)
 	if e.area, err = trampoline.NewArea(at, areaSize); err != nil {
 		t.Fatal(err)
 	}

@@ -334,16 +334,15 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 	}
 	th.Addr = addr
 	ts.cfg.Threads = th
-	ret, code, err := a.ReturnX86(ts.cfg)
+	at, code, err := a.ReturnX86(ts.cfg)
 	if err != nil {
 		ts.cfg.Threads = nil
 		return err
 	}
-	if err := w.WriteMemory(ret, code); err != nil {
-		ts.cfg.Threads = nil
+	if err := w.WriteMemory(at, code); err != nil {
+		ts.cfg.Threads, ts.cfg.ReturnAddr = nil, 0
 		return err
 	}
-	ts.cfg.ReturnAddr = ret
 	return nil
 }
 

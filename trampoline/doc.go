@@ -49,13 +49,15 @@
 //   - a return probe: at a function entry, the return address is saved on
 //     the thread's shadow stack (the thread table, found by hashing the
 //     thread pointer) and replaced by the return trampoline's address
-//     (GenerateReturnX86). When the function returns there, the trampoline
-//     drops the entries of frames abandoned by longjmp or an exception
-//     (their stack pointer lies below, as Linux judges), runs the return
-//     handlers (a counter, an event with rax and rdx) and goes to the
-//     original address with an indirect jump (a ret there would
-//     mispredict, and leave the return stack buffer one entry off for
-//     every return above). Tail calls chain entries as Linux does. Signal
+//     (GenerateReturnX86): the slot leaves through a gate whose call
+//     enters the displaced instructions and pushes that address, so that
+//     the return stack buffer holds it too and the function's ret is
+//     predicted (ReturnEntryOffset). When the function returns there, the
+//     trampoline drops the entries of frames abandoned by longjmp or an
+//     exception (their stack pointer lies below, as Linux judges), runs
+//     the return handlers (a counter, an event with rax and rdx) and
+//     returns to the original address with a ret, which the entry of the
+//     original call predicts. Tail calls chain entries as Linux does. Signal
 //     handlers that enter probed functions meanwhile leave the shadow stack
 //     consistent (one store or one compare-and-swap per change; the
 //     argument is in the Threads comment);

@@ -351,12 +351,11 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 	cfg.Data, cfg.Threads = st.data, st.threads
 	st.cfg = &cfg
 	// One return trampoline serves every area.
-	ret, code, err := st.areas[0].ReturnX86(st.cfg)
+	rat, code, err := st.areas[0].ReturnX86(st.cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	st.cfg.ReturnAddr = ret
-	if err := p.WriteMemory(ret, code); err != nil {
+	if err := p.WriteMemory(rat, code); err != nil {
 		t.Fatal(err)
 	}
 	for i, pr := range probes {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
@@ -238,6 +239,13 @@ func checkTrampoline(t *testing.T, name string, vendor decode.Vendor, s *trampol
 	// address (the program's own, which the fuzzed layout may put inside
 	// the slot: a real area is placed where nothing is mapped).
 	exits := map[uint64]bool{s.Resume(): true}
+	if h.Return != nil {
+		// The gate, just before the return trampoline's entry.
+		exits[cfg.ReturnAddr-4] = true
+	}
+	// Code addresses a lea takes: the slot's own instructions.
+	var codeRefs []uint64
+	starts := map[uint64]bool{}
 	progData := map[uint64]bool{}
 	var last *decode.X86Inst
 	if s.Kind == trampoline.SiteDetour {
@@ -277,10 +285,13 @@ func checkTrampoline(t *testing.T, name string, vendor decode.Vendor, s *trampol
 		if in.Len < 1 || off+in.Len > len(tr.Code) {
 			fail("the instruction at %#x has length %d past the slot's end %#x", pc, in.Len, end)
 		}
+		starts[pc] = true
 		dest, known := uint64(0), false
 		switch {
 		case in.Branch.Relative() && in.RelSize > 0:
 			dest, known = in.Target, true
+		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !progData[in.Target] && in.Mnemonic == "lea":
+			codeRefs = append(codeRefs, in.Target)
 		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !progData[in.Target]:
 			lit := int(in.Target - tr.Slot)
 			if lit < off+in.Len || lit+8 > len(tr.Code) {
@@ -299,6 +310,11 @@ func checkTrampoline(t *testing.T, name string, vendor decode.Vendor, s *trampol
 	}
 	if len(data) != 0 {
 		fail("a literal the code refers to overlaps an instruction: %v", data)
+	}
+	for _, a := range codeRefs {
+		if !starts[a] {
+			fail("a lea takes the address %#x, which is no instruction of the slot", a)
+		}
 	}
 	if !finalKnown || final.Branch != decode.BranchJmp && final.Branch != decode.BranchJmpIndirect {
 		fail("the slot ends with %s (%v), not a jmp whose target is known", final.Mnemonic, final.Branch)
@@ -332,9 +348,12 @@ func checkTrampoline(t *testing.T, name string, vendor decode.Vendor, s *trampol
 		}
 	}
 	rm := tr.Remove
-	if rm.Addr != ins.Addr || !bytes.Equal(rm.Old, ins.New) || !bytes.Equal(rm.New, ins.Old) ||
-		len(rm.Guard) != 1 || rm.Guard[0] != (trampoline.Range{Start: tr.Slot, End: end}) {
-		fail("remove %+v does not undo install %+v with the slot as its guard", rm, ins)
+	guard := []trampoline.Range{{Start: tr.Slot, End: end}}
+	if h.Return != nil {
+		guard = append(guard, trampoline.Range{Start: cfg.ReturnAddr - 4, End: cfg.ReturnAddr})
+	}
+	if rm.Addr != ins.Addr || !bytes.Equal(rm.Old, ins.New) || !bytes.Equal(rm.New, ins.Old) || !slices.Equal(rm.Guard, guard) {
+		fail("remove %+v does not undo install %+v with the slot (and the gate) as its guard", rm, ins)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"unsafe"
@@ -210,6 +211,7 @@ type env struct {
 type envOptions struct {
 	counters, ring, threadSlots int
 	dataAt                      uint64 // fixed address of the data area, 0: anywhere
+	returnAt                    uint64 // fixed address of the return trampoline, 0: in the slot area
 	flags                       trampoline.FlagsSave
 	tp                          trampoline.ThreadPointer
 }
@@ -255,12 +257,25 @@ func newEnv(t testing.TB, o envOptions) *env {
 		t.Fatal(err)
 	}
 	e.cfg = &trampoline.Config{Data: e.data, Threads: e.threads, ThreadPointer: o.tp, Flags: o.flags}
-	ret, code, err := e.area.ReturnX86(e.cfg)
-	if err != nil {
-		t.Fatal(err)
+	if o.returnAt == 0 {
+		rat, code, err := e.area.ReturnX86(e.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(e.areaMem[rat-at:], code)
+	} else {
+		mem := mmapAt(t, o.returnAt, 4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE)
+		ra, err := trampoline.NewArea(o.returnAt, 4096)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rat, code, err := ra.ReturnX86(e.cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		copy(mem[rat-o.returnAt:], code)
+		protect(t, mem, unix.PROT_READ|unix.PROT_EXEC)
 	}
-	e.cfg.ReturnAddr = ret
-	copy(e.areaMem[ret-at:], code)
 	protect(t, e.areaMem, unix.PROT_READ|unix.PROT_EXEC)
 	return e
 }
@@ -654,11 +669,20 @@ func TestNativeReturnProbes(t *testing.T) {
 		}
 		return c[n]
 	}
-	for _, fn := range []string{"fib", "nopfib"} {
+	// far: the return trampoline (and its gate) beyond the reach of a
+	// jmp rel32 from the slots.
+	for _, fn := range []string{"fib", "nopfib", "fib/far"} {
 		t.Run(fn, func(t *testing.T) {
-			e := newEnv(t, envOptions{ring: 1 << 14})
-			e.install(e.site(fn, nil), trampoline.Handler{ID: 3, Count: true, Counter: 0, Event: true,
+			o := envOptions{ring: 1 << 14}
+			if f, ok := strings.CutSuffix(fn, "/far"); ok {
+				fn, o.returnAt = f, 0x20_0000_0000
+			}
+			e := newEnv(t, o)
+			tr := e.install(e.site(fn, nil), trampoline.Handler{ID: 3, Count: true, Counter: 0, Event: true,
 				Return: &trampoline.ReturnHandler{Count: true, Counter: 1, Event: true}})
+			if far := bytes.Contains(tr.Code, []byte{0xff, 0x64, 0x24, 0xf0}); far != (o.returnAt != 0) {
+				t.Fatalf("slot leaves through jmp *-16(%%rsp): %v, want %v", far, o.returnAt != 0)
+			}
 			stack := e.stack()
 			var r native.Regs
 			for _, n := range []uint64{0, 1, 5, 12, 15} {

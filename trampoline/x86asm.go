@@ -401,6 +401,19 @@ func (e *x86Emitter) rdfsbase(r x86Reg) {
 // jmp *m
 func (e *x86Emitter) jmpMem(m x86Mem) { e.opMem(nil, false, []byte{0xFF}, 4, m, nil) }
 
+// call *m
+func (e *x86Emitter) callMem(m x86Mem) { e.opMem(nil, false, []byte{0xFF}, 2, m, nil) }
+
+// leaL: lea label(%rip), r (64-bit).
+func (e *x86Emitter) leaL(r x86Reg, l x86Label) {
+	e.begin()
+	e.rex(true, r, 0, 0)
+	e.byte1(0x8D, 0x05|byte(r&7)<<3)
+	e.fixes = append(e.fixes, x86LabelFix{at: len(e.b), end: len(e.b) + 4, label: l})
+	e.imm32(0)
+	e.end()
+}
+
 // mov %fs:0, r
 func (e *x86Emitter) loadFS0(r x86Reg) {
 	e.opMem([]byte{0x64}, true, []byte{0x8B}, r, x86Mem{abs: true}, nil)

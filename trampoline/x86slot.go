@@ -50,9 +50,10 @@ type Config struct {
 	Data *Data
 	// Threads is the thread table; needed by return probes.
 	Threads *Threads
-	// ReturnAddr is the address of the return trampoline
-	// (GenerateReturnX86, Area.ReturnX86), needed by return probes,
-	// Unhijack and Rehijack. One serves the whole process.
+	// ReturnAddr is the entry of the return trampoline, ReturnEntryOffset
+	// bytes after the start of its code (Area.ReturnX86 sets it), needed
+	// by return probes, Unhijack and Rehijack. One serves the whole
+	// process.
 	ReturnAddr uint64
 	// ThreadPointer is how the code reads the thread pointer (see
 	// Features.ThreadPointer); it must be the same for every slot and the
@@ -332,8 +333,8 @@ func (g *x86Gen) counter(a uint64) {
 	e.lockInc(memAt(r11, 0))
 }
 
-// counterFar reports whether a counter at a may be beyond reach of code
-// in [at, at+64 KiB).
+// counterFar reports whether a counter (or any address) at a may be
+// beyond reach of code in [at, at+64 KiB).
 func counterFar(at, a uint64) bool {
 	return !reachRIP(at, a) || !reachRIP(at+1<<16, a)
 }
@@ -480,16 +481,25 @@ func (g *x86Gen) threadLookup(claim bool, notFound x86Label) {
 }
 
 // arm pushes a return-probe entry for the frame whose return address lies
-// at the original stack pointer and replaces that address by the return
-// trampoline's. rsi holds the thread's slot. Clobbers rax, rcx, rdx, r10,
-// r11 and the flags.
+// at the original stack pointer, for the return through the gate: the
+// return address is replaced by the address of label enter, which the
+// gate calls (see GenerateReturnX86). The hot path falls through to the
+// gate exit; a frame that is not armed (a full shadow stack), or whose
+// return address already is the return trampoline's (a tail call from an
+// armed function, whose gate call is on the return stack buffer already),
+// goes on at label plain. rsi holds the thread's slot. Clobbers rax, rcx,
+// rdx, r10, r11 and the flags.
 //
 // The hot path is a frame that is not a tail call's and finds no dead
 // entry on top; chained frames, dead entries and a full stack are cold.
-func (g *x86Gen) arm(h *Handler) {
+//
+// With farGate, the gate lies beyond the reach of a jmp rel32 from the
+// slot: its address goes to the word below the return address (the red
+// zone is free at a function's entry, and safe from signal frames while
+// the stack pointer is above it) for the exit's jmp *-16(%rsp).
+func (g *x86Gen) arm(h *Handler, enter, plain x86Label, farGate bool) {
 	e := g.e
-	r := h.Return
-	retry, chained, dropMore, chk, push, overflow, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	retry, chained, dropMore, chk, push := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
 	e.lea(r10, memAt(rsp, int32(g.spOff())))
 	e.addr(r11, g.cfg.ReturnAddr)
 	e.bind(retry)
@@ -505,6 +515,47 @@ func (g *x86Gen) arm(h *Handler) {
 	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
 	e.jccL(ccBE, dropMore)
 	e.bind(push)
+	g.push(h, retry, plain)
+	e.leaL(rdx, enter)
+	e.store(memAt(r10, 0), rdx)
+	if farGate {
+		e.lea(rdx, memAt(r11, -gateLen))
+		e.store(memAt(r10, -8), rdx)
+	}
+	g.cold = append(g.cold, func() {
+		e.bind(dropMore)
+		e.sub32(rcx, threadEntrySize)
+		e.test(rcx, false)
+		e.jccL(ccE, push)
+		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+		e.jccL(ccBE, dropMore)
+		e.jmpL(push)
+		// Chained (a tail call from a function whose return is armed):
+		// the return address is already the trampoline's; entries
+		// strictly below are dead, and the top one must be this frame's.
+		e.bind(chained)
+		e.test(rcx, false)
+		e.jccL(ccE, plain)
+		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
+		e.jccL(ccAE, chk)
+		e.sub32(rcx, threadEntrySize)
+		e.jmpL(chained)
+		e.bind(chk)
+		e.jccL(ccNE, plain)
+		e.load(rdx, memIdx(rsi, rcx, entRet))
+		g.push(h, retry, plain)
+		e.jmpL(plain)
+	})
+}
+
+// push pushes the entry of return handler h.Return at depth rcx (state in
+// rax, original return address in rdx, frame in r10) and falls through;
+// it goes to retry when a signal handler changed the shadow stack
+// meanwhile, and to full when it is full.
+func (g *x86Gen) push(h *Handler, retry, full x86Label) {
+	e := g.e
+	r := h.Return
+	overflow := e.newLabel()
 	e.cmpImm(rcx, MaxDepth*threadEntrySize, false)
 	e.jccL(ccAE, overflow)
 	// The new entry lies at rsi + rcx + 32 (entries start at +32).
@@ -530,33 +581,10 @@ func (g *x86Gen) arm(h *Handler) {
 	e.lea(rdx, memIdx(rdx, rcx, threadEntrySize))
 	e.cmpxchg(memAt(rsi, threadState), rdx, false)
 	e.jccL(ccNE, retry)
-	e.store(memAt(r10, 0), r11)
-	e.bind(done)
 	g.cold = append(g.cold, func() {
-		e.bind(dropMore)
-		e.sub32(rcx, threadEntrySize)
-		e.test(rcx, false)
-		e.jccL(ccE, push)
-		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-		e.jccL(ccBE, dropMore)
-		e.jmpL(push)
-		// Chained (a tail call from a function whose return is armed):
-		// the return address is already the trampoline's; entries
-		// strictly below are dead, and the top one must be this frame's.
-		e.bind(chained)
-		e.test(rcx, false)
-		e.jccL(ccE, done)
-		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-		e.jccL(ccAE, chk)
-		e.sub32(rcx, threadEntrySize)
-		e.jmpL(chained)
-		e.bind(chk)
-		e.jccL(ccNE, done)
-		e.load(rdx, memIdx(rsi, rcx, entRet))
-		e.jmpL(push)
 		e.bind(overflow)
 		e.incMem(memAt(rsi, threadMissed))
-		e.jmpL(done)
+		e.jmpL(full)
 	})
 }
 
@@ -625,6 +653,7 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 	}
 	slot := e.base
 	g := &x86Gen{e: e, cfg: cfg, skip: 128}
+	plain, enter := e.newLabel(), e.newLabel()
 	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
 	if work {
 		need := map[x86Reg]bool{}
@@ -654,12 +683,9 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 		if h.Event {
 			g.event(eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr})
 		}
-		if h.Return != nil {
-			skip := e.newLabel()
-			g.threadLookup(true, skip)
-			g.arm(h)
-			e.bind(skip)
-		}
+		// Unhijack and Rehijack change only the frames above this one,
+		// the return probe only this one: arming comes last, so that its
+		// hot path may leave through the gate.
 		for _, rearm := range []bool{false, true} {
 			if rearm && !h.Rehijack || !rearm && !h.Unhijack {
 				continue
@@ -669,18 +695,37 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 			g.unhijack(rearm)
 			e.bind(skip)
 		}
-		// The slow paths sit before the epilogue, jumped over, so that the
-		// slot still ends with the displaced instructions and the jump
-		// back.
-		if len(g.cold) > 0 {
-			over := e.newLabel()
-			e.jmpL(over)
-			g.emitCold()
-			e.bind(over)
+		if h.Return != nil {
+			gate := cfg.ReturnAddr - gateLen
+			farGate := counterFar(slot, gate)
+			g.threadLookup(true, plain)
+			g.arm(h, enter, plain, farGate)
+			// The gate exit: with the stack pointer back above the return
+			// address (which now holds the address of the displaced
+			// instructions), the gate's call enters them and pushes the
+			// return trampoline's address in its place.
+			g.epilogue()
+			e.lea(rsp, memAt(rsp, 128+8))
+			if farGate {
+				e.jmpMem(memAt(rsp, -16))
+			} else {
+				e.jmpTo(gate)
+			}
 		}
+		// The slow paths sit before the epilogue, jumped over (or after
+		// the gate exit), so that the slot still ends with the displaced
+		// instructions and the jump back.
+		if len(g.cold) > 0 {
+			if h.Return == nil {
+				e.jmpL(plain)
+			}
+			g.emitCold()
+		}
+		e.bind(plain)
 		g.epilogue()
 		e.lea(rsp, memAt(rsp, 128))
 	}
+	e.bind(enter)
 	if err := g.displaced(s); err != nil {
 		return err
 	}
@@ -751,8 +796,26 @@ func relocate(in *decode.X86Inst, pos uint64) (*xol.X86Copy, error) {
 	return c, nil
 }
 
+// ReturnEntryOffset is the offset in the code of the return trampoline of the
+// address armed functions return to (Config.ReturnAddr). The gate lies
+// just before it: call *-8(%rsp). A slot that arms a return probe stores
+// the address of its displaced instructions over the return address,
+// restores the registers, moves the stack pointer above that word and
+// jumps to the gate, whose call enters the displaced instructions and
+// pushes the return trampoline's address where the return address was.
+// The function's ret then goes where the return stack buffer predicts,
+// and so does the return trampoline's own ret to the original address: a
+// return probe costs no mispredicted return, and the call stack the CPU
+// tracks (its return stack buffer, and a shadow stack under CET) matches
+// the real one.
+const ReturnEntryOffset = 16
+
+// gateLen is the length of the gate's call.
+const gateLen = 4
+
 // GenerateReturnX86 generates the return trampoline at address addr: the
-// code a function whose return probe is armed returns to. It finds the
+// gate, and at addr+ReturnEntryOffset the code a function whose return probe is
+// armed returns to. It finds the
 // thread's innermost entry for the frame (dropping entries that a longjmp
 // or an exception abandoned), runs the return handlers of that entry (and
 // of entries chained by tail calls), and returns to the original return
@@ -790,6 +853,14 @@ func generateReturnInto(e *x86Emitter, cfg *Config) error {
 	}
 	g := &x86Gen{e: e, cfg: cfg, skip: 8}
 	fatal, dropMore, got, each, nocount, noevent, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	// The gate, and the return trampoline 16-byte aligned after it.
+	for range ReturnEntryOffset - gateLen {
+		e.one(0xCC)
+	}
+	e.callMem(memAt(rsp, -8))
+	if len(e.b) != ReturnEntryOffset {
+		return fmt.Errorf("the gate ends at +%d, not at +%d: %w", len(e.b), ReturnEntryOffset, ErrEncode)
+	}
 	// The return popped the return address: the slot at rsp-8 (S) is
 	// free and receives the original return address for the final jump.
 	e.lea(rsp, memAt(rsp, -8))
@@ -840,13 +911,9 @@ func generateReturnInto(e *x86Emitter, cfg *Config) error {
 	e.orRR(rdx, rcx)
 	e.store(memAt(rsi, threadState), rdx)
 	g.epilogue()
-	// Return with an indirect jump rather than a ret: the function's ret
-	// consumed the return-stack-buffer entry of its call, and a second
-	// ret would mispredict and leave the buffer one entry off for every
-	// return above. The word below the stack pointer is safe from signal
-	// frames, which the kernel puts below the 128-byte red zone.
-	e.lea(rsp, memAt(rsp, 8))
-	e.jmpMem(memAt(rsp, -8))
+	// The function's ret consumed the return-stack-buffer entry of the
+	// gate's call; this ret consumes the one of the original call.
+	e.ret()
 	e.bind(fatal)
 	e.ud2()
 	e.bind(dropMore)
@@ -911,10 +978,15 @@ func (a *Area) place(gen func(at uint64) ([]byte, error)) (uint64, []byte, error
 }
 
 // ReturnX86 allocates and generates the return trampoline (see
-// GenerateReturnX86). Set cfg.ReturnAddr to the address it returns before
-// building return probes, and write the code before installing them.
+// GenerateReturnX86), returns where its code goes and sets cfg.ReturnAddr
+// to its entry. Write the code before installing return probes.
 func (a *Area) ReturnX86(cfg *Config) (uint64, []byte, error) {
-	return a.place(func(at uint64) ([]byte, error) { return GenerateReturnX86(at, cfg) })
+	at, code, err := a.place(func(at uint64) ([]byte, error) { return GenerateReturnX86(at, cfg) })
+	if err != nil {
+		return 0, nil, err
+	}
+	cfg.ReturnAddr = at + ReturnEntryOffset
+	return at, code, nil
 }
 
 // BuildX86 allocates a slot for site s, generates its code for handler h,
@@ -943,6 +1015,9 @@ func (a *Area) BuildX86(s *Site, h *Handler, cfg *Config) (*Trampoline, error) {
 	if h.Return != nil {
 		hr := *h.Return
 		t.Handler.Return = &hr
+		// A thread at the gate is about to call into the slot.
+		gate := cfg.ReturnAddr - gateLen
+		t.Remove.Guard = append(t.Remove.Guard, Range{gate, gate + gateLen})
 	}
 	return t, nil
 }

@@ -51,6 +51,13 @@ type benchTraceRow struct {
 	TrampolinePath    string  `json:"trampoline_path"`
 	TrampolineNs      float64 `json:"trampoline_ns"`
 	TrampolineSpeedup float64 `json:"trampoline_speedup"`
+	// Return probes (SYM%return), counting the returns: KernelReturnNs
+	// is the cost of a kernel uretprobe, ReturnNs of probeopt's (through
+	// ReturnPath), ReturnSpeedup kernel / probeopt.
+	KernelReturnNs float64 `json:"kernel_return_ns"`
+	ReturnPath     string  `json:"return_path"`
+	ReturnNs       float64 `json:"return_ns"`
+	ReturnSpeedup  float64 `json:"return_speedup"`
 }
 
 // benchTraceReport is what "bench trace --json" prints.
@@ -78,10 +85,15 @@ function in a loop, and time a call of it, in one run:
              a jump to a trampoline that counts the hit and runs the
              displaced instructions (the default wherever the plan allows)
 
+and, in a second table, return probes (SYM%return) that count the returns:
+a kernel uretprobe against probeopt's, which arms the return at the entry
+trampoline and counts it in the return trampoline, without a trap
+
 for functions that start with a nop, a push, a mov between registers, a
 RIP-relative load and a vector instruction (which probeopt cannot emulate).
-Each figure is nanoseconds per hit, the cost of an unprobed call subtracted;
-the ratios are probeopt / kernel, and the speedup kernel / trampoline. A
+Each figure is nanoseconds per hit (the median of five rounds of the calls),
+the cost of an unprobed call subtracted;
+the ratios are probeopt / kernel, and the speedups kernel / trampoline. A
 trapping probeopt hit is served by a tracer process through ptrace, so it
 costs more than a kernel uprobe, which is served in the kernel; a
 trampoline hit never leaves the process.
@@ -158,6 +170,10 @@ func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 			r.TrampolinePath, btNs(r.TrampolineNs), btRatio(r.TrampolineSpeedup),
 			r.ProbeoptPath, btNs(r.ProbeoptNs), btRatio(r.ProbeoptRatio), btNs(r.SteppedNs), btRatio(r.SteppedRatio))
 	}
+	fmt.Fprintf(tw, "\nreturn probe (SYM%%return)\tbase\tkernel uretprobe\tprobeopt path\tprobeopt\tspeedup\n")
+	for _, r := range rep.Rows {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", r.Instruction, btNs(r.BaseNs), btNs(r.KernelReturnNs), r.ReturnPath, btNs(r.ReturnNs), btRatio(r.ReturnSpeedup))
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -165,7 +181,7 @@ func printBenchTrace(w io.Writer, rep *benchTraceReport) error {
 	if len(rep.Rows) > 0 {
 		calls = rep.Rows[0].Calls
 	}
-	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each, one run; speedup: kernel / trampoline; ratios: probeopt trap / kernel.\n"+
+	_, err := fmt.Fprintf(w, "\nns per hit (an unprobed call subtracted), %d calls each (the median of five rounds), one run; speedups: kernel / trampoline; ratios: probeopt trap / kernel.\n"+
 		"trampoline: no trap; emulated, boosted: one trap served by a ptrace tracer; stepped: in place, two traps and a stop of every thread.\n", calls)
 	return err
 }

@@ -109,20 +109,35 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 		}
 		row.BaseNs = perCall(base, o.calls)
 		kernel, err := benchTraceRun(exe, kind, o.calls, func(pid int) (func() error, error) {
-			return benchTraceKernel(exe, s, pid, o.calls)
+			return benchTraceKernel(exe, s, pid, o.calls, false)
 		})
 		if err != nil {
 			return nil, err
 		}
 		row.KernelNs = perCall(kernel, o.calls) - row.BaseNs
-		d, path, _, err := benchTraceProbed(exe, kind, o.calls, s, probe.Options{})
+		entry := fmt.Sprintf("%#x", s.addr)
+		d, path, _, err := benchTraceProbed(exe, kind, o.calls, s, entry, probe.Options{})
 		if err != nil {
 			return nil, err
 		}
 		row.TrampolinePath = path
 		row.TrampolineNs = max(perCall(d, o.calls)-row.BaseNs, 0.01)
 		row.TrampolineSpeedup = row.KernelNs / row.TrampolineNs
-		d, path, xol, err := benchTraceProbed(exe, kind, o.calls, s, probe.Options{NoTrampolines: true})
+		kernel, err = benchTraceRun(exe, kind, o.calls, func(pid int) (func() error, error) {
+			return benchTraceKernel(exe, s, pid, o.calls, true)
+		})
+		if err != nil {
+			return nil, err
+		}
+		row.KernelReturnNs = perCall(kernel, o.calls) - row.BaseNs
+		d, path, _, err = benchTraceProbed(exe, kind, o.calls, s, s.name+".abi0%return", probe.Options{})
+		if err != nil {
+			return nil, err
+		}
+		row.ReturnPath = path
+		row.ReturnNs = max(perCall(d, o.calls)-row.BaseNs, 0.01)
+		row.ReturnSpeedup = row.KernelReturnNs / row.ReturnNs
+		d, path, xol, err := benchTraceProbed(exe, kind, o.calls, s, entry, probe.Options{NoTrampolines: true})
 		if err != nil {
 			return nil, err
 		}
@@ -130,7 +145,7 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 		row.ProbeoptPath = path
 		row.ProbeoptNs = perCall(d, o.calls) - row.BaseNs
 		row.ProbeoptRatio = row.ProbeoptNs / row.KernelNs
-		d, _, _, err = benchTraceProbed(exe, kind, o.calls, s, probe.Options{StepOnly: true})
+		d, _, _, err = benchTraceProbed(exe, kind, o.calls, s, entry, probe.Options{StepOnly: true})
 		if err != nil {
 			return nil, err
 		}
@@ -144,12 +159,12 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 	return rep, nil
 }
 
-// benchTraceKernel puts a counting kernel uprobe on the function for every
-// thread of process pid (a perf event counts the thread it is opened for,
-// and, inherited, the threads that thread creates): the Go runtime may run
-// the loop on any of them. The function it returns checks the count and
-// removes the probes.
-func benchTraceKernel(exe string, s benchTraceSite, pid, calls int) (func() error, error) {
+// benchTraceKernel puts a counting kernel uprobe (a uretprobe with ret) on
+// the function for every thread of process pid (a perf event counts the
+// thread it is opened for, and, inherited, the threads that thread
+// creates): the Go runtime may run the loop on any of them. The function
+// it returns checks the count and removes the probes.
+func benchTraceKernel(exe string, s benchTraceSite, pid, calls int, ret bool) (func() error, error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return nil, err
@@ -165,7 +180,7 @@ func benchTraceKernel(exe string, s benchTraceSite, pid, calls int) (func() erro
 		if err != nil {
 			continue
 		}
-		c, err := kuprobe.Open(exe, s.offset, tid, &kuprobe.Options{Inherit: true})
+		c, err := kuprobe.Open(exe, s.offset, tid, &kuprobe.Options{Inherit: true, Return: ret})
 		if err != nil {
 			closeAll()
 			return nil, err
@@ -235,11 +250,11 @@ func benchTraceRun(exe, kind string, calls int, attach func(pid int) (func() err
 	return d, nil
 }
 
-// benchTraceProbed runs the target traced by probeopt with a probe on the
-// function (every hit single-stepped when step is set) and returns the time
-// of its loop, how the hits ran ("emulated", "boosted" or "stepped") and
-// the XOL method.
-func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, opts probe.Options) (time.Duration, string, string, error) {
+// benchTraceProbed runs the target traced by probeopt with the probe spec
+// on the function (every hit single-stepped with opts.StepOnly) and
+// returns the time of its loop, how the hits ran (a trampoline path,
+// "emulated", "boosted" or "stepped") and the XOL method.
+func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, spec string, opts probe.Options) (time.Duration, string, string, error) {
 	step := opts.StepOnly
 	inR, inW, err := os.Pipe()
 	if err != nil {
@@ -265,7 +280,7 @@ func benchTraceProbed(exe, kind string, calls int, s benchTraceSite, opts probe.
 		outR.Close()
 		tr.Kill()
 	}()
-	if _, err := tr.Add(fmt.Sprintf("%#x", s.addr)); err != nil {
+	if _, err := tr.Add(spec); err != nil {
 		return 0, "", "", err
 	}
 	if err := tr.Resume(); err != nil {
@@ -338,7 +353,10 @@ func benchTraceDialog(r *bufio.Reader, w io.Writer, ready func() error) (time.Du
 
 // runBenchTraceTarget is the target: it prints "ready", waits for a line,
 // calls the function of kind calls times and prints the time it took in
-// nanoseconds.
+// nanoseconds: the median of five rounds (the first also makes the
+// remainder of the calls), scaled to the calls, so that what only the
+// first calls pay (page faults on the tracer's memory, a thread claiming
+// its slot) does not count.
 func runBenchTraceTarget(in io.Reader, out io.Writer, kind, callsArg string) error {
 	fn, ok := benchTraceFuncs[kind]
 	if !ok {
@@ -354,10 +372,30 @@ func runBenchTraceTarget(in io.Reader, out io.Writer, kind, callsArg string) err
 	if _, err := bufio.NewReader(in).ReadString('\n'); err != nil {
 		return fmt.Errorf("wait for go: %w", err)
 	}
-	start := time.Now()
-	for i := 0; i < calls; i++ {
-		fn()
+	const rounds = 5
+	per := calls / rounds
+	if per == 0 {
+		start := time.Now()
+		for i := 0; i < calls; i++ {
+			fn()
+		}
+		_, err = fmt.Fprintln(out, time.Since(start).Nanoseconds())
+		return err
 	}
-	_, err = fmt.Fprintln(out, time.Since(start).Nanoseconds())
+	var ds []time.Duration
+	for r := 0; r < rounds; r++ {
+		n := per
+		if r == 0 {
+			n += calls - per*rounds
+		}
+		start := time.Now()
+		for i := 0; i < n; i++ {
+			fn()
+		}
+		if r > 0 || n == per {
+			ds = append(ds, time.Since(start))
+		}
+	}
+	_, err = fmt.Fprintln(out, median(ds).Nanoseconds()*int64(calls)/int64(per))
 	return err
 }

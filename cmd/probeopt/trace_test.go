@@ -249,7 +249,8 @@ func TestBenchTrace(t *testing.T) {
 		if r.Calls != 300 || r.KernelNs <= 0 || r.SteppedNs <= 0 || r.SteppedRatio <= 0 || r.Instruction == "" ||
 			(r.KernelPath != "emulate" && r.KernelPath != "xol") || r.ProbeoptNs <= 0 ||
 			(r.Kind == "sse") != (r.ProbeoptPath == "boosted") || (r.Kind != "sse") != (r.ProbeoptPath == "emulated") ||
-			!strings.HasPrefix(r.TrampolinePath, "trampoline-") || r.TrampolineNs <= 0 || r.TrampolineSpeedup <= 0 {
+			!strings.HasPrefix(r.TrampolinePath, "trampoline-") || r.TrampolineNs <= 0 || r.TrampolineSpeedup <= 0 ||
+			r.KernelReturnNs <= 0 || !strings.HasPrefix(r.ReturnPath, "trampoline-") || r.ReturnNs <= 0 || r.ReturnSpeedup <= 0 {
 			t.Errorf("row %+v", r)
 		}
 	}

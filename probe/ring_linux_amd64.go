@@ -23,8 +23,12 @@ import (
 // offset: the offset is learnt from the threads stopped when the data area
 // is made (each thread's id is looked for near its own thread pointer), or
 // is the GNU C library's, and every id read is checked to be a thread of
-// the process; in a process that never had a second thread, every event is
-// the process's own. An event whose thread cannot be told has Tid 0. The time stamp
+// the process; in a process that never had a second thread, an event whose
+// thread pointer leads to no thread id is the process's own. An event
+// whose thread cannot be told has Tid 0. The ids found are kept per thread
+// pointer until a thread is created (which may reuse the control block of
+// one that exited), and a thread on its way out has its unread records'
+// threads found before it goes (see threadExiting). The time stamp
 // counter is turned into a time against the tracer's own clock and counter
 // read together at each drain.
 
@@ -42,7 +46,7 @@ type ringReader struct {
 	mu      sync.Mutex
 	buf     []trampoline.Event
 	tidOff  int // offset of the thread id in the thread control block, -1 if unknown
-	tids    map[uint64]int
+	tids    map[uint64]tidEntry
 	known   map[int]bool // the threads the process ever had, as far as seen
 	dropped uint64       // the ring's dropped count already added to the tracer's
 	tsc0    uint64
@@ -50,6 +54,17 @@ type ringReader struct {
 	// ids maps a Handler.ID to the probes of its site and the site's
 	// address (replaced whole under Tracer.mu).
 	ids map[uint32]ringSite
+}
+
+// tidEntry is the thread id a thread pointer stood for, in the records
+// before sequence number until (0: until further notice). A thread
+// pointer comes back for another thread when the C library reuses the
+// thread control block of a thread that exited, which can only happen
+// after a thread is created: each creation closes the open entries at
+// the ring's head.
+type tidEntry struct {
+	tid   int
+	until uint64
 }
 
 // ringSite is what an event's probe id stands for: the site, its entry
@@ -72,7 +87,7 @@ const tidSearch = 0x1000
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
 	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1,
-		tids: map[uint64]int{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
+		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
 		for _, th := range ths {
@@ -143,21 +158,38 @@ func (rr *ringReader) setSites(sites map[uint64]*liveSite) {
 	rr.mu.Unlock()
 }
 
-// threadStarted records a new thread of the process.
+// threadStarted records a new thread of the process: the thread ids
+// known so far hold for the records reserved until now (the new thread
+// may have the thread pointer of one that exited).
 func (rr *ringReader) threadStarted(tid int) {
 	rr.mu.Lock()
 	rr.known[tid] = true
+	head := rr.view.Head()
+	for tp, e := range rr.tids {
+		if e.until == 0 {
+			rr.tids[tp] = tidEntry{tid: e.tid, until: head}
+		}
+	}
 	rr.mu.Unlock()
 }
 
-// threadExited drains the events recorded so far (their threads are
-// still known), then drops the thread-id cache: the thread pointer of the
-// thread that exited may come back for another thread.
-func (rr *ringReader) threadExited() {
+// threadExiting is called while a thread is stopped on its way out, its
+// thread id still in its thread control block: it drains the ring, and
+// finds the thread of every record it could not read yet (behind a record
+// another thread is still writing), which may be the exiting thread's.
+func (rr *ringReader) threadExiting() {
 	rr.drain()
 	rr.mu.Lock()
-	clear(rr.tids)
-	rr.mu.Unlock()
+	defer rr.mu.Unlock()
+	pending := rr.view.Pending()
+	if pending == 0 {
+		return
+	}
+	buf := make([]trampoline.Event, min(pending, uint64(rr.view.RingRecords)))
+	n := rr.view.Peek(buf)
+	for _, rec := range buf[:n] {
+		rr.tid(rec.Thread, rec.Seq)
+	}
 }
 
 // loop drains the ring until the target is gone.
@@ -204,7 +236,7 @@ func (rr *ringReader) drain() {
 				at = now.Add(-time.Duration(float64(tsc-rec.TSC) / perNs))
 			}
 			for _, id := range ids {
-				ev := Event{Probe: id, Pid: rr.tg.pid, Tid: rr.tid(rec.Thread), Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
+				ev := Event{Probe: id, Pid: rr.tg.pid, Tid: rr.tid(rec.Thread, rec.Seq), Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
 				if ret {
 					ev.Args, ev.Ret = [6]uint64{}, rec.Ret
 				}
@@ -222,14 +254,11 @@ func (rr *ringReader) drain() {
 	}
 }
 
-// tid returns the thread id behind a thread pointer, 0 if unknown (under
-// rr.mu).
-func (rr *ringReader) tid(tp uint64) int {
-	if id, ok := rr.tids[tp]; ok {
-		return id
-	}
-	if !rr.tg.multi.Load() {
-		return rr.tg.pid // one thread: the process's own
+// tid returns the thread id behind thread pointer tp in the record of
+// sequence number seq, 0 if unknown (under rr.mu).
+func (rr *ringReader) tid(tp, seq uint64) int {
+	if e, ok := rr.tids[tp]; ok && (e.until == 0 || seq < e.until) {
+		return e.tid
 	}
 	id := 0
 	f := rr.tg.mem.Load()
@@ -245,9 +274,16 @@ func (rr *ringReader) tid(tp uint64) int {
 		}
 	}
 	if id != 0 {
-		rr.tids[tp] = id
+		rr.tids[tp] = tidEntry{tid: id}
+		return id
 	}
-	return id
+	// Not from the thread control block: in a process that never had a
+	// second thread, the process's own. (Looked at last: a new thread
+	// may record events before the tracer has seen it start.)
+	if !rr.tg.multi.Load() {
+		return rr.tg.pid
+	}
+	return 0
 }
 
 // isTask reports whether tid is a thread of process pid.

@@ -211,7 +211,7 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite) (*target, er
 		// then still in its thread control block.
 		if err := p.SetExitHandler(func(int) {
 			if rr := tg.ring.Load(); rr != nil {
-				rr.drain()
+				rr.threadExiting()
 			}
 		}); err != nil {
 			return nil, err
@@ -651,7 +651,7 @@ func (t *Tracer) onEvent(tg *target, ev proc.Event) {
 		}
 		t.mu.Unlock()
 		if ring != nil {
-			ring.threadExited()
+			ring.drain()
 		}
 	case proc.EventFork:
 		if ev.Child != nil {

@@ -135,6 +135,57 @@ func (v *View) Pending() uint64 {
 	return atomic.LoadUint64(word(v.ring, ringHead)) - atomic.LoadUint64(word(v.ring, ringTail))
 }
 
+// Head returns the sequence number the next reserved record will get.
+func (v *View) Head() uint64 {
+	if v.ring == nil {
+		return 0
+	}
+	return atomic.LoadUint64(word(v.ring, ringHead))
+}
+
+// Peek copies the complete records among those reserved and not yet read
+// into dst, oldest first, skipping those still being written, without
+// releasing any: Read returns them later. It is for a reader that must
+// look past a record a slow producer holds (the records of a thread about
+// to exit, say). Call it from the goroutine that calls Read.
+func (v *View) Peek(dst []Event) int {
+	if v.ring == nil {
+		return 0
+	}
+	tail := atomic.LoadUint64(word(v.ring, ringTail))
+	head := atomic.LoadUint64(word(v.ring, ringHead))
+	n := 0
+	for seq := tail; seq != head && n < len(dst); seq++ {
+		if v.record(seq, &dst[n]) {
+			n++
+		}
+	}
+	return n
+}
+
+// record copies the record of sequence number seq into ev, if it is
+// complete.
+func (v *View) record(seq uint64, ev *Event) bool {
+	off := ringRecords + (seq&(v.records-1))*RecordSize
+	rec := v.ring[off : off+RecordSize]
+	if atomic.LoadUint64(word(rec, recCommit)) != seq+1 {
+		return false
+	}
+	ev.Seq = seq
+	ev.Probe = binary.LittleEndian.Uint32(rec[recProbe:])
+	ev.Kind = EventKind(binary.LittleEndian.Uint32(rec[recKind:]))
+	ev.Thread = binary.LittleEndian.Uint64(rec[recThread:])
+	ev.TSC = binary.LittleEndian.Uint64(rec[recTime:])
+	for i := range ev.Args {
+		ev.Args[i] = binary.LittleEndian.Uint64(rec[recArgs+8*i:])
+	}
+	ev.Ret = binary.LittleEndian.Uint64(rec[recRet:])
+	ev.Ret2 = binary.LittleEndian.Uint64(rec[recRet2:])
+	ev.SP = binary.LittleEndian.Uint64(rec[recSP:])
+	ev.IP = binary.LittleEndian.Uint64(rec[recIP:])
+	return true
+}
+
 // Read copies complete records into dst, oldest first, releases their
 // space to the producers and returns how many it copied. It stops at the
 // first record still being written. It never blocks.
@@ -146,24 +197,9 @@ func (v *View) Read(dst []Event) int {
 	tail := atomic.LoadUint64(tailp)
 	n := 0
 	for n < len(dst) {
-		off := ringRecords + (tail&(v.records-1))*RecordSize
-		rec := v.ring[off : off+RecordSize]
-		if atomic.LoadUint64(word(rec, recCommit)) != tail+1 {
+		if !v.record(tail, &dst[n]) {
 			break
 		}
-		ev := &dst[n]
-		ev.Seq = tail
-		ev.Probe = binary.LittleEndian.Uint32(rec[recProbe:])
-		ev.Kind = EventKind(binary.LittleEndian.Uint32(rec[recKind:]))
-		ev.Thread = binary.LittleEndian.Uint64(rec[recThread:])
-		ev.TSC = binary.LittleEndian.Uint64(rec[recTime:])
-		for i := range ev.Args {
-			ev.Args[i] = binary.LittleEndian.Uint64(rec[recArgs+8*i:])
-		}
-		ev.Ret = binary.LittleEndian.Uint64(rec[recRet:])
-		ev.Ret2 = binary.LittleEndian.Uint64(rec[recRet2:])
-		ev.SP = binary.LittleEndian.Uint64(rec[recSP:])
-		ev.IP = binary.LittleEndian.Uint64(rec[recIP:])
 		tail++
 		n++
 		// Release the record: producers may reuse it from now on.

@@ -157,3 +157,40 @@ func TestThreadSlotHash(t *testing.T) {
 		t.Fatal("one slot")
 	}
 }
+
+// TestViewPeek: a record still being written stops Read; Peek returns the
+// complete records behind it without releasing them, and Read returns
+// them once the slow record is complete.
+func TestViewPeek(t *testing.T) {
+	mem, d, v := newTestView(t, 1, 8)
+	ring := mem[d.ringOff():]
+	head := (*uint64)(unsafe.Pointer(&ring[ringHead]))
+	produce(mem, d, 1, 10)
+	// A producer reserves record 1 and has not committed it yet.
+	slow := atomic.AddUint64(head, 1) - 1
+	produce(mem, d, 1, 12)
+	produce(mem, d, 1, 13)
+	if v.Head() != 4 || v.Pending() != 4 {
+		t.Fatalf("head %d, pending %d; want 4 and 4", v.Head(), v.Pending())
+	}
+	var evs [8]Event
+	if n := v.Read(evs[:]); n != 1 || evs[0].Args[0] != 10 {
+		t.Fatalf("read %d records (%+v), want record 0 only", n, evs[:n])
+	}
+	n := v.Peek(evs[:])
+	if n != 2 || evs[0].Seq != 2 || evs[0].Args[0] != 12 || evs[1].Seq != 3 || evs[1].Args[0] != 13 {
+		t.Fatalf("peek: %+v, want records 2 and 3", evs[:n])
+	}
+	if v.Pending() != 3 {
+		t.Fatalf("peek released records: %d pending, want 3", v.Pending())
+	}
+	rec := ring[ringRecords+(slow&7)*RecordSize:]
+	binary.LittleEndian.PutUint64(rec[recArgs:], 11)
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&rec[recCommit])), slow+1)
+	if n := v.Read(evs[:]); n != 3 || evs[0].Args[0] != 11 || evs[1].Args[0] != 12 || evs[2].Args[0] != 13 {
+		t.Fatalf("read after the commit: %+v", evs[:n])
+	}
+	if n := v.Peek(evs[:]); n != 0 {
+		t.Fatalf("peek of an empty ring: %d", n)
+	}
+}

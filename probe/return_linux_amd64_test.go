@@ -202,6 +202,29 @@ func TestReturnProbeAddedLater(t *testing.T) {
 			t.Errorf("%s: sites %+v", p.Spec, p.Sites)
 		}
 	}
+	// Removing c_sum's return probe moves the jump to a slot that no
+	// longer arms the return; removing c_fib's entry probe, to one without
+	// the entry counter. The remaining probes count on.
+	if entry, ret, ok := probe.SiteHandlers(tr, "c_sum"); !ok || !entry || !ret {
+		t.Fatalf("c_sum's slot: entry %v, return %v (found %v)", entry, ret, ok)
+	}
+	if err := tr.Remove(&st.Probes[1].Probe, &st.Probes[3].Probe); err != nil {
+		t.Fatal(err)
+	}
+	if entry, ret, ok := probe.SiteHandlers(tr, "c_sum"); !ok || !entry || ret {
+		t.Errorf("c_sum's slot after its return probe went: entry %v, return %v (found %v)", entry, ret, ok)
+	}
+	if entry, ret, ok := probe.SiteHandlers(tr, "c_fib"); !ok || entry || !ret {
+		t.Errorf("c_fib's slot after its entry probe went: entry %v, return %v (found %v)", entry, ret, ok)
+	}
+	// One more batch of 10: c_sum is entered 10 times, c_fib returns as
+	// often as it was entered in the last batch of 10.
+	sumEntries, fibReturns, fibPerBatch := st.Probes[0].Hits, st.Probes[2].Hits, st.Probes[3].Hits
+	s.work(t, exe, 10)
+	st = tr.Stats()
+	if st.Probes[0].Hits != sumEntries+10 || st.Probes[2].Hits != fibReturns+fibPerBatch {
+		t.Errorf("after the removals: c_sum entries %d (want %d), c_fib returns %d (want %d)", st.Probes[0].Hits, sumEntries+10, st.Probes[2].Hits, fibReturns+fibPerBatch)
+	}
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}

@@ -9,3 +9,16 @@ func SetSpawnLookedUp(f func(path string)) (restore func()) {
 	spawnLookedUp = f
 	return func() { spawnLookedUp = nil }
 }
+
+// SiteHandlers reports which handlers the trampoline at the site of
+// symbol sym in the root process has: the entry counter, the return probe.
+func SiteHandlers(t *Tracer, sym string) (entry, ret, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, s := range t.root.sites {
+		if s.ps.symbol == sym && s.tramp != nil {
+			return s.tramp.entry, s.tramp.ret, true
+		}
+	}
+	return false, false, false
+}

@@ -569,8 +569,9 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	}
 	// A return probe needs a trampoline: refused at a site served by
 	// traps; an installed trampoline without a handler its probes now
-	// need (the return, or the entry counter) gets a new slot and the
-	// jump moves there.
+	// need (the return, or the entry counter), or with one they no longer
+	// need, gets a new slot and the jump moves there (where that fails,
+	// a handler no probe needs stays).
 	dropReturns := func(s *liveSite, why string) {
 		kept := s.refs[:0]
 		for _, r := range s.refs {

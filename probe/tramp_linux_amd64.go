@@ -357,9 +357,11 @@ func (s *liveSite) wantsEntry() bool {
 }
 
 // needsRebuild reports whether the installed trampoline lacks a handler
-// the site's probes now need.
+// the site's probes now need, or has one that no probe needs any more (a
+// return probe removed while an entry probe stays would otherwise keep
+// hijacking every return, uncounted).
 func (s *liveSite) needsRebuild() bool {
-	return s.tramp != nil && (s.wantsReturn() && !s.tramp.ret || s.wantsEntry() && !s.tramp.entry)
+	return s.tramp != nil && (s.wantsReturn() != s.tramp.ret || s.wantsEntry() != s.tramp.entry)
 }
 
 // wantsReturn reports whether a return probe names the site.

@@ -108,8 +108,10 @@
 // site, falls back to traps; Options.NoTrampolines asks for traps
 // everywhere. The event reader maps a thread pointer to a thread id through
 // the C library's thread control block (read before each thread exits) and
-// the time stamp counter to a time. Hits of a followed child's inherited
-// trampolines are counted at the parent's sites (the data area is shared).
+// the time stamp counter to a time. A followed child gets a data area of
+// its own at the same address, mapped over the one it inherited before it
+// runs: its trampolines count its hits, and record its events, apart from
+// the parent's.
 //
 // # Return probes
 //

@@ -168,8 +168,10 @@ func TestVfork(t *testing.T) {
 	}
 }
 
-// TestFork checks a forked child: without FollowForks its int3 bytes are
-// removed and it runs untraced; with it, its hits are counted too.
+// TestFork checks a forked child: without FollowForks its int3 bytes and
+// jumps are removed and it runs untraced; with it, its hits are counted
+// too, at its own sites (trampolines included: it gets a data area of its
+// own), and its events carry its pid.
 func TestFork(t *testing.T) {
 	needPtrace(t)
 	exe := traceFixture(t, "tracee")
@@ -178,7 +180,7 @@ func TestFork(t *testing.T) {
 	want := untraced(t, argv, nil)
 	for _, follow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
-			r := spawn(t, argv, &probe.Options{FollowForks: follow}, nil)
+			r := spawn(t, argv, &probe.Options{FollowForks: follow, Events: true, EventBuffer: 1 << 14}, nil)
 			if _, err := r.tr.Add("k_*", "work"); err != nil {
 				t.Fatal(err)
 			}
@@ -192,6 +194,7 @@ func TestFork(t *testing.T) {
 			}
 			st := r.tr.Stats()
 			wantHits(t, st, map[string]uint64{"work": procs, "k_push": procs * n, "k_sse": procs * n, "k_rep_stos": procs * n})
+			sites := 0
 			pids := map[int]bool{}
 			for _, p := range st.Probes {
 				for _, s := range p.Sites {
@@ -202,6 +205,53 @@ func TestFork(t *testing.T) {
 			}
 			if len(pids) != int(procs) {
 				t.Errorf("hits in %d processes, want %d", len(pids), procs)
+			}
+			// Every process makes its own n calls of k_push, k_sse and
+			// k_rep_stos, counted at its own sites and reported in its
+			// own events.
+			events := map[string]map[int]uint64{}
+			ids := map[int]string{}
+			for _, p := range st.Probes {
+				ids[p.ID] = p.Spec
+			}
+			for {
+				select {
+				case e := <-r.tr.Events():
+					if !e.Return {
+						sym := ""
+						for _, p := range st.Probes {
+							for _, s := range p.Sites {
+								if s.Pid == e.Pid && s.RuntimeAddr == e.Addr {
+									sym = s.Symbol
+								}
+							}
+						}
+						if events[sym] == nil {
+							events[sym] = map[int]uint64{}
+						}
+						events[sym][e.Pid]++
+					}
+					continue
+				default:
+				}
+				break
+			}
+			for _, p := range st.Probes {
+				for _, s := range p.Sites {
+					if s.Symbol != "k_push" && s.Symbol != "k_sse" && s.Symbol != "k_rep_stos" {
+						continue
+					}
+					sites++
+					if s.Hits != n {
+						t.Errorf("%s in %d (%s): %d hits, want %d", s.Symbol, s.Pid, s.Strategy, s.Hits, n)
+					}
+					if ev := events[s.Symbol][s.Pid]; ev != n {
+						t.Errorf("%s in %d (%s): %d events, want %d", s.Symbol, s.Pid, s.Strategy, ev, n)
+					}
+				}
+			}
+			if sites != 3*int(procs) {
+				t.Errorf("%d sites of k_push, k_sse and k_rep_stos, want %d", sites, 3*procs)
 			}
 		})
 	}

@@ -46,9 +46,9 @@ type siteCounter struct {
 	hits, emulated, stepped, boosted atomic.Uint64
 	live                             atomic.Bool
 	// tramp is set for a site served by a trampoline: its hits are
-	// counted in the shared data area. shared marks the site a followed
-	// child inherited: its hits land in the parent's counter, where they
-	// are counted once.
+	// counted in the shared data area. shared marks a site a followed
+	// child inherited when it could not get a data area of its own: its
+	// hits land in the parent's counter, where they are counted once.
 	tramp  *siteTramp
 	shared bool
 	ret    bool // a return probe: counts the returns

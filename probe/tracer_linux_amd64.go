@@ -181,7 +181,7 @@ func newTracer(o Options) *Tracer {
 // start makes p the root target: the trap handler, the modules mapped now
 // (and the dynamic linker's rendezvous probe), the service goroutines.
 func (t *Tracer) start(p *proc.Process) error {
-	tg, err := t.trace(p, nil)
+	tg, err := t.trace(p, nil, nil)
 	if tg != nil {
 		t.mu.Lock()
 		t.root = tg
@@ -191,14 +191,16 @@ func (t *Tracer) start(p *proc.Process) error {
 }
 
 // trace traces the stopped process p, whose installed sites are sites (a
-// forked child's inherited int3 bytes; nil for none): it installs the trap
-// handler, probes what is mapped and starts the goroutines. The world stays
-// as it is (stopped).
-func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite) (*target, error) {
+// forked child's inherited int3 bytes and jumps; nil for none) and whose
+// trampoline state is ts (a forked child's, see forkTrampolines; nil for
+// none): it installs the trap handler, probes what is mapped and starts
+// the goroutines. The world stays as it is (stopped).
+func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampState) (*target, error) {
 	tg, err := newTarget(t, p)
 	if err != nil {
 		return nil, err
 	}
+	tg.ts = ts
 	if sites != nil {
 		tg.sites = sites
 		tg.publish()
@@ -220,6 +222,12 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite) (*target, er
 	t.mu.Lock()
 	var res batchResult
 	_, err = p.Stopped(func(w *proc.World) error {
+		if tg.ts != nil && tg.ts.ring == nil && t.opts.Events {
+			// A followed child's own ring (forkTrampolines).
+			tg.ts.ring = tg.newRingReader(w, tg.ts.view)
+			tg.ring.Store(tg.ts.ring)
+			tg.publish()
+		}
 		res = tg.rescanStopped(w)
 		return nil
 	})
@@ -701,14 +709,28 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		return
 	}
 	inherited := map[uint64]*liveSite{}
+	var cts *trampState
 	_, err := child.Stopped(func(w *proc.World) error {
+		if parent.ts != nil {
+			// The child's trampolines count in a data area of its own;
+			// failing that, in the parent's (a shared mapping it
+			// inherited), where they are counted once, at the parent's
+			// sites.
+			cts, _ = forkTrampolines(w, child.Pid(), parent.ts)
+		}
 		for a, s := range parent.sites {
 			if holds(w, s.installPatch()) {
-				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema, tramp: s.tramp}
+				tramp := s.tramp
+				if tramp != nil && cts != nil {
+					own := *tramp
+					own.view = cts.view
+					tramp = &own
+				}
+				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema, tramp: tramp,
+					unhijack: s.unhijack, rehijack: s.rehijack}
 				for _, r := range s.refs {
-					// A child's trampoline counts in the parent's data
-					// area (a shared mapping it inherited).
-					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision, tramp: s.tramp, shared: s.tramp != nil}})
+					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision,
+						tramp: tramp, shared: tramp != nil && cts == nil, ret: r.c.ret}})
 				}
 				inherited[a] = c
 			}
@@ -729,7 +751,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		_ = child.Kill()
 		return
 	}
-	if _, err := t.trace(child, inherited); err != nil {
+	if _, err := t.trace(child, inherited, cts); err != nil {
 		_ = child.Kill()
 		return
 	}
@@ -780,7 +802,7 @@ func (t *Tracer) onNewImage(child *proc.Process) {
 		_ = child.Detach()
 		return
 	}
-	if _, err := t.trace(child, nil); err != nil {
+	if _, err := t.trace(child, nil, nil); err != nil {
 		_ = child.Kill()
 		return
 	}

@@ -118,38 +118,16 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	if err != nil {
 		return nil, err
 	}
-	fd, err := w.MemfdCreate("probeopt-data", unix.MFD_CLOEXEC)
+	fd, mem, err := dataMemfd(w, tg.pid, data.Size())
 	if err != nil {
 		return nil, err
-	}
-	closeFd := func() { _, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd)) }
-	// A memfd is created with mode 0777; nobody but the owner needs it
-	// (reaching it takes the right to trace the process anyway).
-	if _, err := w.Syscall(unix.SYS_FCHMOD, uint64(fd), 0o600); err != nil {
-		closeFd()
-		return nil, err
-	}
-	if _, err := w.Syscall(unix.SYS_FTRUNCATE, uint64(fd), data.Size()); err != nil {
-		closeFd()
-		return nil, err
-	}
-	f, err := os.OpenFile("/proc/"+strconv.Itoa(tg.pid)+"/fd/"+strconv.Itoa(fd), os.O_RDWR, 0)
-	if err != nil {
-		closeFd()
-		return nil, fmt.Errorf("open the data area: %w", err)
-	}
-	mem, err := unix.Mmap(int(f.Fd()), 0, int(data.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	f.Close()
-	if err != nil {
-		closeFd()
-		return nil, fmt.Errorf("map the data area: %w", err)
 	}
 	// The area goes where Place puts slot areas, not where mmap would
 	// (the top of the mmap region): the program's own later mappings
 	// then get the addresses they would get untraced, and a program
 	// whose behaviour depends on addresses behaves the same.
 	addr, err := tg.placeMapping(w, reach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
-	closeFd()
+	_, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd))
 	if err != nil {
 		_ = unix.Munmap(mem)
 		return nil, err
@@ -173,6 +151,77 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 		tg.ring.Store(tg.ts.ring)
 	}
 	return tg.ts, nil
+}
+
+// dataMemfd creates the memfd of a data area of size bytes in process
+// pid (the world w) and maps it in the tracer. It returns the descriptor
+// in the tracee, for the caller to map and close.
+func dataMemfd(w *proc.World, pid int, size uint64) (int, []byte, error) {
+	fd, err := w.MemfdCreate("probeopt-data", unix.MFD_CLOEXEC)
+	if err != nil {
+		return 0, nil, err
+	}
+	closeFd := func() { _, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd)) }
+	// A memfd is created with mode 0777; nobody but the owner needs it
+	// (reaching it takes the right to trace the process anyway).
+	if _, err := w.Syscall(unix.SYS_FCHMOD, uint64(fd), 0o600); err != nil {
+		closeFd()
+		return 0, nil, err
+	}
+	if _, err := w.Syscall(unix.SYS_FTRUNCATE, uint64(fd), size); err != nil {
+		closeFd()
+		return 0, nil, err
+	}
+	f, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/fd/"+strconv.Itoa(fd), os.O_RDWR, 0)
+	if err != nil {
+		closeFd()
+		return 0, nil, fmt.Errorf("open the data area: %w", err)
+	}
+	mem, err := unix.Mmap(int(f.Fd()), 0, int(size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	f.Close()
+	if err != nil {
+		closeFd()
+		return 0, nil, fmt.Errorf("map the data area: %w", err)
+	}
+	return fd, mem, nil
+}
+
+// forkTrampolines gives a followed child forked from a parent with
+// trampolines (the world w, process pid, stopped before it ran) a data
+// area of its own: a new memfd mapped over the one it inherited, at the
+// same address, so that the slots it inherited count its hits and record
+// its events there, apart from the parent's. Its slot areas and thread
+// table are private copies already; the counters start at zero.
+func forkTrampolines(w *proc.World, pid int, parent *trampState) (*trampState, error) {
+	data := *parent.data
+	fd, mem, err := dataMemfd(w, pid, data.Size())
+	if err != nil {
+		return nil, err
+	}
+	got, err := w.Mmap(data.Addr, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_FIXED, fd, 0)
+	_, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd))
+	if err == nil && got != data.Addr {
+		err = fmt.Errorf("the data area mapped at %#x, not at %#x", got, data.Addr)
+	}
+	if err == nil {
+		err = data.Init(mem)
+	}
+	var view *trampoline.View
+	if err == nil {
+		view, err = trampoline.NewView(mem)
+	}
+	if err != nil {
+		_ = unix.Munmap(mem)
+		return nil, err
+	}
+	cfg := *parent.cfg
+	cfg.Data = &data
+	ts := &trampState{data: &data, mem: mem, view: view, cfg: &cfg, next: parent.next}
+	for _, a := range parent.areas {
+		c := *a
+		ts.areas = append(ts.areas, &c)
+	}
+	return ts, nil
 }
 
 // trampArea returns a slot area every address of reach can reach with

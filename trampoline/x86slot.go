@@ -796,32 +796,31 @@ func relocate(in *decode.X86Inst, pos uint64) (*xol.X86Copy, error) {
 	return c, nil
 }
 
-// ReturnEntryOffset is the offset in the code of the return trampoline of the
-// address armed functions return to (Config.ReturnAddr). The gate lies
-// just before it: call *-8(%rsp). A slot that arms a return probe stores
-// the address of its displaced instructions over the return address,
-// restores the registers, moves the stack pointer above that word and
-// jumps to the gate, whose call enters the displaced instructions and
-// pushes the return trampoline's address where the return address was.
-// The function's ret then goes where the return stack buffer predicts,
-// and so does the return trampoline's own ret to the original address: a
-// return probe costs no mispredicted return, and the call stack the CPU
-// tracks (its return stack buffer, and a shadow stack under CET) matches
-// the real one.
+// ReturnEntryOffset is the offset, in the code of the return trampoline,
+// of the address armed functions return to (Config.ReturnAddr). The gate
+// lies just before it: call *-8(%rsp). A slot that arms a return probe
+// stores the address of its displaced instructions over the return
+// address, restores the registers, moves the stack pointer above that
+// word and jumps to the gate, whose call enters the displaced
+// instructions and pushes the return trampoline's address where the
+// return address was. The function's ret then goes where the return stack
+// buffer predicts, and so does the return trampoline's own ret to the
+// original address: a return probe costs no mispredicted return, and the
+// return stack buffer stays in step for the returns above.
 const ReturnEntryOffset = 16
 
 // gateLen is the length of the gate's call.
 const gateLen = 4
 
 // GenerateReturnX86 generates the return trampoline at address addr: the
-// gate, and at addr+ReturnEntryOffset the code a function whose return probe is
-// armed returns to. It finds the
-// thread's innermost entry for the frame (dropping entries that a longjmp
-// or an exception abandoned), runs the return handlers of that entry (and
-// of entries chained by tail calls), and returns to the original return
-// address with every register and flag as the function left them. A
-// return without an entry (the stack was switched behind the tracer's
-// back) executes ud2: the thread gets SIGILL, as Linux does then.
+// gate, and at addr+ReturnEntryOffset the code a function whose return
+// probe is armed returns to. It finds the thread's innermost entry for
+// the frame (dropping entries that a longjmp or an exception abandoned),
+// runs the return handlers of that entry (and of entries chained by tail
+// calls), and returns to the original return address with every register
+// and flag as the function left them. A return without an entry (the
+// stack was switched behind the tracer's back) executes ud2: the thread
+// gets SIGILL, as Linux does then.
 //
 // The code does not depend on any probe: one return trampoline serves a
 // whole process, and it must stay mapped for as long as a thread may

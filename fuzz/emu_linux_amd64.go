@@ -6,12 +6,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -51,44 +47,24 @@ const (
 // fails with ErrChildDied or ErrTimeout (the child is replaced for the
 // next one).
 type EmuOracle struct {
-	mu       sync.Mutex
-	closed   bool
-	keeper   chan func()   // work for the thread that owns the child
-	exited   chan struct{} // closed when that thread has ended
-	exe      string
-	memfd    int
-	mem      []byte // the shared file, mapped read-write
-	harness  emuHarnessCode
-	pid      int
-	seq      uint32
-	restarts int
+	oracleHost
+	harness emuHarnessCode
 }
 
 // NewEmuOracle starts the child. It fails with an error wrapping the errno
 // (EPERM, for example) when ptrace is not permitted.
 func NewEmuOracle() (*EmuOracle, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find executable for the oracle child: %w", err)
-	}
 	h, err := buildEmuHarness()
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("probeopt-emu", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("create shared file: %w", err)
-	}
-	o := &EmuOracle{exe: exe, memfd: fd, harness: h, keeper: make(chan func()), exited: make(chan struct{})}
-	go o.keep()
-	if err := unix.Ftruncate(fd, emuFileSize); err != nil {
-		o.release()
-		return nil, fmt.Errorf("size shared file: %w", err)
-	}
-	o.mem, err = unix.Mmap(fd, 0, emuFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		o.release()
-		return nil, fmt.Errorf("map shared file: %w", err)
+	o := &EmuOracle{harness: h}
+	o.seqOff, o.doneOff = emuOffCtrl+emuCtlSeq, emuOffCtrl+emuCtlDone
+	o.timeout, o.poll = emuBatchTimeout, emuPoll
+	o.prepare = o.prepareChild
+	o.timedOut = func() error { return fmt.Errorf("oracle batch: %w", ErrTimeout) }
+	if err := o.open("probeopt-emu", emuFileSize); err != nil {
+		return nil, err
 	}
 	copy(o.mem[emuOffHarness:], h.code)
 	if err := o.spawn(); err != nil {
@@ -101,73 +77,12 @@ func NewEmuOracle() (*EmuOracle, error) {
 // Close kills the child and releases the shared file. Calls after Close
 // fail with ErrClosed.
 func (o *EmuOracle) Close() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.closed {
-		return nil
-	}
-	o.closed = true
-	o.release()
+	o.close()
 	return nil
 }
 
 // Restarts returns how many times the child had to be replaced.
-func (o *EmuOracle) Restarts() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.restarts
-}
-
-// keep is the thread that owns the child: it runs the closures sent to
-// o.keeper until the channel is closed, and never unlocks its thread, so
-// the runtime ends the thread with it.
-func (o *EmuOracle) keep() {
-	runtime.LockOSThread()
-	defer close(o.exited)
-	for f := range o.keeper {
-		f()
-	}
-}
-
-// release kills the child, ends the keeper thread, and unmaps and closes
-// the shared file.
-func (o *EmuOracle) release() {
-	o.kill()
-	if o.keeper != nil {
-		close(o.keeper)
-		<-o.exited
-		o.keeper = nil
-	}
-	if o.mem != nil {
-		_ = unix.Munmap(o.mem)
-		o.mem = nil
-	}
-	if o.memfd >= 0 {
-		_ = unix.Close(o.memfd)
-		o.memfd = -1
-	}
-}
-
-// kill kills and reaps the child, if any.
-func (o *EmuOracle) kill() {
-	if o.pid <= 0 {
-		return
-	}
-	_ = unix.Kill(o.pid, unix.SIGKILL)
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(o.pid, &ws, unix.WALL, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	o.pid = 0
-}
-
-// word returns a pointer to the 32-bit word at off in the shared file.
-func (o *EmuOracle) word(off int) *uint32 {
-	return (*uint32)(unsafe.Pointer(&o.mem[off]))
-}
+func (o *EmuOracle) Restarts() int { return o.restartCount() }
 
 // Run runs the cases on the CPU with memory image img and stores what
 // happened in out[i] (len(out) must be at least len(cases)). The cases'
@@ -222,13 +137,7 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 		le.PutUint64(rec[8*emuGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
 	}
 	le.PutUint64(o.mem[emuOffCtrl+emuCtlN:], uint64(len(cases)))
-	o.seq++
-	seq := o.seq
-	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlSeq), seq)
-	if err := oracleFutex(o.word(emuOffCtrl+emuCtlSeq), oracleFutexWake, 1, nil); err != nil {
-		return fmt.Errorf("wake oracle child: %w", err)
-	}
-	if err := o.waitDone(seq); err != nil {
+	if err := o.kick(); err != nil {
 		return err
 	}
 	for i := range cases {
@@ -239,47 +148,6 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 
 // emuFlagsIn is the part of a case's RFLAGS that the case may choose.
 const emuFlagsIn = 0x8d5 | 0x400
-
-// waitDone sleeps until the child reports batch seq done. If the child
-// dies or times out it is replaced and the batch fails.
-func (o *EmuOracle) waitDone(seq uint32) error {
-	done := o.word(emuOffCtrl + emuCtlDone)
-	deadline := time.Now().Add(emuBatchTimeout)
-	ts := unix.NsecToTimespec(int64(emuPoll))
-	for {
-		d := atomic.LoadUint32(done)
-		if d == seq {
-			return nil
-		}
-		if err := oracleFutex(done, oracleFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
-			return fmt.Errorf("wait for oracle child: %w", err)
-		}
-		if atomic.LoadUint32(done) == seq {
-			return nil
-		}
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(o.pid, &ws, unix.WNOHANG|unix.WALL, nil)
-		if err == nil && pid == o.pid && (ws.Exited() || ws.Signaled()) {
-			o.pid = 0
-			return o.replace(fmt.Errorf("oracle child: %s: %w", describeWait(ws), ErrChildDied))
-		}
-		if time.Now().After(deadline) {
-			return o.replace(fmt.Errorf("oracle batch: %w", ErrTimeout))
-		}
-	}
-}
-
-// replace kills the child, starts a new one and returns cause (or the
-// error of the restart).
-func (o *EmuOracle) replace(cause error) error {
-	o.kill()
-	o.restarts++
-	if err := o.spawn(); err != nil {
-		o.closed = true
-		return fmt.Errorf("restart oracle child: %w (after %w)", err, cause)
-	}
-	return cause
-}
 
 // result decodes the result record of case i.
 func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
@@ -306,35 +174,10 @@ func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
 	}
 }
 
-// spawn starts and prepares a child on the keeper thread.
-func (o *EmuOracle) spawn() error {
-	errc := make(chan error, 1)
-	o.keeper <- func() { errc <- o.setup() }
-	return <-errc
-}
-
-// setup forks the child and prepares it; on failure the child is killed.
-func (o *EmuOracle) setup() error {
-	pid, err := startOracleChild(o.exe, o.memfd)
-	if err != nil {
-		return err
-	}
-	o.pid = pid
-	ch := &oracleChild{pid: pid, mem: -1}
-	err = o.prepare(ch)
-	if ch.mem >= 0 {
-		_ = unix.Close(ch.mem)
-	}
-	if err != nil {
-		o.kill()
-		return err
-	}
-	return nil
-}
-
-// prepare maps the areas in the stopped child, removes everything else,
-// installs the signal handler and lets the child go to its idle loop.
-func (o *EmuOracle) prepare(ch *oracleChild) error {
+// prepareChild maps the areas in the stopped child, removes everything
+// else, installs the signal handler and lets the child go to its idle
+// loop.
+func (o *EmuOracle) prepareChild(ch *oracleChild) error {
 	if err := ch.attach(); err != nil {
 		return err
 	}

@@ -7,14 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
-	"unsafe"
-
-	"golang.org/x/sys/unix"
 )
 
 // Tuning constants of the relocation oracle.
@@ -47,48 +41,28 @@ const (
 // again, or a batch does not finish in time, Run fails with ErrChildDied
 // or ErrTimeout.
 type XOLX86Oracle struct {
-	mu       sync.Mutex
-	closed   bool
-	keeper   chan func()
-	exited   chan struct{}
-	exe      string
-	memfd    int
-	mem      []byte
-	harness  xoHarnessCode
-	pid      int
-	seq      uint32
-	restarts int
-	fpSize   int
-	fpBase   []byte    // the XSAVE image captured from the child
-	xfeat    uint64    // state components in the image
-	comp     [8][2]int // offset and size of components 2..7 (cpuid leaf 0xd)
+	oracleHost
+	harness xoHarnessCode
+	fpSize  int
+	fpBase  []byte    // the XSAVE image captured from the child
+	xfeat   uint64    // state components in the image
+	comp    [8][2]int // offset and size of components 2..7 (cpuid leaf 0xd)
 }
 
 // NewXOLX86Oracle starts the child. It fails with an error wrapping the
 // errno (EPERM, for example) when ptrace is not permitted.
 func NewXOLX86Oracle() (*XOLX86Oracle, error) {
-	exe, err := os.Executable()
-	if err != nil {
-		return nil, fmt.Errorf("find executable for the oracle child: %w", err)
-	}
 	h, err := buildXOLHarness()
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("probeopt-xol", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("create shared file: %w", err)
-	}
-	o := &XOLX86Oracle{exe: exe, memfd: fd, harness: h, keeper: make(chan func()), exited: make(chan struct{})}
-	go o.keep()
-	if err := unix.Ftruncate(fd, xoFileSize); err != nil {
-		o.release()
-		return nil, fmt.Errorf("size shared file: %w", err)
-	}
-	o.mem, err = unix.Mmap(fd, 0, xoFileSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err != nil {
-		o.release()
-		return nil, fmt.Errorf("map shared file: %w", err)
+	o := &XOLX86Oracle{harness: h}
+	o.seqOff, o.doneOff = xoOffCtrl+xoCtlSeq, xoOffCtrl+xoCtlDone
+	o.timeout, o.poll = xoBatchTimeout, xoPoll
+	o.prepare, o.spawned = o.prepareChild, o.capture
+	o.timedOut = func() error { return &XOLX86TimeoutError{Run: int(o.ctl(xoCtlCur))} }
+	if err := o.open("probeopt-xol", xoFileSize); err != nil {
+		return nil, err
 	}
 	copy(o.mem[xoOffHarness:], h.code)
 	if err := o.spawn(); err != nil {
@@ -100,67 +74,12 @@ func NewXOLX86Oracle() (*XOLX86Oracle, error) {
 
 // Close kills the child and releases the shared file.
 func (o *XOLX86Oracle) Close() error {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if !o.closed {
-		o.closed = true
-		o.release()
-	}
+	o.close()
 	return nil
 }
 
 // Restarts returns how many times the child had to be replaced.
-func (o *XOLX86Oracle) Restarts() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.restarts
-}
-
-// keep runs the closures sent to o.keeper on one locked thread, which the
-// runtime ends with the goroutine.
-func (o *XOLX86Oracle) keep() {
-	runtime.LockOSThread()
-	defer close(o.exited)
-	for f := range o.keeper {
-		f()
-	}
-}
-
-func (o *XOLX86Oracle) release() {
-	o.kill()
-	if o.keeper != nil {
-		close(o.keeper)
-		<-o.exited
-		o.keeper = nil
-	}
-	if o.mem != nil {
-		_ = unix.Munmap(o.mem)
-		o.mem = nil
-	}
-	if o.memfd >= 0 {
-		_ = unix.Close(o.memfd)
-		o.memfd = -1
-	}
-}
-
-func (o *XOLX86Oracle) kill() {
-	if o.pid <= 0 {
-		return
-	}
-	_ = unix.Kill(o.pid, unix.SIGKILL)
-	var ws unix.WaitStatus
-	for {
-		_, err := unix.Wait4(o.pid, &ws, unix.WALL, nil)
-		if err != unix.EINTR {
-			break
-		}
-	}
-	o.pid = 0
-}
-
-func (o *XOLX86Oracle) word(off int) *uint32 {
-	return (*uint32)(unsafe.Pointer(&o.mem[off]))
-}
+func (o *XOLX86Oracle) Restarts() int { return o.restartCount() }
 
 // Run runs the runs with memory image img and stores what happened in
 // out[i] (len(out) >= len(runs)). It returns an error only when the oracle
@@ -259,60 +178,9 @@ func (o *XOLX86Oracle) batch(runs []XOLX86Run, out []XOLX86Result) error {
 	return nil
 }
 
-// kick starts a batch and waits until it is done.
-func (o *XOLX86Oracle) kick() error {
-	o.seq++
-	seq := o.seq
-	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), seq)
-	if err := oracleFutex(o.word(xoOffCtrl+xoCtlSeq), oracleFutexWake, 1, nil); err != nil {
-		return fmt.Errorf("wake oracle child: %w", err)
-	}
-	return o.waitDone(seq)
-}
-
-// waitDone sleeps until the child reports batch seq done; a child that
-// dies or times out is replaced and the batch fails.
-func (o *XOLX86Oracle) waitDone(seq uint32) error {
-	done := o.word(xoOffCtrl + xoCtlDone)
-	deadline := time.Now().Add(xoBatchTimeout)
-	ts := unix.NsecToTimespec(int64(xoPoll))
-	for {
-		d := atomic.LoadUint32(done)
-		if d == seq {
-			return nil
-		}
-		if err := oracleFutex(done, oracleFutexWait, d, &ts); err != nil && err != unix.EAGAIN && err != unix.ETIMEDOUT && err != unix.EINTR {
-			return fmt.Errorf("wait for oracle child: %w", err)
-		}
-		if atomic.LoadUint32(done) == seq {
-			return nil
-		}
-		var ws unix.WaitStatus
-		pid, err := unix.Wait4(o.pid, &ws, unix.WNOHANG|unix.WALL, nil)
-		if err == nil && pid == o.pid && (ws.Exited() || ws.Signaled()) {
-			o.pid = 0
-			return o.replace(fmt.Errorf("oracle child: %s: %w", describeWait(ws), ErrChildDied))
-		}
-		if time.Now().After(deadline) {
-			return o.replace(&XOLX86TimeoutError{Run: int(o.ctl(xoCtlCur))})
-		}
-	}
-}
-
 // ctl returns the control quadword at off.
 func (o *XOLX86Oracle) ctl(off int) uint64 {
 	return binary.LittleEndian.Uint64(o.mem[xoOffCtrl+off:])
-}
-
-// replace kills the child, starts a new one and returns cause.
-func (o *XOLX86Oracle) replace(cause error) error {
-	o.kill()
-	o.restarts++
-	if err := o.spawn(); err != nil {
-		o.closed = true
-		return fmt.Errorf("restart oracle child: %w (after %w)", err, cause)
-	}
-	return cause
 }
 
 // result decodes result record i.
@@ -341,14 +209,9 @@ func (o *XOLX86Oracle) result(i int, r *XOLX86Result) {
 	r.FP = append([]byte(nil), rec[xoResFP:xoResFP+o.fpSize]...)
 }
 
-// spawn starts and prepares a child on the keeper thread, then captures
-// its XSAVE image.
-func (o *XOLX86Oracle) spawn() error {
-	errc := make(chan error, 1)
-	o.keeper <- func() { errc <- o.setup() }
-	if err := <-errc; err != nil {
-		return err
-	}
+// capture runs a batch of no runs in a new child, which captures the
+// XSAVE image of a signal frame.
+func (o *XOLX86Oracle) capture() error {
 	// A batch of no runs captures the XSAVE image of a signal frame.
 	le := binary.LittleEndian
 	le.PutUint64(o.mem[xoOffCtrl+xoCtlCapture:], 1)
@@ -367,29 +230,10 @@ func (o *XOLX86Oracle) spawn() error {
 	return nil
 }
 
-// setup forks the child and prepares it; on failure the child is killed.
-func (o *XOLX86Oracle) setup() error {
-	pid, err := startOracleChild(o.exe, o.memfd)
-	if err != nil {
-		return err
-	}
-	o.pid = pid
-	ch := &oracleChild{pid: pid, mem: -1}
-	err = o.prepare(ch)
-	if ch.mem >= 0 {
-		_ = unix.Close(ch.mem)
-	}
-	if err != nil {
-		o.kill()
-		return err
-	}
-	return nil
-}
-
-// prepare maps the areas in the stopped child, removes everything else,
-// reads the XSAVE layout with cpuid, installs the signal handler and lets
-// the child go to its idle loop.
-func (o *XOLX86Oracle) prepare(ch *oracleChild) error {
+// prepareChild maps the areas in the stopped child, removes everything
+// else, reads the XSAVE layout with cpuid, installs the signal handler and
+// lets the child go to its idle loop.
+func (o *XOLX86Oracle) prepareChild(ch *oracleChild) error {
 	if err := ch.attach(); err != nil {
 		return err
 	}

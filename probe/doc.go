@@ -125,8 +125,10 @@
 // are in force, the unwinder's entries (_Unwind_RaiseException and the
 // others) get trampolines that put the original return addresses back, and
 // __cxa_begin_catch one that arms the surviving frames again, so that
-// exceptions and backtraces cross probed frames. A return probe removed
-// while its function has other probes stays armed, uncounted.
+// exceptions and backtraces cross probed frames. Removing a return probe
+// while its function keeps an entry probe (or the reverse) moves the jump
+// to a slot without that handler; frames armed before return through the
+// return trampoline as before.
 //
 // # What it does not do
 //

@@ -761,13 +761,16 @@ func (g *x86Gen) displaced(s *Site) error {
 		// The last instruction run: its boost code does what the original
 		// does and goes on to the resume address or the branch target. Its
 		// entry must land at pos.
-		if c.BoostOff != 0 {
-			off := c.BoostOff
-			if c, err = relocate(in, pos-uint64(off)); err != nil {
-				return err
+		// The form of the copy may depend on its address (a target at
+		// the edge of a rel32's reach from the slot): look for an address
+		// whose copy keeps its entry where the first one had it.
+		for try, at := 0, pos; at+uint64(c.BoostOff) != pos; try++ {
+			if try == 3 {
+				return fmt.Errorf("the copy of the %s at %#x changes form with its address near %#x (a target at the edge of reach): %w", in.Mnemonic, in.Addr, pos, ErrOutOfReach)
 			}
-			if c.BoostOff != off {
-				return fmt.Errorf("boost entry of the %s at %#x moved from %d to %d: %w", in.Mnemonic, in.Addr, off, c.BoostOff, ErrEncode)
+			at = pos - uint64(c.BoostOff)
+			if c, err = relocate(in, at); err != nil {
+				return err
 			}
 		}
 		e.foreignCode(c.Code[c.BoostOff:])

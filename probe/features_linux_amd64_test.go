@@ -17,9 +17,9 @@ import (
 	"time"
 
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
-	"github.com/probeopt/probeopt/proc"
 )
 
 // wantHits checks the hits of some symbols.
@@ -365,53 +365,6 @@ func (s *server) work(t *testing.T, exe string, n int) {
 	}
 }
 
-// textEqualsFile checks that every executable mapping of a file in process
-// pid holds the file's bytes.
-func textEqualsFile(t *testing.T, pid int, path string) {
-	t.Helper()
-	f, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	maps, err := proc.ParseMaps(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	checked := 0
-	for _, m := range maps {
-		if !m.Exec || m.Path != path {
-			continue
-		}
-		n := min(m.End-m.Start, uint64(len(file))-m.Offset)
-		buf := make([]byte, n)
-		if _, err := mem.ReadAt(buf, int64(m.Start)); err != nil {
-			t.Fatalf("read %#x: %v", m.Start, err)
-		}
-		if want := file[m.Offset : m.Offset+n]; !bytes.Equal(buf, want) {
-			for i := range buf {
-				if buf[i] != want[i] {
-					t.Errorf("%s: text at %#x (file offset %#x) is %#x, the file has %#x", path, m.Start+uint64(i), m.Offset+uint64(i), buf[i], want[i])
-					break
-				}
-			}
-		}
-		checked++
-	}
-	if checked == 0 {
-		t.Errorf("%s is not mapped executable in %d", path, pid)
-	}
-}
-
 // TestAttachDetach attaches to a running server, probes it, detaches, and
 // checks that its text equals the file and that it carries on.
 func TestAttachDetach(t *testing.T) {
@@ -441,7 +394,7 @@ func TestAttachDetach(t *testing.T) {
 	if _, err := tr.Wait(); !errors.Is(err, probe.ErrClosed) {
 		t.Errorf("Wait after Detach: %v, want ErrClosed", err)
 	}
-	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
 	s.work(t, exe, 20)
 	s.in.Close()
 	if err := s.cmd.Wait(); err != nil {
@@ -522,7 +475,7 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
 	s.work(t, exe, 5)
 }
 
@@ -622,6 +575,6 @@ func TestDetachAfterTextChange(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
-	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
 	s.work(t, exe, 5)
 }

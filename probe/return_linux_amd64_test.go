@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -228,6 +229,6 @@ func TestReturnProbeAddedLater(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	textEqualsFile(t, s.cmd.Process.Pid, exe)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
 	s.work(t, exe, 3)
 }

@@ -294,47 +294,6 @@ func statusField(pid int, name string) string {
 	return ""
 }
 
-// textAsInFile checks that every executable mapping of path in process
-// pid holds the file's bytes: no probe is left behind.
-func textAsInFile(t *testing.T, pid int, path string) {
-	t.Helper()
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	file, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer mem.Close()
-	n := 0
-	for _, l := range strings.Split(string(maps), "\n") {
-		f := strings.Fields(l)
-		if len(f) < 6 || f[5] != path || !strings.Contains(f[1], "x") {
-			continue
-		}
-		var start, end, off uint64
-		fmt.Sscanf(f[0], "%x-%x", &start, &end)
-		fmt.Sscanf(f[2], "%x", &off)
-		got := make([]byte, end-start)
-		if _, err := mem.ReadAt(got, int64(start)); err != nil {
-			t.Fatalf("read text of %d: %v", pid, err)
-		}
-		want := file[off:min(off+uint64(len(got)), uint64(len(file)))]
-		if !bytes.Equal(got[:len(want)], want) {
-			t.Errorf("the text of %s in process %d differs from the file", path, pid)
-		}
-		n++
-	}
-	if n == 0 {
-		t.Fatalf("process %d maps no text of %s", pid, path)
-	}
-}
-
 // TestTraceAttachErrors attaches to a process that does not exist and,
 // without the permission, to one of another user: each fails with one
 // line that says what to do, exit status 1, and the process is left
@@ -472,7 +431,7 @@ func TestTraceAttachedExits(t *testing.T) {
 	if tp := statusField(pid, "TracerPid"); tp != "0" {
 		t.Errorf("TracerPid %q after the failed trace", tp)
 	}
-	textAsInFile(t, pid, tracee)
+	testenv.TextEqualsFile(t, pid, tracee)
 
 	cmd := exec.Command(bin, "trace", "k_push", "c_sum", "-p", fmt.Sprint(pid))
 	var outb, errb bytes.Buffer

@@ -84,6 +84,7 @@ func (a allowEntry) applies(h string, err error) bool {
 // diffStats accumulates the comparison of one or more files.
 type diffStats struct {
 	compared int // instructions whose lengths were compared
+	branches int // relative branches among them, whose targets were compared
 	bad      int // objdump printed (bad) or .byte: not compared
 	cut      int // objdump stopped the instruction at a symbol or section end: not compared
 	allowed  int // mismatches accepted by the allow-list
@@ -100,6 +101,7 @@ type mismatchGroup struct {
 // add merges o into s.
 func (s *diffStats) add(o *diffStats) {
 	s.compared += o.compared
+	s.branches += o.branches
 	s.bad += o.bad
 	s.cut += o.cut
 	s.allowed += o.allowed
@@ -332,6 +334,13 @@ func compareFile(objdump string, job objdumpJob, allow []allowEntry) (*diffStats
 		err := dec.Decode(src, l.addr, &inst)
 		if err == nil && inst.Len == len(l.bytes) {
 			st.compared++
+			if inst.Branch.Relative() {
+				st.branches++
+				if key, ok := checkBranchTarget(&inst, l.text); !ok {
+					st.mismatch(key, fmt.Sprintf("%s %#x: % x  objdump %q, decoder target %#x, text %q",
+						filepath.Base(job.path), l.addr, l.bytes, l.text, inst.Target, inst.Text("gnu")))
+				}
+			}
 			return
 		}
 		// objdump stops decoding at a symbol (and at a section end), so an
@@ -394,6 +403,32 @@ func compareFile(objdump string, job objdumpJob, allow []allowEntry) (*diffStats
 		return nil, fmt.Errorf("objdump %s: %w: %s", job.path, err, stderr.Bytes())
 	}
 	return st, nil
+}
+
+// checkBranchTarget compares a relative branch's target, as the decoder
+// computes it and as its text shows it, with the target objdump prints (the
+// first hexadecimal operand, "401020 <sym+0x10>"). It returns the mismatch
+// group on disagreement.
+func checkBranchTarget(inst *decode.X86Inst, text string) (string, bool) {
+	var want uint64
+	found := false
+	fs := strings.Fields(text)
+	for _, f := range fs[1:] {
+		if v, err := strconv.ParseUint(f, 16, 64); err == nil {
+			want, found = v, true
+			break
+		}
+	}
+	if !found {
+		return fmt.Sprintf("objdump %s: no branch target in its text", mnemonicOf(text)), false
+	}
+	if inst.Target != want {
+		return fmt.Sprintf("objdump %s, decoder target differs", mnemonicOf(text)), false
+	}
+	if !strings.Contains(inst.Text("gnu"), fmt.Sprintf("%#x", want)) {
+		return fmt.Sprintf("objdump %s, decoder text shows another target", mnemonicOf(text)), false
+	}
+	return "", true
 }
 
 // mnemonicOf returns the mnemonic of an objdump text, after any prefixes.
@@ -598,8 +633,8 @@ func TestObjdumpDifferential(t *testing.T) {
 		g := total.groups[k]
 		t.Errorf("%d x %s; e.g.\n\t%s", g.count, k, strings.Join(g.examples, "\n\t"))
 	}
-	t.Logf("%d files, %d instructions compared, %d mismatches in %d groups, %d allowed by %s; not compared: %d (bad)/.byte lines, %d cut at a symbol or section end",
-		files, total.compared, mismatches, len(keys), total.allowed, "testdata/objdump-allow.txt", total.bad, total.cut)
+	t.Logf("%d files, %d instructions compared (%d relative branches with their targets), %d mismatches in %d groups, %d allowed by %s; not compared: %d (bad)/.byte lines, %d cut at a symbol or section end",
+		files, total.compared, total.branches, mismatches, len(keys), total.allowed, "testdata/objdump-allow.txt", total.bad, total.cut)
 	for _, a := range allow {
 		if n := total.byEntry[a.why]; n > 0 {
 			t.Logf("allowed %d x: %s", n, a.why)

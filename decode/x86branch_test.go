@@ -1,6 +1,10 @@
 package decode
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 // TestX86Branch16Target checks that a 16-bit operand size truncates a
 // relative branch's target to 16 bits whatever the displacement's size
@@ -33,6 +37,11 @@ func TestX86Branch16Target(t *testing.T) {
 			}
 			if inst.Target != want {
 				t.Errorf("% x (%s): target %#x, want %#x", tc.hex, v, inst.Target, want)
+			}
+			for _, syntax := range []string{"gnu", "intel"} {
+				if text := inst.Text(syntax); !strings.Contains(text, fmt.Sprintf("%#x", want)) {
+					t.Errorf("% x (%s): %s text %q does not show the target %#x", tc.hex, v, syntax, text, want)
+				}
 			}
 		}
 	}

@@ -61,7 +61,7 @@ func (inst *X86Inst) x86asmText(syntax string) (string, bool) {
 	if ripArg != (inst.RIPRel && inst.AddrSize == 64) {
 		return "", false
 	}
-	if inst.Branch.Relative() && xi.PCRel == 0 {
+	if inst.Branch.Relative() && !x86asmTargetAgrees(&xi, inst) {
 		return "", false
 	}
 	if inst.Prefixes&PrefixLock != 0 && inst.Mod == 3 {
@@ -80,6 +80,21 @@ func (inst *X86Inst) x86asmText(syntax string) (string, bool) {
 		return x86asm.IntelSyntax(xi, inst.Addr, nil), true
 	}
 	return x86asm.GNUSyntax(xi, inst.Addr, nil), true
+}
+
+// x86asmTargetAgrees reports whether x86asm's relative operand leads to
+// the decoder's Target. They differ where a 66 prefix makes a near branch
+// 16-bit (AMD): the CPU truncates the target to 16 bits and x86asm does not.
+func x86asmTargetAgrees(xi *x86asm.Inst, inst *X86Inst) bool {
+	if xi.PCRel == 0 {
+		return false
+	}
+	for _, a := range xi.Args {
+		if rel, ok := a.(x86asm.Rel); ok {
+			return inst.Addr+uint64(xi.Len)+uint64(int64(rel)) == inst.Target
+		}
+	}
+	return false
 }
 
 // ownText renders the mnemonic and operands from the decoder's own tables.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,7 @@ import (
 type scanOptions struct {
 	json    bool
 	summary bool
+	traps   bool
 	sites   []string
 	policy  string
 	vendor  string
@@ -44,7 +46,10 @@ trampoline-detour) and a stable reason code.
 Policies: linux-uprobes predicts what the Linux 6.18 kernel's uprobes do
 (refuse, emulate, single-step out of line, or optimize a nop5 into a call to
 its trampoline); probeopt is the best correct strategy probeopt supports
-today. "probeopt explain PATH SPEC" shows one site in depth.
+today. With --traps, probeopt leaves trampolines out and decides as
+"probeopt trace --traps" serves a site: emulate it, run it out of line, or
+reject it (the share of sites emulated is the emulator's coverage).
+"probeopt explain PATH SPEC" shows one site in depth.
 
 Without PATH, scan reads its own executable. A PATH may be a directory: the
 regular files below it are scanned, and those that are not ELF, or ELF files
@@ -92,6 +97,7 @@ scanned and stderr is a terminal.`,
 	f.BoolVar(&o.summary, "summary", false, "print only the summary: counts and percentages per strategy and policy")
 	f.StringArrayVar(&o.sites, "sites", nil, "probe sites: entries, usdt, all, or SPECs, comma-separated (default entries,usdt)")
 	f.StringVar(&o.policy, "policy", "both", "decide under `POLICY`: linux-uprobes, probeopt or both")
+	f.BoolVar(&o.traps, "traps", false, "probeopt policy without trampolines: only trap strategies (emulate, xol)")
 	f.StringVar(&o.vendor, "vendor", "amd", "follow `VENDOR` where x86-64 CPUs decode differently (probeopt policy): amd, intel, or host")
 	return cmd
 }
@@ -249,7 +255,9 @@ type summary struct {
 	Strategies  map[plan.Policy]map[plan.Strategy]int `json:"strategies"`
 	Reasons     map[plan.Policy]map[plan.Reason]int   `json:"reasons"`
 	Seconds     float64                               `json:"seconds"`
-	policies    []plan.Policy
+	// Traps is set when the probeopt policy left trampolines out (--traps).
+	Traps    bool `json:"traps,omitempty"`
+	policies []plan.Policy
 }
 
 func newSummary(policies []plan.Policy) *summary {
@@ -282,6 +290,7 @@ type scanner struct {
 	sel      siteSelector
 	policies []plan.Policy
 	vendor   decode.Vendor
+	traps    bool // probeopt policy without trampolines
 	text     bool // render instruction text (not needed for --summary)
 }
 
@@ -293,6 +302,9 @@ func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
 	policies, err := parsePolicies(o.policy)
 	if err != nil {
 		return err
+	}
+	if o.traps && !slices.Contains(policies, plan.Probeopt) {
+		return usagef("--traps changes the probeopt policy, which --policy %s leaves out", o.policy)
 	}
 	if err := checkVendorName(o.vendor); err != nil {
 		return err
@@ -333,7 +345,8 @@ func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
 		}
 		fail(path, err)
 	}
-	sc := &scanner{sel: sel, policies: policies, vendor: vendor, text: !o.summary}
+	sc := &scanner{sel: sel, policies: policies, vendor: vendor, traps: o.traps, text: !o.summary}
+	sum.Traps = o.traps
 	var prog *progress
 	if len(targets) > 1 && isTerminal(stderr) {
 		prog = newProgress(stderr, "scan", "files", len(targets))
@@ -674,7 +687,7 @@ func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) s
 		r.Error = err.Error()
 	}
 	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
-	opts := &plan.Options{Vendor: sc.vendor}
+	opts := &plan.Options{Vendor: sc.vendor, NoTrampolines: sc.traps}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, opts)
 		r.Verdicts[string(p)] = verdict{Strategy: d.Strategy, Reason: d.Reason, Detail: d.Detail}
@@ -805,7 +818,14 @@ func printSummary(w io.Writer, s *summary) error {
 			kinds = append(kinds, fmt.Sprintf("%d %s", n, k))
 		}
 	}
-	fmt.Fprintf(tw, "sites\t%d (%s)\n", s.Sites, strings.Join(kinds, ", "))
+	if len(kinds) > 0 {
+		fmt.Fprintf(tw, "sites\t%d (%s)\n", s.Sites, strings.Join(kinds, ", "))
+	} else {
+		fmt.Fprintf(tw, "sites\t0\n")
+	}
+	if s.Traps {
+		fmt.Fprintf(tw, "trampolines\tleft out of the probeopt policy (--traps)\n")
+	}
 	fmt.Fprintf(tw, "time\t%s\n", time.Duration(s.Seconds*float64(time.Second)).Round(time.Millisecond))
 	if err := tw.Flush(); err != nil {
 		return err

@@ -219,6 +219,48 @@ func TestScanSummaryCounts(t *testing.T) {
 	}
 }
 
+// TestScanTraps checks --traps: the probeopt policy then decides as a
+// tracer that only traps, and nothing else changes.
+func TestScanTraps(t *testing.T) {
+	path := fixture.Path(t, "x86_64", "kinds")
+	with, _ := scanLines(t, "--sites", "all", path)
+	traps, sum := scanLines(t, "--sites", "all", "--traps", path)
+	if !sum.Traps {
+		t.Errorf("the summary does not say that trampolines were left out")
+	}
+	if len(with) != len(traps) {
+		t.Fatalf("%d sites with trampolines, %d with --traps", len(with), len(traps))
+	}
+	trampolines, emulated := 0, 0
+	for i, w := range with {
+		tr := traps[i]
+		if w.Addr != tr.Addr {
+			t.Fatalf("site %d: %#x with trampolines, %#x with --traps", i, w.Addr, tr.Addr)
+		}
+		if w.Verdicts["linux-uprobes"] != tr.Verdicts["linux-uprobes"] {
+			t.Errorf("%#x: --traps changed the linux-uprobes verdict: %+v, then %+v", w.Addr, w.Verdicts["linux-uprobes"], tr.Verdicts["linux-uprobes"])
+		}
+		before, after := w.Verdicts["probeopt"].Strategy, tr.Verdicts["probeopt"].Strategy
+		switch {
+		case after == plan.TrampolineNop || after == plan.TrampolineDetour:
+			t.Errorf("%#x (%s): --traps chose %s", tr.Addr, tr.Text, after)
+		case before == plan.TrampolineNop || before == plan.TrampolineDetour:
+			trampolines++
+		case before != after:
+			t.Errorf("%#x (%s): a trap strategy changed with --traps: %s, then %s", tr.Addr, tr.Text, before, after)
+		}
+		if after == plan.Emulate {
+			emulated++
+		}
+	}
+	if trampolines == 0 || emulated == 0 {
+		t.Errorf("%d trampoline sites without --traps, %d emulated with it: the fixture no longer tests --traps", trampolines, emulated)
+	}
+	if _, stderr, code := runCLI(t, "scan", "--traps", "--policy", "linux-uprobes", path); code != exitUsage || !strings.Contains(stderr, "--traps") {
+		t.Errorf("--traps --policy linux-uprobes: exit %d, %q", code, stderr)
+	}
+}
+
 // TestScanAllSites checks that --sites all gives one site per instruction
 // objdump shows in the functions.
 func TestScanAllSites(t *testing.T) {

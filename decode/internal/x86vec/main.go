@@ -896,7 +896,9 @@ func templates() []tmpl {
 		}
 		group{cat: "modrm", enc: "legacy", mp: "1byte", branch: "call-indirect"}.add(&ts, "call qword ptr "+m)
 		group{cat: "modrm", enc: "legacy", mp: "1byte", branch: "jmp-indirect"}.add(&ts, "jmp qword ptr "+m)
-		modrm.add(&ts, "fadd dword ptr "+m, "inc qword ptr "+m)
+		modrm.add(&ts, "fadd dword ptr "+m, "inc qword ptr "+m,
+			"cmp qword ptr "+m+", %i8", "xor r11d, dword ptr "+m, "push qword ptr "+m)
+		modrm0f.add(&ts, "movzx ecx, word ptr "+m, "cmovne rax, qword ptr "+m)
 	}
 
 	// REX: every W/R/X/B combination.

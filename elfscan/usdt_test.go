@@ -1,8 +1,12 @@
 package elfscan_test
 
 import (
+	"debug/elf"
 	"encoding/binary"
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
 
@@ -116,6 +120,145 @@ func TestUSDTSites(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestUSDTBaseShift simulates a prelinked file: a copy of each fixture
+// whose notes record their location, base and semaphore moved by the same
+// amount while .stapsdt.base stays where it is. The corrected addresses
+// must be the ones readelf -n prints for the original file, and the file
+// offsets and sites those of the original.
+func TestUSDTBaseShift(t *testing.T) {
+	for _, shift := range []int64{-0x1000, 0x3000} {
+		for _, arch := range []string{"x86_64", "aarch64"} {
+			for _, name := range []string{"usdt-pie", "usdt-nopie"} {
+				t.Run(fmt.Sprintf("%s/%s/%+#x", arch, name, shift), func(t *testing.T) {
+					testUSDTBaseShift(t, arch, name, shift)
+				})
+			}
+		}
+	}
+}
+
+func testUSDTBaseShift(t *testing.T, arch, name string, shift int64) {
+	orig := fixture.Path(t, arch, name)
+	want := readelfNotes(t, orig)
+	ref, err := open(t, orig).USDT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := readFixture(t, arch, name)
+	var baseAddr uint64
+	for _, s := range sections(t, data) {
+		if s.Name == ".stapsdt.base" {
+			baseAddr = s.Addr
+		}
+	}
+	if baseAddr == 0 {
+		t.Fatal("no .stapsdt.base section")
+	}
+	delta := uint64(shift)
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, shiftUSDTNotes(t, data, delta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw := readelfNotes(t, path)
+	got, err := open(t, path).USDT()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(want) == 0 || len(raw) != len(want) || len(got) != len(want) || len(ref) != len(want) {
+		t.Fatalf("probes: %d shifted (readelf %d), %d original (readelf %d)", len(got), len(raw), len(ref), len(want))
+	}
+	sema := 0
+	for i, w := range want {
+		g, r, o := got[i], raw[i], ref[i]
+		// The copy must be what a prelinked file looks like, or the test
+		// proves nothing: the note's base is not the section's address,
+		// and its raw location and semaphore are not the real ones.
+		if w.base != baseAddr || r.base != w.base+delta || r.base == 0 || r.loc != w.loc+delta || r.loc == w.loc ||
+			(w.sema != 0 && (r.sema != w.sema+delta || r.sema == w.sema)) || (w.sema == 0 && r.sema != 0) {
+			t.Fatalf("%s: shifted note loc %#x base %#x sema %#x; original %#x %#x %#x, .stapsdt.base at %#x",
+				w.name, r.loc, r.base, r.sema, w.loc, w.base, w.sema, baseAddr)
+		}
+		if g.Location != r.loc || g.Base != r.base || g.Semaphore != r.sema {
+			t.Errorf("%s: note loc %#x base %#x sema %#x, readelf -n: %#x %#x %#x", g.Name, g.Location, g.Base, g.Semaphore, r.loc, r.base, r.sema)
+		}
+		if g.Addr != w.loc || g.SemaphoreAddr != w.sema {
+			t.Errorf("%s: addr %#x semaphore %#x, want %#x %#x (readelf -n of the original)", g.Name, g.Addr, g.SemaphoreAddr, w.loc, w.sema)
+		}
+		if g.Offset != o.Offset || g.OffsetErr != nil || o.OffsetErr != nil {
+			t.Errorf("%s: offset %#x (%v), original %#x (%v)", g.Name, g.Offset, g.OffsetErr, o.Offset, o.OffsetErr)
+		}
+		if off := loadOffset(t, data, w.loc); g.Offset != off {
+			t.Errorf("%s: offset %#x, program headers give %#x", g.Name, g.Offset, off)
+		}
+		if g.Site != o.Site || g.Site != elfscan.SiteNop {
+			t.Errorf("%s: site %q, original %q", g.Name, g.Site, o.Site)
+		}
+		if w.sema == 0 {
+			continue
+		}
+		sema++
+		if g.SemaphoreOffset != o.SemaphoreOffset || g.SemaphoreErr != nil || o.SemaphoreErr != nil {
+			t.Errorf("%s: semaphore offset %#x (%v), original %#x (%v)", g.Name, g.SemaphoreOffset, g.SemaphoreErr, o.SemaphoreOffset, o.SemaphoreErr)
+		}
+		if off := loadOffset(t, data, w.sema); g.SemaphoreOffset != off {
+			t.Errorf("%s: semaphore offset %#x, program headers give %#x", g.Name, g.SemaphoreOffset, off)
+		}
+	}
+	if sema == 0 {
+		t.Error("no probe with a semaphore")
+	}
+}
+
+// shiftUSDTNotes returns a copy of the ELF file b in which every stapsdt
+// note's location, base and (non-zero) semaphore are moved by delta, as in
+// a file prelinked after its notes were written.
+func shiftUSDTNotes(t *testing.T, b []byte, delta uint64) []byte {
+	t.Helper()
+	le := binary.LittleEndian
+	c := append([]byte(nil), b...)
+	n := 0
+	for _, s := range sections(t, b) {
+		if s.Name != ".note.stapsdt" {
+			continue
+		}
+		note := c[s.Offset : s.Offset+s.Size]
+		for off := 0; off+12 <= len(note); {
+			namesz, descsz, typ := int(le.Uint32(note[off:])), int(le.Uint32(note[off+4:])), le.Uint32(note[off+8:])
+			desc := off + 12 + (namesz+3)&^3
+			if typ == 3 && string(note[off+12:off+12+namesz]) == "stapsdt\x00" {
+				for i, field := range []int{0, 8, 16} {
+					if v := le.Uint64(note[desc+field:]); i < 2 || v != 0 {
+						le.PutUint64(note[desc+field:], v+delta)
+					}
+				}
+				n++
+			}
+			off = desc + (descsz+3)&^3
+		}
+	}
+	if n == 0 {
+		t.Fatal("no stapsdt note")
+	}
+	return c
+}
+
+// loadOffset returns the file offset of the virtual address addr through
+// the PT_LOAD segment of b that holds it.
+func loadOffset(t *testing.T, b []byte, addr uint64) uint64 {
+	t.Helper()
+	ef, err := elf.NewFile(bytesReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ef.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			return addr - p.Vaddr + p.Off
+		}
+	}
+	t.Fatalf("%#x is in no PT_LOAD segment", addr)
+	return 0
 }
 
 // TestParseUSDTNotes feeds hand-made note sections to the parser.

@@ -7,15 +7,24 @@ import (
 	"time"
 )
 
-// isTerminal reports whether w is a terminal (a character device), where a
-// progress line can be redrawn in place.
+// isTerminal reports whether w is a file open on a terminal, where a
+// progress line can be redrawn in place. Other character devices such as
+// /dev/null are not, nor are pipes and regular files. The check does not
+// change the file's blocking mode (as (*os.File).Fd would).
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	term := false
+	if err := rc.Control(func(fd uintptr) { term = isTerminalFd(fd) }); err != nil {
+		return false
+	}
+	return term
 }
 
 // progress draws "label: done/total unit (percent)" on one terminal line, at

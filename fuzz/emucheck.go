@@ -161,13 +161,18 @@ const (
 // emuCompareFlags is the part of RFLAGS compared: the status flags and DF.
 const emuCompareFlags = emulate.FlagsStatus | emulate.FlagDF
 
+// emulateX86 is how checkEmu runs the emulator: emulate.EmulateX86. It is
+// a variable only so that a test can spoil the emulator's answer and check
+// that checkEmu reports each kind of disagreement; nothing else changes it.
+var emulateX86 = emulate.EmulateX86
+
 // checkEmu runs the emulator on a case and compares it with what the CPU
 // did. inst is the decoded case. It returns the verdict and, for a
 // mismatch, the report.
 func checkEmu(c *EmuCase, inst *decode.X86Inst, img *EmuImage, cpu *EmuCPUResult) (emuVerdict, *EmuMismatch) {
 	model := emuModel{img: img}
 	st := c.Init
-	err := emulate.EmulateX86(inst, &st, &model)
+	err := emulateX86(inst, &st, &model)
 	if model.reserved {
 		return emuSkipped, nil
 	}

@@ -177,13 +177,31 @@ func mismatchJSON(m *fuzz.EmuMismatch) fuzzMismatch {
 	}
 }
 
+// emuOracle is what `fuzz emulate` runs its x86-64 cases on.
+type emuOracle interface {
+	fuzz.EmuRunner
+	Close() error
+}
+
+// startEmuOracle starts the oracle of the x86-64 emulator campaign: the
+// host CPU (fuzz.NewEmuOracle). It is a variable only so that a test can
+// wrap the oracle to make it disagree with the emulator and check how the
+// command reports that; nothing else changes it.
+var startEmuOracle = func() (emuOracle, error) {
+	o, err := fuzz.NewEmuOracle()
+	if err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
 // runFuzzEmulateX86 runs the x86-64 emulator campaign.
 func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	if o.class != "" && !slices.Contains(fuzz.EmuClasses(), o.class) {
 		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.EmuClasses(), ", "))
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	oracle, err := fuzz.NewEmuOracle()
+	oracle, err := startEmuOracle()
 	if err != nil {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}

@@ -138,15 +138,33 @@ func arm64MismatchJSON(m *fuzz.ARM64Mismatch) arm64FuzzMismatch {
 	return j
 }
 
+// arm64Oracle is what the arm64 campaigns run their cases on.
+type arm64Oracle interface {
+	fuzz.ARM64Runner
+	Close() error
+}
+
+// startARM64Oracle starts the oracle of the arm64 campaigns: qemu-aarch64
+// (fuzz.StartQEMU) with the image of seed. It is a variable only so that a
+// test can wrap the oracle to make it disagree with probeopt and check how
+// the commands report that; nothing else changes it.
+var startARM64Oracle = func(seed uint64) (arm64Oracle, error) {
+	q, err := fuzz.StartQEMU(fuzz.NewARM64Image(seed), nil)
+	if err != nil {
+		return nil, err
+	}
+	return q, nil
+}
+
 // runARM64Campaign starts the oracle, runs a campaign with the mismatch
 // and progress callbacks it is given, and prints the report.
 func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit string, classes []string,
-	run func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error)) error {
+	run func(q fuzz.ARM64Runner, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error)) error {
 	if o.class != "" && !slices.Contains(classes, o.class) {
 		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(classes, ", "))
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
-	q, err := fuzz.StartQEMU(fuzz.NewARM64Image(o.seed), nil)
+	q, err := startARM64Oracle(o.seed)
 	if err != nil {
 		return fmt.Errorf("start the qemu oracle: %w", err)
 	}
@@ -170,7 +188,7 @@ func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit stri
 // runFuzzEmulateARM64 runs the arm64 emulator campaign.
 func runFuzzEmulateARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	return runARM64Campaign(cmd, o, "emulate", "cases", fuzz.ARM64EmuClasses,
-		func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
+		func(q fuzz.ARM64Runner, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
 			c := fuzz.ARM64EmuCampaign{Cases: o.n, Seed: o.seed, Class: o.class, OnMismatch: on, Progress: prog}
 			return c.Run(q)
 		})
@@ -179,7 +197,7 @@ func runFuzzEmulateARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 // runFuzzXOLARM64 runs the arm64 relocation campaign.
 func runFuzzXOLARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	return runARM64Campaign(cmd, o, "xol", "runs", fuzz.ARM64XOLClasses,
-		func(q *fuzz.QEMUOracle, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
+		func(q fuzz.ARM64Runner, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error) {
 			c := fuzz.ARM64XOLCampaign{Cases: o.n, Seed: o.seed, Class: o.class, OnMismatch: on, Progress: prog}
 			return c.Run(q)
 		})

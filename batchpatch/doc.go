@@ -13,9 +13,12 @@
 //     code, anywhere inside that code (Patch.Guard). The PC a restarted
 //     system call will resume at counts too;
 //  3. single-steps each blocking thread alone, the others staying stopped,
-//     until it leaves the ranges, up to a bound (Options.MaxSteps and
-//     Options.StepTimeout). A patch still blocked is refused with the
-//     reason and never written (a Set keeps it pending for the next pass);
+//     until neither of its PCs blocks any patch, up to a bound
+//     (Options.MaxSteps and Options.StepTimeout). A thread that could not
+//     be moved holds back every patch it blocks — all those whose guard
+//     holds its PC, and the ones its PC and its restart PC fall in — each
+//     refused with the reason and never written (a Set keeps them pending
+//     for the next pass). A thread that exits meanwhile blocks nothing;
 //  4. writes the accepted patches through /proc/PID/mem, one write per page
 //     (nearby patches are coalesced), reads every page back and compares;
 //  5. on any failure restores every byte already written, verifies the

@@ -51,6 +51,7 @@ type Result struct {
 	Writes  int             // coalesced writes (at most one per page touched)
 	Bytes   int             // bytes written
 	Steps   int             // single steps made to move threads out of ranges
+	Held    int             // traps on a site's int3 held until the site was whole (StopFree only)
 	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped)
 }
 
@@ -158,7 +159,7 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 }
 
 // block finds a patch that the PC blocks: pc strictly inside the range,
-// or anywhere in a guard range.
+// or anywhere in a guard range. It returns -1 when the PC blocks none.
 func block(ps []Patch, pc uint64) int {
 	// The last patch starting below pc is the only one pc can be strictly
 	// inside.
@@ -167,48 +168,92 @@ func block(ps []Patch, pc uint64) int {
 		return i
 	}
 	for i, p := range ps {
-		for _, g := range p.Guard {
-			if pc >= g.Start && pc < g.End {
-				return i
-			}
+		if p.guards(pc) {
+			return i
 		}
 	}
 	return -1
 }
 
-// blockers lists, for each thread, the patch its PC (or the PC of its
-// restarted system call) blocks.
-func blockers(ps []Patch, threads []proc.ThreadInfo) map[int]struct {
-	patch int
-	pc    uint64
-} {
-	out := map[int]struct {
-		patch int
-		pc    uint64
-	}{}
-	for _, th := range threads {
-		if th.Exiting {
-			continue
-		}
-		for _, pc := range []uint64{th.PC, th.RestartPC} {
-			if pc == 0 {
-				continue
-			}
-			if i := block(ps, pc); i >= 0 {
-				out[th.Tid] = struct {
-					patch int
-					pc    uint64
-				}{i, pc}
-				break
-			}
+// blockedBy appends to out every patch that the PC blocks (see block), in
+// batch order.
+func blockedBy(ps []Patch, pc uint64, out []int) []int {
+	in := sort.Search(len(ps), func(i int) bool { return ps[i].Addr >= pc }) - 1
+	if in >= 0 && !ps[in].strictlyInside(pc) {
+		in = -1
+	}
+	for i, p := range ps {
+		if i == in || p.guards(pc) {
+			out = append(out, i)
 		}
 	}
 	return out
 }
 
+// hit is one patch a thread blocks, and the PC that blocks it.
+type hit struct {
+	patch int
+	pc    uint64
+}
+
+// blockers lists, for each thread, every patch that its PC or the PC of
+// its restarted system call blocks. A thread that blocks several patches
+// (it stands in the guard shared by many, or its PC and its restart PC
+// fall in different ranges) keeps all of them back until it has moved.
+func blockers(ps []Patch, threads []proc.ThreadInfo) map[int][]hit {
+	out := map[int][]hit{}
+	var idx []int
+	for _, th := range threads {
+		if th.Exiting {
+			continue
+		}
+		var hits []hit
+		if th.PC != 0 {
+			idx = blockedBy(ps, th.PC, idx[:0])
+			for _, i := range idx {
+				hits = append(hits, hit{i, th.PC})
+			}
+		}
+		if th.RestartPC != 0 && th.RestartPC != th.PC {
+			idx = blockedBy(ps, th.RestartPC, idx[:0])
+			var have map[int]bool
+			if len(idx) > 0 && len(hits) > 0 {
+				have = make(map[int]bool, len(hits))
+				for _, h := range hits {
+					have[h.patch] = true
+				}
+			}
+			for _, i := range idx {
+				if !have[i] {
+					hits = append(hits, hit{i, th.RestartPC})
+				}
+			}
+		}
+		if len(hits) > 0 {
+			out[th.Tid] = hits
+		}
+	}
+	return out
+}
+
+// refuse records every patch of hits as blocked by thread tid, unless
+// another thread blocked it first. When the thread blocks more than one
+// patch, the reason says how many.
+func refuse(blocked map[int]*BlockedError, ps []Patch, tid int, hits []hit, reason string) {
+	if len(hits) > 1 {
+		reason = fmt.Sprintf("%s (the thread blocks %d patches of the batch)", reason, len(hits))
+	}
+	for _, h := range hits {
+		if blocked[h.patch] == nil {
+			blocked[h.patch] = &BlockedError{Addr: ps[h.patch].Addr, Tid: tid, PC: h.pc, Reason: reason}
+		}
+	}
+}
+
 // clearThreads moves every thread out of the ranges of the batch, by
 // single steps of that thread alone, and returns the patches still
-// blocked, by batch index.
+// blocked, by batch index. A thread that cannot be moved out blocks every
+// patch its PCs fall in.
 func clearThreads(w World, ps []Patch, opts *Options) (map[int]*BlockedError, int, error) {
 	blocked := map[int]*BlockedError{}
 	threads, err := w.Threads()
@@ -235,8 +280,7 @@ func clearThreads(w World, ps []Patch, opts *Options) (map[int]*BlockedError, in
 		steps += n
 		stepped = stepped || n > 0
 		if reason != "" {
-			b := in[tid]
-			blocked[b.patch] = &BlockedError{Addr: ps[b.patch].Addr, Tid: tid, PC: b.pc, Reason: reason}
+			refuse(blocked, ps, tid, in[tid], reason)
 		}
 	}
 	if !stepped {
@@ -250,10 +294,14 @@ func clearThreads(w World, ps []Patch, opts *Options) (map[int]*BlockedError, in
 	if threads, err = w.Threads(); err != nil {
 		return nil, steps, fmt.Errorf("list threads: %w", err)
 	}
-	for tid, b := range blockers(ps, threads) {
-		if blocked[b.patch] == nil {
-			blocked[b.patch] = &BlockedError{Addr: ps[b.patch].Addr, Tid: tid, PC: b.pc, Reason: "inside the range after the other threads were stepped"}
-		}
+	again := blockers(ps, threads)
+	tids = tids[:0]
+	for tid := range again {
+		tids = append(tids, tid)
+	}
+	sort.Ints(tids)
+	for _, tid := range tids {
+		refuse(blocked, ps, tid, again[tid], "inside the range after the other threads were stepped")
 	}
 	return blocked, steps, nil
 }
@@ -284,6 +332,9 @@ func stepOut(w World, ps []Patch, th proc.ThreadInfo, opts *Options) (int, strin
 			return n + 1, why
 		}
 		if err != nil {
+			if errors.Is(err, proc.ErrNoThread) && exited(w, th.Tid) {
+				return n + 1, "" // it runs no user code again
+			}
 			return n + 1, "single step failed: " + err.Error()
 		}
 		threads, err := w.Threads()
@@ -303,6 +354,21 @@ func stepOut(w World, ps []Patch, th proc.ThreadInfo, opts *Options) (int, strin
 			return n + 1, ""
 		}
 	}
+}
+
+// exited reports whether thread tid has exited or is exiting, as the
+// world lists it now.
+func exited(w World, tid int) bool {
+	threads, err := w.Threads()
+	if err != nil {
+		return false
+	}
+	for _, t := range threads {
+		if t.Tid == tid {
+			return t.Exiting
+		}
+	}
+	return true
 }
 
 // stuck tells, from the instruction at the thread's PC, when stepping

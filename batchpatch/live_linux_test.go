@@ -174,11 +174,7 @@ func TestLive4096x100(t *testing.T) {
 // the patch applied once the thread has left.
 func TestLiveParkedThread(t *testing.T) {
 	f := startFixture(t, nil, "park")
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 1 && f.read32(t, offParkTid) != 0 }) {
-		t.Fatal("park thread did not park")
-	}
-	time.Sleep(20 * time.Millisecond) // let it enter pause()
-	parkTid := int(f.read32(t, offParkTid))
+	parkTid := parked(t, f)
 	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
 	other := aPatch(f, 7)
 	batch := []Patch{other, park}
@@ -221,10 +217,256 @@ func TestLiveParkedThread(t *testing.T) {
 	finish(t, f)
 }
 
+// parked waits until the park thread of a fixture started with "park" is
+// blocked in pause() at f.Park+2, and returns its tid.
+func parked(t *testing.T, f *fixture) int {
+	t.Helper()
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 1 && f.read32(t, offParkTid) != 0 }) {
+		t.Fatal("park thread did not park")
+	}
+	time.Sleep(20 * time.Millisecond) // let it enter pause()
+	return int(f.read32(t, offParkTid))
+}
+
+// unpark wakes the park thread with SIGUSR1 and waits until it has left
+// fx_park_call for good.
+func unpark(t *testing.T, f *fixture, tid int) {
+	t.Helper()
+	if err := unix.Tgkill(f.p.Pid(), tid, unix.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
+	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 0 }) {
+		t.Fatal("park thread did not leave")
+	}
+}
+
+// expectRefused checks that res refused exactly the patches of want (by
+// address), each blocked by thread tid at the given PC, for a system call.
+func expectRefused(t *testing.T, res *Result, tid int, want map[uint64]uint64) {
+	t.Helper()
+	got := map[uint64]bool{}
+	for _, b := range res.Refused {
+		got[b.Addr] = true
+		pc, ok := want[b.Addr]
+		if !ok || b.Tid != tid || b.PC != pc || !strings.Contains(b.Reason, "system call") {
+			t.Errorf("refusal %v; want thread %d at %#x, in a system call", b, tid, pc)
+		}
+	}
+	for addr := range want {
+		if !got[addr] {
+			t.Errorf("patch at %#x was not refused: refused %v", addr, res.Refused)
+		}
+	}
+}
+
+// TestLiveParkedThreadInSharedGuard parks a thread in a system call whose
+// PC lies in the guard of two patches (as the shared call gate of return
+// probes lies in the guard of every one of their removals). Neither patch
+// may be written while the thread is there; both are once it has left.
+func TestLiveParkedThreadInSharedGuard(t *testing.T) {
+	f := startFixture(t, nil, "park")
+	tid := parked(t, f)
+	gate := []Range{{f.Park, f.Park + 5}}
+	g1, g2, free := aPatch(f, 3), aPatch(f, 11), aPatch(f, 20)
+	g1.Guard, g2.Guard = gate, gate
+	batch := []Patch{g1, g2, free}
+	slow := &Options{StepTimeout: 100 * time.Millisecond}
+	res, err := Apply(f.p, batch, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRefused(t, res, tid, map[uint64]uint64{g1.Addr: f.Park + 2, g2.Addr: f.Park + 2})
+	expectText(t, f.p, []Patch{g1}, true)
+	expectText(t, f.p, []Patch{g2}, true)
+	expectText(t, f.p, []Patch{free}, false)
+	unpark(t, f, tid)
+	res, err = Apply(f.p, []Patch{g1, g2}, slow)
+	if err != nil || len(res.Refused) != 0 {
+		t.Fatalf("after the thread left: %v, refused %v", err, res.Refused)
+	}
+	expectText(t, f.p, batch, false)
+	finish(t, f)
+}
+
+// TestLiveParkedThreadPCAndRestartPC parks a thread in pause(): its PC is
+// f.Park+2, after the syscall instruction, and the kernel restarts the
+// call at f.Park. One patch covers the PC and another the restart PC;
+// neither may be written while the thread is there.
+func TestLiveParkedThreadPCAndRestartPC(t *testing.T) {
+	f := startFixture(t, nil, "park")
+	tid := parked(t, f)
+	var info proc.ThreadInfo
+	if _, err := f.p.Stopped(func(w *proc.World) error {
+		ths, err := w.Threads()
+		for _, th := range ths {
+			if th.Tid == tid {
+				info = th
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if info.PC != f.Park+2 || info.RestartPC != f.Park {
+		t.Fatalf("park thread %+v: want PC %#x and restart PC %#x", info, f.Park+2, f.Park)
+	}
+	// fx_park_call is b8 22 00 00 00 (mov $34,%eax), 0f 05 (syscall) at
+	// f.Park, then nops. restart covers the mov's immediate and the first
+	// byte of the syscall, so f.Park is strictly inside it (its new bytes
+	// make the call getpid); pc covers the second byte of the syscall and
+	// the first nop, so f.Park+2 is strictly inside it (66 90 is a nop
+	// too).
+	restart := Patch{Addr: f.Park - 4, Old: []byte{0x22, 0x00, 0x00, 0x00, 0x0f}, New: []byte{0x27, 0x00, 0x00, 0x00, 0x0f}}
+	pc := Patch{Addr: f.Park + 1, Old: []byte{0x05, 0x90}, New: []byte{0x05, 0x66}}
+	free := aPatch(f, 5)
+	batch := []Patch{restart, pc, free}
+	Sort(batch)
+	slow := &Options{StepTimeout: 100 * time.Millisecond}
+	res, err := Apply(f.p, batch, slow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	expectRefused(t, res, tid, map[uint64]uint64{restart.Addr: f.Park, pc.Addr: f.Park + 2})
+	expectText(t, f.p, []Patch{restart, pc}, true)
+	expectText(t, f.p, []Patch{free}, false)
+	unpark(t, f, tid)
+	res, err = Apply(f.p, []Patch{restart, pc}, slow)
+	if err != nil || len(res.Refused) != 0 {
+		t.Fatalf("after the thread left: %v, refused %v", err, res.Refused)
+	}
+	expectText(t, f.p, []Patch{restart, pc}, false)
+	finish(t, f)
+}
+
+// TestLivePauseCountsSteps checks that the pause a pass reports includes
+// the time spent stepping a thread while the others stay stopped: the
+// parked thread's step times out after 50 ms, and the refresh that
+// follows must not restart the clock.
+func TestLivePauseCountsSteps(t *testing.T) {
+	f := startFixture(t, nil, "park")
+	tid := parked(t, f)
+	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	const timeout = 50 * time.Millisecond
+	res, err := Apply(f.p, []Patch{aPatch(f, 7), park}, &Options{StepTimeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Steps < 1 || len(res.Refused) != 1 {
+		t.Fatalf("steps %d, refused %v: want the parked thread stepped and its patch refused", res.Steps, res.Refused)
+	}
+	if res.Stop.Pause < timeout || res.Stop.Total != res.Stop.Stop+res.Stop.Pause {
+		t.Errorf("stop %+v: the pause leaves out the %v the parked thread was stepped", res.Stop, timeout)
+	}
+	unpark(t, f, tid)
+	finish(t, f)
+}
+
+// exitingWorld makes a thread leave with exit(2) the first time the pass
+// lists the threads, after the listing: the pass goes on with a thread
+// that stood in a range and is now on its way out.
+type exitingWorld struct {
+	*proc.World
+	victim int    // the thread that exits
+	site   uint64 // a syscall instruction for it to run
+	done   bool
+	err    error // why the thread could not be made to exit
+}
+
+func (w *exitingWorld) Threads() ([]proc.ThreadInfo, error) {
+	ths, err := w.World.Threads()
+	if err != nil || w.done {
+		return ths, err
+	}
+	w.done = true
+	r, err := w.World.Regs(w.victim)
+	if err != nil {
+		w.err = err
+		return ths, nil
+	}
+	r.SetPC(w.site)
+	r.Rax, r.Rdi = unix.SYS_EXIT, 0
+	if err := w.World.SetRegs(w.victim, &r); err != nil {
+		w.err = err
+		return ths, nil
+	}
+	w.err = w.World.Step(w.victim, time.Second)
+	return ths, nil
+}
+
+// TestLiveThreadExitsDuringPass makes the parked thread exit after the
+// pass has stopped the world and listed the threads, before it writes.
+// The pass must not panic and must leave every patch either written or
+// with its old bytes in place. A thread on its way out runs no user code
+// again, so the pass should not even refuse the patch it stood in.
+func TestLiveThreadExitsDuringPass(t *testing.T) {
+	f := startFixture(t, nil, "park")
+	tid := parked(t, f)
+	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	batch := append(patches(f, 256, aPatch), park)
+	w := &exitingWorld{victim: tid, site: f.Park}
+	var res *Result
+	_, err := f.p.Stopped(func(pw *proc.World) error {
+		w.World = pw
+		var err error
+		res, err = ApplyStopped(w, batch, &Options{StepTimeout: 100 * time.Millisecond})
+		return err
+	})
+	if w.err != nil {
+		t.Fatalf("make thread %d exit: %v", tid, w.err)
+	}
+	if err != nil {
+		if errors.Is(err, proc.ErrExited) {
+			t.Fatalf("the process died: %v", err)
+		}
+		t.Logf("pass failed cleanly: %v", err)
+		expectText(t, f.p, batch, true)
+	} else {
+		written := map[uint64]bool{}
+		for _, q := range res.Applied {
+			written[q.Addr] = true
+		}
+		for _, q := range batch {
+			expectText(t, f.p, []Patch{q}, !written[q.Addr])
+		}
+		if len(res.Refused) != 0 {
+			t.Errorf("refused %v: the thread in the way had exited", res.Refused)
+		}
+	}
+	if !eventually(5*time.Second, func() bool {
+		tids, _ := f.p.Threads()
+		for _, x := range tids {
+			if x == tid {
+				return false
+			}
+		}
+		return true
+	}) {
+		t.Fatalf("thread %d did not exit", tid)
+	}
+	var left []Patch
+	for _, q := range batch {
+		var b [5]byte
+		if err := f.p.ReadMemory(q.Addr, b[:]); err != nil {
+			t.Fatal(err)
+		}
+		if bytes.Equal(b[:], q.Old) {
+			left = append(left, q)
+		}
+	}
+	if len(left) > 0 {
+		if res, err := Apply(f.p, left, nil); err != nil || len(res.Refused) != 0 {
+			t.Fatalf("after the thread exited: %v, refused %v", err, res.Refused)
+		}
+	}
+	expectText(t, f.p, batch, false)
+	finish(t, f)
+}
+
 // TestLiveRollback makes the write of the third page of a 4,096-patch batch
-// fail after writing half of it, and then a read-back disagree: each time
-// the text must be byte-identical to what it was, and the error must name a
-// patch.
+// fail after writing half of it, and then the read-back of the last patch
+// of the sixth page disagree: each time the text must be byte-identical to
+// what it was, and the error must name the patch that failed (the first
+// of the page whose write failed; the one whose bytes read back wrong).
 func TestLiveRollback(t *testing.T) {
 	f := startFixture(t, nil)
 	ps := patches(f, nSites, aPatch)
@@ -250,19 +492,25 @@ func TestLiveRollback(t *testing.T) {
 		bad[len(bad)-1] ^= 0xff
 		return true, mem.WriteMemory(addr, bad)
 	}}}
+	// 256 patches per page: the third page starts with patch 512, the
+	// sixth ends with patch 1535.
 	for _, tc := range []struct {
-		name string
-		opts *Options
-	}{{"torn write", torn}, {"bad read-back", corrupt}} {
+		name  string
+		opts  *Options
+		index int
+	}{{"torn write", torn, 512}, {"bad read-back", corrupt, 1535}} {
 		res, err := Apply(f.p, ps, tc.opts)
 		var pe *PatchError
 		if !errors.As(err, &pe) {
 			t.Fatalf("%s: err = %v (result %+v), want a *PatchError", tc.name, err, res)
 		}
+		if pe.Index != tc.index || pe.Addr != ps[tc.index].Addr {
+			t.Errorf("%s: error names patch %d at %#x, want %d at %#x", tc.name, pe.Index, pe.Addr, tc.index, ps[tc.index].Addr)
+		}
 		if tc.name == "bad read-back" {
 			var me *MismatchError
-			if !errors.As(err, &me) {
-				t.Errorf("%s: err = %v, want a *MismatchError", tc.name, err)
+			if !errors.As(err, &me) || me.Addr != ps[tc.index].Addr {
+				t.Errorf("%s: err = %v, want a *MismatchError at %#x", tc.name, err, ps[tc.index].Addr)
 			}
 		}
 		after := make([]byte, len(region))
@@ -343,7 +591,8 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 }
 
 // TestLiveForkRace commits batches while a thread forks in a loop. Every
-// child must hold either all old or all new text, never a mix.
+// child must hold either all old or all new text, never a mix, and with
+// enough children both kinds must show up.
 func TestLiveForkRace(t *testing.T) {
 	f := startFixture(t, &proc.Options{FollowForks: true}, "fork")
 	ps := patches(f, nSites, aPatch)
@@ -424,11 +673,19 @@ func TestLiveForkRace(t *testing.T) {
 	if children == 0 {
 		t.Fatal("no child was forked")
 	}
+	// The text flips between all old and all new at every pass, and the
+	// process runs between passes, so a fair number of children must have
+	// seen both. With a handful, all of them may have forked in the same
+	// state.
+	if children >= 20 && (oldText == 0 || newText == 0) {
+		t.Errorf("%d children: %d with old text, %d with new; want both", children, oldText, newText)
+	}
 	t.Logf("%d children: %d with old text, %d with new", children, oldText, newText)
 }
 
 // TestLiveStopFree applies 4,096 single-instruction patches with the
-// int3-first protocol while the workers run, and reverts them, 10 times.
+// int3-first protocol while the workers run, and reverts them, 10 times;
+// some worker must have been caught on an int3 meanwhile.
 func TestLiveStopFree(t *testing.T) {
 	f := startFixture(t, nil)
 	ps := patches(f, nSites, bPatch)
@@ -436,17 +693,27 @@ func TestLiveStopFree(t *testing.T) {
 	for i, q := range ps {
 		inv[i] = q.Inverse()
 	}
+	held := 0
 	for r := 0; r < 10; r++ {
-		if _, err := StopFree(f.p, ps, nil); err != nil {
+		res, err := StopFree(f.p, ps, nil)
+		if err != nil {
 			t.Fatalf("round %d: %v", r, err)
 		}
+		held += res.Held
 		expectText(t, f.p, ps, false)
-		if _, err := StopFree(f.p, inv, nil); err != nil {
+		if res, err = StopFree(f.p, inv, nil); err != nil {
 			t.Fatalf("round %d revert: %v", r, err)
 		}
+		held += res.Held
 		expectText(t, f.p, ps, true)
 	}
 	finish(t, f)
+	// The workers call every site in a loop: over 20 passes some must
+	// have run into an int3, or the test did not exercise the protocol.
+	if held == 0 {
+		t.Errorf("no thread was caught on an int3 in 20 passes")
+	}
+	t.Logf("%d traps held", held)
 }
 
 // TestSetCancel checks that a removal and re-addition between two passes

@@ -39,6 +39,16 @@ func (p Patch) Inverse() Patch {
 // strictlyInside reports whether pc lies in (Addr, End).
 func (p Patch) strictlyInside(pc uint64) bool { return pc > p.Addr && pc < p.End() }
 
+// guards reports whether pc lies in one of the guard ranges of p.
+func (p Patch) guards(pc uint64) bool {
+	for _, g := range p.Guard {
+		if pc >= g.Start && pc < g.End {
+			return true
+		}
+	}
+	return false
+}
+
 // Errors of the package.
 var (
 	// ErrNotSupported means live patching is not available on this
@@ -92,7 +102,7 @@ func (e *MismatchError) Error() string {
 type BlockedError struct {
 	Addr   uint64 // the patch
 	Tid    int    // the thread in the way
-	PC     uint64 // where it stood
+	PC     uint64 // where it stood: its PC, or the PC its system call restarts at
 	Reason string // why it could not be moved, in words
 }
 
@@ -252,12 +262,13 @@ type testHooks struct {
 
 // writeSpans writes every span, reads it back and compares; on any
 // failure it restores every span already (even partly) written, checks
-// the restore, and returns the error for the patch that failed.
+// the restore, and returns the error for the patch that failed: the one
+// whose bytes read back wrong, or the first of a page whose write or read
+// failed.
 func writeSpans(mem Memory, ps []Patch, index []int, spans []*span, hooks *testHooks) (txStats, error) {
 	var st txStats
 	written := 0
-	fail := func(si int, err error) (txStats, error) {
-		pi := spans[si].patches[0]
+	fail := func(pi int, err error) (txStats, error) {
 		perr := error(&PatchError{Index: index[pi], Addr: ps[pi].Addr, Err: err})
 		if rerr := rollback(mem, spans[:written]); rerr != nil {
 			rerr.Err = perr
@@ -276,32 +287,42 @@ func writeSpans(mem Memory, ps []Patch, index []int, spans []*span, hooks *testH
 			err = mem.WriteMemory(s.start, s.buf)
 		}
 		if err != nil {
-			return fail(si, fmt.Errorf("write %d bytes at %#x: %w", len(s.buf), s.start, err))
+			return fail(s.patches[0], fmt.Errorf("write %d bytes at %#x: %w", len(s.buf), s.start, err))
 		}
 		st.writes++
 		st.bytes += len(s.buf)
 	}
 	back := make([]byte, 0, pageSize)
-	for si, s := range spans {
+	for _, s := range spans {
 		back = back[:len(s.buf)]
 		if err := mem.ReadMemory(s.start, back); err != nil {
-			return fail(si, fmt.Errorf("read back %#x: %w", s.start, err))
+			return fail(s.patches[0], fmt.Errorf("read back %#x: %w", s.start, err))
 		}
-		if !bytes.Equal(back, s.buf) {
-			// Name the first patch whose bytes differ.
-			for _, i := range s.patches {
-				p := ps[i]
-				lo := max(p.Addr, s.start)
-				hi := min(p.End(), s.start+uint64(len(s.buf)))
-				want, got := s.buf[lo-s.start:hi-s.start], back[lo-s.start:hi-s.start]
-				if !bytes.Equal(want, got) {
-					return fail(si, &MismatchError{Addr: lo, Want: append([]byte(nil), want...), Got: append([]byte(nil), got...)})
-				}
-			}
-			return fail(si, &MismatchError{Addr: s.start, Want: append([]byte(nil), s.buf...), Got: append([]byte(nil), back...)})
+		if pi, err := s.compare(ps, s.buf, back); err != nil {
+			return fail(pi, err)
 		}
 	}
 	return st, nil
+}
+
+// compare checks the bytes read back from span s against want. On a
+// difference it returns the first patch of the span whose bytes differ
+// and the mismatch over that patch's bytes in the span (or, when only
+// bytes between patches differ, the first patch and the whole span).
+func (s *span) compare(ps []Patch, want, got []byte) (int, error) {
+	if bytes.Equal(want, got) {
+		return -1, nil
+	}
+	for _, i := range s.patches {
+		p := ps[i]
+		lo := max(p.Addr, s.start)
+		hi := min(p.End(), s.start+uint64(len(want)))
+		w, g := want[lo-s.start:hi-s.start], got[lo-s.start:hi-s.start]
+		if !bytes.Equal(w, g) {
+			return i, &MismatchError{Addr: lo, Want: append([]byte(nil), w...), Got: append([]byte(nil), g...)}
+		}
+	}
+	return s.patches[0], &MismatchError{Addr: s.start, Want: append([]byte(nil), want...), Got: append([]byte(nil), got...)}
 }
 
 // rollback writes back the old bytes of spans and verifies them.

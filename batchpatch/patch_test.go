@@ -142,8 +142,40 @@ func TestTransactRollback(t *testing.T) {
 		if !errors.As(err, &pe) {
 			t.Fatalf("fail at %d: err = %v", failAt, err)
 		}
+		// A page whose write fails is named by its first patch: 255
+		// crosses into page 1, 767 into page 3.
+		if want := map[int]int{0: 0, 1: 255, 3: 767}[failAt]; pe.Index != want || pe.Addr != ps[want].Addr {
+			t.Errorf("fail at %d: error names patch %d at %#x, want %d", failAt, pe.Index, pe.Addr, want)
+		}
 		if !bytes.Equal(before, m.data) {
 			t.Fatalf("fail at %d: memory differs after rollback", failAt)
+		}
+	}
+	// A read-back that differs in one patch of a page names that patch,
+	// not the first of the page; every page is restored.
+	for _, bad := range []int{300, 511, 256} {
+		m, ps := sites(1024)
+		before := append([]byte(nil), m.data...)
+		at := ps[bad].Addr + 2
+		hooks := &testHooks{write: func(mem Memory, n int, addr uint64, data []byte) (bool, error) {
+			if at < addr || at >= addr+uint64(len(data)) {
+				return false, nil
+			}
+			data = append([]byte(nil), data...)
+			data[at-addr] ^= 0xff
+			return true, mem.WriteMemory(addr, data)
+		}}
+		_, err := transact(m, ps, nil, identity(len(ps)), hooks)
+		var pe *PatchError
+		var me *MismatchError
+		if !errors.As(err, &pe) || !errors.As(err, &me) {
+			t.Fatalf("bad read-back of patch %d: err = %v", bad, err)
+		}
+		if pe.Index != bad || pe.Addr != ps[bad].Addr || me.Addr != ps[bad].Addr {
+			t.Errorf("bad read-back of patch %d: error names patch %d at %#x (mismatch at %#x)", bad, pe.Index, pe.Addr, me.Addr)
+		}
+		if !bytes.Equal(before, m.data) {
+			t.Fatalf("bad read-back of patch %d: memory differs after rollback", bad)
 		}
 	}
 }
@@ -167,8 +199,28 @@ func TestBlock(t *testing.T) {
 		{Tid: 3, PC: 103, Exiting: true},
 	}
 	b := blockers(ps, th)
-	if len(b) != 1 || b[2].patch != 0 || b[2].pc != 102 {
+	if len(b) != 1 || len(b[2]) != 1 || b[2][0] != (hit{0, 102}) {
 		t.Errorf("blockers = %v", b)
+	}
+	// One thread, many patches: its PC in a guard two patches share and in
+	// the range of a third, its restart PC in a fourth.
+	ps = []Patch{
+		{Addr: 100, Old: make([]byte, 5), New: make([]byte, 5)},
+		{Addr: 200, Old: make([]byte, 5), New: make([]byte, 5), Guard: []Range{{0x9000, 0x9010}}},
+		{Addr: 0x9008, Old: make([]byte, 5), New: make([]byte, 5)},
+		{Addr: 0xa000, Old: make([]byte, 5), New: make([]byte, 5), Guard: []Range{{0x9000, 0x9010}}},
+		{Addr: 0xb000, Old: make([]byte, 5), New: make([]byte, 5)},
+	}
+	b = blockers(ps, []proc.ThreadInfo{{Tid: 7, PC: 0x900a, RestartPC: 102}})
+	want := []hit{{1, 0x900a}, {2, 0x900a}, {3, 0x900a}, {0, 102}}
+	if len(b) != 1 || len(b[7]) != len(want) {
+		t.Fatalf("blockers = %v, want thread 7 blocking %v", b, want)
+	}
+	for i := range want {
+		if b[7][i] != want[i] {
+			t.Errorf("blockers[7] = %v, want %v", b[7], want)
+			break
+		}
 	}
 }
 
@@ -242,6 +294,56 @@ func TestApplyStoppedStepsAndRefuses(t *testing.T) {
 		if wantWritten := i != 3 && i != 6 && i != 7; written != wantWritten {
 			t.Errorf("patch %d written = %v", i, written)
 		}
+	}
+}
+
+// TestApplyStoppedRefusesEveryBlockedPatch checks that a thread that
+// cannot be moved holds back every patch it blocks, not only the first: a
+// guard shared by several removals (as every return-probe trampoline's
+// removal guards the shared call gate), and a PC and a restart PC in two
+// different ranges.
+func TestApplyStoppedRefusesEveryBlockedPatch(t *testing.T) {
+	m, ps := sites(8)
+	pc := ps[1].Addr + 2 // strictly inside patch 1
+	gate := []Range{{pc - 1, pc + 1}}
+	ps[4].Guard, ps[6].Guard = gate, gate
+	w := &fakeWorld{fakeMem: m,
+		threads: []proc.ThreadInfo{
+			{Tid: 10, PC: pc, InSyscall: true},
+			{Tid: 11, PC: ps[3].Addr + 1, RestartPC: ps[2].Addr + 3, InSyscall: true},
+		},
+		timeout: map[int]bool{10: true, 11: true},
+	}
+	res, err := ApplyStopped(w, ps, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[uint64]proc.ThreadInfo{
+		ps[1].Addr: {Tid: 10, PC: pc},
+		ps[4].Addr: {Tid: 10, PC: pc},
+		ps[6].Addr: {Tid: 10, PC: pc},
+		ps[2].Addr: {Tid: 11, PC: ps[2].Addr + 3},
+		ps[3].Addr: {Tid: 11, PC: ps[3].Addr + 1},
+	}
+	if len(res.Refused) != len(want) {
+		t.Errorf("refused %v, want %d patches", res.Refused, len(want))
+	}
+	for _, b := range res.Refused {
+		th, ok := want[b.Addr]
+		if !ok || b.Tid != th.Tid || b.PC != th.PC || !strings.Contains(b.Reason, "system call") {
+			t.Errorf("refusal %v, want thread %d at %#x", b, th.Tid, th.PC)
+		}
+	}
+	for i, q := range ps {
+		got := make([]byte, 5)
+		_ = m.ReadMemory(q.Addr, got)
+		_, blocked := want[q.Addr]
+		if written := bytes.Equal(got, q.New); written == blocked {
+			t.Errorf("patch %d written = %v, blocked = %v", i, written, blocked)
+		}
+	}
+	if len(res.Applied) != len(ps)-len(want) {
+		t.Errorf("applied %d, want %d", len(res.Applied), len(ps)-len(want))
 	}
 }
 

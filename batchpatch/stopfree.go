@@ -36,9 +36,10 @@ type StopFreeOptions struct {
 // A thread that reaches a site meanwhile traps on the int3; StopFree holds
 // it (the rest of the process runs on) and, once the site is complete and
 // late traps have drained (StopFreeOptions.Grace), moves it back to the
-// site to run the new instruction. Each stage is
-// written per page and read back. On failure every site gets its old
-// bytes back in the reverse order and held threads re-run the old code.
+// site to run the new instruction (Result.Held counts those traps). Each
+// stage is written per page and read back. On failure every site gets its
+// old bytes back in the reverse order and held threads re-run the old
+// code.
 //
 // Only a patch that replaces exactly one whole instruction is safe this
 // way: a thread already past the first byte of a multi-instruction range
@@ -69,8 +70,10 @@ func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, erro
 		sites[q.Addr] = true
 	}
 	var chain atomic.Pointer[proc.TrapHandler] // set once SetTrapHandler returns
+	var held atomic.Int64
 	prev, err := p.SetTrapHandler(func(ctx *proc.TrapContext) proc.TrapAction {
 		if sites[ctx.Addr] {
+			held.Add(1)
 			return proc.TrapHold
 		}
 		if h := chain.Load(); h != nil && *h != nil {
@@ -127,9 +130,8 @@ func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, erro
 			if err := p.ReadMemory(s.start, back); err != nil {
 				return &PatchError{Index: s.patches[0], Addr: ps[s.patches[0]].Addr, Err: err}
 			}
-			if string(back) != string(bufs[si]) {
-				return &PatchError{Index: s.patches[0], Addr: ps[s.patches[0]].Addr,
-					Err: &MismatchError{Addr: s.start, Want: bufs[si], Got: append([]byte(nil), back...)}}
+			if i, err := s.compare(ps, bufs[si], back); err != nil {
+				return &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
 			}
 		}
 		return nil
@@ -165,6 +167,7 @@ func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, erro
 	derr := p.DrainTraps(grace)
 	rerr := release()
 	_, herr := p.SetTrapHandler(prev)
+	res.Held = int(held.Load())
 	if rerr == nil {
 		rerr = derr
 	}

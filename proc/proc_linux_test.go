@@ -254,3 +254,26 @@ func TestStepWithPendingSignal(t *testing.T) {
 		t.Errorf("bad results: %d", bad)
 	}
 }
+
+// TestRefreshKeepsPause checks that a World.Refresh in the middle of a stop
+// does not restart the clock: the pause runs from the first time every
+// thread was stopped to the resume, so work done before the refresh (such
+// as stepping one thread while the others wait) is part of it.
+func TestRefreshKeepsPause(t *testing.T) {
+	f := startFixture(t, nil)
+	const busy = 30 * time.Millisecond
+	st, err := f.p.Stopped(func(w *World) error {
+		time.Sleep(busy)
+		if err := w.Refresh(); err != nil {
+			return err
+		}
+		_, err := w.Threads()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pause < busy || st.Total != st.Stop+st.Pause {
+		t.Errorf("stats %+v: the pause must include the %v spent before the refresh", st, busy)
+	}
+}

@@ -91,8 +91,8 @@ func (s ExitStatus) Success() bool { return s.Signal == 0 && s.Code == 0 }
 // measured by the tracer.
 type StopStats struct {
 	Threads int           // threads stopped (including address-space sharers)
-	Stop    time.Duration // from the first PTRACE_INTERRUPT until every thread was stopped
-	Pause   time.Duration // from every thread stopped until every thread resumed
+	Stop    time.Duration // from the first PTRACE_INTERRUPT until every thread was first stopped
+	Pause   time.Duration // from then until every thread resumed, steps and World.Refresh included
 	Total   time.Duration // Stop + Pause: the time the first thread was frozen
 }
 

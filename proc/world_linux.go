@@ -52,14 +52,21 @@ func (w *World) thread(tid int) (*thread, error) {
 }
 
 // Refresh runs the stop protocol again, so that threads created while a
-// thread was stepped are stopped and listed too.
+// thread was stepped are stopped and listed too. It is part of the same
+// stop: the StopStats keep the time the world was first all stopped, so
+// the pause counts the steps made before the refresh.
 func (w *World) Refresh() error {
 	if err := w.check(); err != nil {
 		return err
 	}
-	t0 := w.p.stopT0
+	t0, t1 := w.p.stopT0, w.p.stopT1
 	err := w.t.stopWorld(w.p)
-	w.p.stopT0 = t0
+	if !t0.IsZero() {
+		w.p.stopT0 = t0
+	}
+	if !t1.IsZero() && !t1.Before(t0) {
+		w.p.stopT1 = t1
+	}
 	return err
 }
 

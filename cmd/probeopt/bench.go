@@ -79,10 +79,13 @@ and reverting text patches to those functions while they run:
 Each patch replaces two instructions (add $K,%rax; nop) by two others
 (lea M(%rax),%rax; nop), so a thread stopped between them must be stepped
 out of the range before the pass writes. For each batch size the table
-gives the pause (from every thread stopped to every thread resumed) and the
-total time of the pass (validation, stop, thread check, coalesced writes,
-read-back, resume), as medians over the repeats; for one stop per patch,
-the sums over the patches of one pass. The ratios are per patch / batch.
+gives the pause (from every thread stopped to every thread resumed, single
+steps of blocking threads included) and the total time of the pass
+(validation, stop, thread check, coalesced writes, read-back, resume), as
+medians over the repeats; a batch that a thread held back is finished in
+further passes, and its figures are the sums over them. For one stop per
+patch, the sums over the patches of one pass. The ratios are per patch /
+batch.
 
 The goal: 4,096 patches in one pause of at most 5 ms, and at least 20 times
 faster than one stop per patch. The target checks every result it computes;

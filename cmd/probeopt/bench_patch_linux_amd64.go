@@ -146,8 +146,12 @@ func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, erro
 	return rep, nil
 }
 
-// applyAll applies ps, passing again for patches a thread blocked; it
-// returns the time of the first pass and of all of them, and the steps.
+// applyAll applies ps, passing again for patches a thread blocked. It
+// returns the pause and the total time summed over every pass the batch
+// took, and the steps: a batch that needed a second pass froze the
+// threads twice, and the per-patch figures it is compared with are sums
+// over passes too. Each pass's pause runs from every thread stopped to
+// every thread resumed, the single steps of that pass included.
 func applyAll(p *proc.Process, ps []batchpatch.Patch) (pause, total time.Duration, steps int, err error) {
 	for pass := 0; len(ps) > 0; pass++ {
 		if pass == 100 {

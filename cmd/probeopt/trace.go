@@ -343,9 +343,8 @@ func ptraceHint(pid int) string {
 	var b strings.Builder
 	if pid != 0 {
 		fmt.Fprintf(&b, "not allowed to trace process %d", pid)
-		var st syscall.Stat_t
-		if syscall.Stat("/proc/"+strconv.Itoa(pid), &st) == nil {
-			fmt.Fprintf(&b, " (uid %d)", st.Uid)
+		if uid, ok := processUID(pid); ok {
+			fmt.Fprintf(&b, " (uid %d)", uid)
 		}
 		b.WriteString("; trace a process of your own user, or run probeopt as root or with CAP_SYS_PTRACE")
 	} else {

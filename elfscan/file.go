@@ -409,3 +409,30 @@ func (f *File) sectionData(s *elf.Section) ([]byte, error) {
 func (f *File) IsGo() bool {
 	return f.section(".gopclntab") != nil
 }
+
+// Section is an allocated section of the file and its contents.
+type Section struct {
+	Name  string
+	Addr  uint64
+	Flags elf.SectionFlag
+	// Data is a view of the section's bytes in the file.
+	Data []byte
+}
+
+// Sections returns the sections that occupy memory in a process and have
+// contents in the file (SHF_ALLOC, not SHT_NOBITS), in header order. A
+// file without section headers has none.
+func (f *File) Sections() ([]Section, error) {
+	var out []Section
+	for _, s := range f.ef.Sections {
+		if s.Flags&elf.SHF_ALLOC == 0 || s.Type == elf.SHT_NOBITS || s.Size == 0 {
+			continue
+		}
+		b, err := f.sectionData(s)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Section{Name: s.Name, Addr: s.Addr, Flags: s.Flags, Data: b})
+	}
+	return out, nil
+}

@@ -17,7 +17,10 @@
 // The package also owns the function-wide checks: the instruction-boundary
 // map of a function (a probe address is accepted only where a decode from
 // the function start lands), the direct branch targets and indirect jumps
-// a detour must respect, and the arm64 load/store-exclusive windows.
+// a detour must respect, and the arm64 load/store-exclusive windows; and
+// the file-wide index of direct branch targets and exception landing pads
+// (BranchIndex, ParseExceptionTables), for the ways into a function from
+// outside it that a detour must respect too.
 //
 // It does not read ELF files (see elfscan), decode (see decode), emulate
 // (see emulate) or relocate (see xol).

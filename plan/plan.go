@@ -120,6 +120,15 @@ type Site struct {
 	// goes through the GOT to another function (or the lazy resolver),
 	// never back into the stub, so it does not bar a detour.
 	PLT bool
+	// Branches is the index of the direct branch targets and exception
+	// landing pads of the whole file (see IndexX86Branches), which a
+	// trampoline must respect besides the function's own branches: a
+	// branch from another function (a foo.cold part jumping back into
+	// foo), or a landing pad, inside the replaced bytes bars it. It is
+	// built by the first decision that needs it. nil means that they are
+	// not known: the decision then rests on the function's own branches
+	// and its rule says so. A live engine must set it.
+	Branches *BranchIndex
 }
 
 // Options tune a decision; nil means the defaults.

@@ -114,8 +114,8 @@ func probeoptARM64(s *Site, o *Options) Decision {
 // a bti at the probe address, which stays while the b replaces the
 // instruction after it: a branch to that instruction would enter the slot
 // without passing the probe address, so the function must be known and
-// have no direct branch there. It reports the decision when a trampoline
-// is taken.
+// neither it nor the rest of the file (Site.Branches) may have a direct
+// branch there. It reports the decision when a trampoline is taken.
 //
 // The decision is what probeopt would do: the engine (package probe)
 // installs trampolines on x86-64 only.
@@ -153,8 +153,11 @@ func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
 			d.rule("trampoline", Fail, "the bti at %#x would stay and the b replace the word at %#x, but a branch of the function lands at %#x: it would enter the slot without passing the probe address", s.Addr, ts.PatchAddr, t)
 			return Decision{}, false
 		}
+		if !foreignBranchRule(d, s, ts.Resume(), fmt.Sprintf("the word at %#x that the b would replace after the bti at %#x (it would enter the slot without passing the probe address)", ts.PatchAddr, s.Addr)) {
+			return Decision{}, false
+		}
 		kept = fmt.Sprintf(" (the bti at %#x stays)", s.Addr)
-		keptRule = fmt.Sprintf(" (the bti at %#x stays, and no branch of the function lands after it)", s.Addr)
+		keptRule = fmt.Sprintf(" (the bti at %#x stays, and %s)", s.Addr, noBranchInside(s, "on the word after it"))
 	}
 	if ts.Kind == trampoline.SiteNop {
 		if d.record {
@@ -271,11 +274,12 @@ func nopLen(code []byte) int {
 // trampolineX86 decides whether the site can be rewritten into a jump to
 // a trampoline (package trampoline): a NOP site, or a detour of the whole
 // instructions that cover the jump. trampoline.AnalyzeX86 judges the
-// replaced instructions themselves; the checks over the whole function are
-// made here: no direct branch of the function lands strictly inside the
-// replaced bytes (a branch to their first byte meets the jump), and, for a
-// detour, the function has no indirect jump (a jump table could land
-// inside them). It reports the decision when a trampoline is taken.
+// replaced instructions themselves; the checks over the whole function and
+// file are made here: no direct branch of the function, nor of the file
+// (Site.Branches), lands strictly inside the replaced bytes (a branch to
+// their first byte meets the jump), and, for a detour, the function has no
+// indirect jump (a jump table could land inside them). It reports the
+// decision when a trampoline is taken.
 func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 	if o.NoTrampolines {
 		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
@@ -311,6 +315,9 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 			return Decision{}, false
 		}
 	}
+	if !foreignBranchRule(d, s, ts.PatchAddr+uint64(ts.Len), "the "+replaced) {
+		return Decision{}, false
+	}
 	if ts.Kind == trampoline.SiteNop {
 		d.rule("trampoline", Pass, "a NOP site: %s by a jump to a slot", replaced)
 		return d.finish(TrampolineNop, ReasonTrampolineNop, "a NOP site rewritten into a jump to a trampoline: %s, no trap", replaced), true
@@ -330,6 +337,70 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 	case s.Func.IndirectJumps > 0:
 		jumps = "the function's indirect jumps are known to leave it"
 	}
-	d.rule("trampoline", Pass, "a detour: %s, %s; no branch lands inside them and %s", replaced, what, jumps)
+	d.rule("trampoline", Pass, "a detour: %s, %s; %s and %s", replaced, what, noBranchInside(s, "inside them"), jumps)
 	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: %s by a jump to a trampoline, %s and run there, no trap", replaced, what), true
+}
+
+// foreignBranchRule applies the file's branch index (Site.Branches) to the
+// bytes from just after the probe address to end, which the trampoline
+// replaces; what names them for the rule. It reports false, with a failed
+// rule, when a direct branch from anywhere in the file lands there, or when
+// the index could not be built (the branches are then unknown). A nil
+// index passes: the rule of the decision says what was not checked.
+func foreignBranchRule(d *Decision, s *Site, end uint64, what string) bool {
+	if s.Branches == nil {
+		return true
+	}
+	t, found, err := s.Branches.TargetIn(s.Addr+1, end)
+	switch {
+	case err != nil:
+		d.rule("trampoline", Fail, "the file's branch targets are not known (%v): one could lie inside %s", err, what)
+		return false
+	case !found:
+		return true
+	}
+	if d.record {
+		switch t.Kind {
+		case TargetLandingPad:
+			d.rule("trampoline", Fail, "an exception landing pad (the unwinder jumps there) lies at %#x, inside %s", t.Addr, what)
+		case TargetUnknownPads:
+			d.rule("trampoline", Fail, "the landing pads of the code at %#x-%#x are not known (%v): one could lie inside %s", t.FDE.PCBegin, t.FDE.PCEnd, t.FDE.Err, what)
+		default:
+			d.rule("trampoline", Fail, "%s, inside %s", branchesText(s.Branches, t.Addr), what)
+		}
+	}
+	return false
+}
+
+// branchesText says which branches land at target: "a jmp at 0x401136
+// (in foo.cold) lands at 0x401124". It decodes the file's code again, so
+// it is only asked for when rules are recorded.
+func branchesText(x *BranchIndex, target uint64) string {
+	brs, err := x.BranchesTo(target)
+	if err != nil || len(brs) == 0 {
+		return fmt.Sprintf("a direct branch lands at %#x", target)
+	}
+	b := brs[0]
+	where := "in no known function"
+	if b.Func != "" {
+		where = "in " + b.Func
+	}
+	kind := b.Kind.String()
+	if x.Arch() == decode.ARM64 {
+		kind = map[decode.BranchKind]string{decode.BranchJmp: "b", decode.BranchCall: "bl", decode.BranchJcc: "b.cond",
+			decode.BranchCompare: "cbz", decode.BranchTest: "tbz"}[b.Kind]
+	}
+	if len(brs) == 1 {
+		return fmt.Sprintf("a %s at %#x (%s) lands at %#x", kind, b.From, where, target)
+	}
+	return fmt.Sprintf("%d direct branches land at %#x, the first a %s at %#x (%s)", len(brs), target, kind, b.From, where)
+}
+
+// noBranchInside is the passed branch check of a trampoline rule: where
+// says where no branch lands ("inside them").
+func noBranchInside(s *Site, where string) string {
+	if s.Branches == nil {
+		return fmt.Sprintf("no branch of the function lands %s (branches from elsewhere in the file were not checked: no branch index was given)", where)
+	}
+	return fmt.Sprintf("no direct branch or landing pad in the file lands %s", where)
 }

@@ -152,7 +152,7 @@ func TestDetourChecks(t *testing.T) {
 		// a branch to the jump after a kept endbr64 skips the probe address
 		{"branch past endbr64", "f30f1efa554889e54883ec10" + "75f6" + "c3", 0x1000, plan.Emulate, "lands at 0x1004"},
 		// a branch to the first byte meets the jump: fine
-		{"branch to the site", "554889e54883ec10" + "75f6" + "c3", 0x1000, plan.TrampolineDetour, "no branch lands inside"},
+		{"branch to the site", "554889e54883ec10" + "75f6" + "c3", 0x1000, plan.TrampolineDetour, "no branch of the function lands inside"},
 		// jmp *%rax somewhere in the function
 		{"jump table", "554889e54883ec10ffe0c3", 0x1000, plan.Emulate, "indirect jump"},
 		// ret; nop: two bytes to the end

@@ -104,6 +104,11 @@ type fileInfo struct {
 	// unwinders are the plans of the unwinder's entries (planUnwinder).
 	unwinders map[uint64]*plannedSite
 	resolved  map[string]resolution // by spec text
+
+	// branches indexes the direct branch targets of the whole file, for
+	// the trampoline checks: made with the first plan, built by the first
+	// trampoline decision, shared by every later one.
+	branches *plan.BranchIndex
 }
 
 // resolution is what a spec names in a file.
@@ -171,7 +176,10 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 			}
 		}
 	}
-	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
+	if fi.branches == nil {
+		fi.branches = plan.IndexELFBranches(fi.f, vendor)
+	}
+	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT, Branches: fi.branches}
 	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
 	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, NoTrampolines: true})
 	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {

@@ -30,7 +30,8 @@ type benchTraceSite struct {
 
 // benchTraceFind locates the function of a kind in the executable: the
 // assembly body (the ".abi0" symbol), not the Go wrapper around it.
-func benchTraceFind(f *elfscan.File, kind string) (benchTraceSite, error) {
+// branches is the executable's branch index, for the plan.
+func benchTraceFind(f *elfscan.File, branches *plan.BranchIndex, kind string) (benchTraceSite, error) {
 	name := "main.benchTrace" + strings.ToUpper(kind[:1]) + kind[1:]
 	if kind == "rip" || kind == "sse" {
 		name = "main.benchTrace" + strings.ToUpper(kind)
@@ -67,7 +68,7 @@ func benchTraceFind(f *elfscan.File, kind string) (benchTraceSite, error) {
 		if err != nil {
 			return s, err
 		}
-		site := plan.Site{Arch: f.Arch, Addr: fn.Addr, Code: code, Func: plan.AnalyzeX86(fn.Addr, body, decode.X86Decoder{})}
+		site := plan.Site{Arch: f.Arch, Addr: fn.Addr, Code: code, Func: plan.AnalyzeX86(fn.Addr, body, decode.X86Decoder{}), Branches: branches}
 		s.kernelPath = plan.Decide(plan.LinuxUprobes, &site, nil).Strategy
 		s.strategy = plan.Decide(plan.Probeopt, &site, &plan.Options{Live: true}).Strategy
 		return s, nil
@@ -94,8 +95,9 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 	}
 	rep := &benchTraceReport{XOLMethod: "in-place step"}
 	term := isTerminal(progress)
+	branches := plan.IndexELFBranches(f, decode.VendorAMD)
 	for _, kind := range o.kinds {
-		s, err := benchTraceFind(f, kind)
+		s, err := benchTraceFind(f, branches, kind)
 		if err != nil {
 			return nil, err
 		}

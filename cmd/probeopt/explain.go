@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -214,7 +215,8 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 	}
 	code, codeErr := f.Code(s.Addr, 16)
 	e.codeErr = codeErr
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
+	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT,
+		Branches: sc.branches.of(f, sc.vendor)}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, &plan.Options{Vendor: sc.vendor, Rules: true})
 		e.Rules[string(p)] = d.Rules
@@ -226,6 +228,25 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 		e.Decoded[fl.name] = fl.value
 	}
 	return e
+}
+
+// branchCache keeps the branch index of the file being decided (one file
+// at a time: a scan decides the files one after the other).
+type branchCache struct {
+	mu sync.Mutex
+	f  *elfscan.File
+	x  *plan.BranchIndex
+}
+
+// of returns the branch index of f, made on the first call for f; it is
+// built by the first decision that asks it.
+func (c *branchCache) of(f *elfscan.File, vendor decode.Vendor) *plan.BranchIndex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.f != f || c.x == nil {
+		c.f, c.x = f, plan.IndexELFBranches(f, vendor)
+	}
+	return c.x
 }
 
 // boundaryText describes the instruction-boundary check.

@@ -292,6 +292,8 @@ type scanner struct {
 	vendor   decode.Vendor
 	traps    bool // probeopt policy without trampolines
 	text     bool // render instruction text (not needed for --summary)
+	// branches holds the branch index of the file being decided.
+	branches branchCache
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
@@ -686,7 +688,8 @@ func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) s
 	if err != nil {
 		r.Error = err.Error()
 	}
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT}
+	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT,
+		Branches: sc.branches.of(f, sc.vendor)}
 	opts := &plan.Options{Vendor: sc.vendor, NoTrampolines: sc.traps}
 	for _, p := range sc.policies {
 		d := plan.Decide(p, &site, opts)

@@ -58,7 +58,7 @@ var modrmDisp = func() (t [256]uint8) {
 // errors), through a fast path for the common legacy encodings and Decode
 // itself for the rest. Layout does not allocate.
 func (d X86Decoder) Layout(b []byte, addr uint64, l *X86Layout) error {
-	if len(b) >= 16 && d.fastLayout(b, addr, l) {
+	if len(b) >= 16 && (hotLayout(b, addr, l) || d.fastLayout(b, addr, l)) {
 		return nil
 	}
 	var inst X86Inst

@@ -108,3 +108,41 @@ func loadVectorBytes(t testing.TB) [][]byte {
 	}
 	return out
 }
+
+// TestX86HotLayout checks Layout's hot path against Decode on every opcode
+// of the one-byte and 0F maps, without and with each REX byte, with every
+// ModRM byte (and SIB bytes that give each base form), whatever the hot
+// path accepts.
+func TestX86HotLayout(t *testing.T) {
+	tails := [][]byte{
+		{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF, 0x10},
+		{0x25, 0xF0, 0xFF, 0xFF, 0x7F, 0x80, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07},
+		{0x24, 0xFE, 0x00, 0x00, 0x80, 0xFF, 0xFF, 0xFF, 0xFF, 0x0F, 0x0E, 0x0D, 0x0C, 0x0B, 0x0A, 0x09},
+	}
+	hot, buf := 0, make([]byte, 32)
+	for _, esc := range [][]byte{nil, {0x0F}} {
+		for rex := 0x3F; rex <= 0x4F; rex++ {
+			for op := 0; op < 256; op++ {
+				for m := 0; m < 256; m++ {
+					for _, tail := range tails {
+						b := buf[:0]
+						if rex >= 0x40 {
+							b = append(b, byte(rex))
+						}
+						b = append(append(append(b, esc...), byte(op), byte(m)), tail...)
+						b = append(b, make([]byte, 32-len(b))...)
+						var l X86Layout
+						if !hotLayout(b, 0x7fff_fff0_0000, &l) {
+							continue
+						}
+						hot++
+						checkLayout(t, b, 0x7fff_fff0_0000)
+					}
+				}
+			}
+		}
+	}
+	if hot < 100_000 {
+		t.Errorf("the hot path took only %d of the encodings", hot)
+	}
+}

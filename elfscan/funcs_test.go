@@ -69,6 +69,8 @@ func TestKindsAndSources(t *testing.T) {
 		{"x86_64", "funcs-nopie", "executable", ".symtab"},
 		{"x86_64", "funcs-stripped", "pie", "none"},
 		{"aarch64", "funcs-pie", "pie", ".symtab"},
+		{"aarch64", "funcs-nopie", "executable", ".symtab"},
+		{"aarch64", "funcs-stripped", "pie", "none"},
 	} {
 		f := open(t, fixture.Path(t, tc.arch, tc.name))
 		if f.Kind() != tc.kind || f.FuncSource() != tc.source {

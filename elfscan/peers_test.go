@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
@@ -438,18 +439,28 @@ func goName(n string) string {
 	return strings.ReplaceAll(strings.TrimSuffix(n, ".abi0"), "·", ".")
 }
 
-// TestGoFuncs compares the functions of a Go binary with go tool nm's text
-// symbols; for the stripped build (no symbol table, go tool nm refuses it)
-// the functions come from .gopclntab alone and are compared with go tool nm
-// of the unstripped build of the same source. Documented aliases: the text
-// section markers runtime.text and runtime.etext, which are no functions,
-// the ".abi0" suffix the symbol table gives assembly functions, which the
-// function table does not, and the middle dot of a few generated names in
-// the function table ("type:.eq.T·7", "type:.eq.T.7" in the symbol table):
-// names are compared without both.
+// TestGoFuncs compares the functions of a Go binary, built for each of
+// fixture.GoArches, with go tool nm's text symbols; for the stripped build
+// (no symbol table, go tool nm refuses it) the functions come from
+// .gopclntab alone and are compared with go tool nm of the unstripped build
+// of the same source for the same architecture. Documented aliases: the
+// text section markers runtime.text and runtime.etext, which are no
+// functions, the ".abi0" suffix the symbol table gives assembly functions,
+// which the function table does not, and the middle dot of a few generated
+// names in the function table ("type:.eq.T·7", "type:.eq.T.7" in the
+// symbol table): names are compared without both.
 func TestGoFuncs(t *testing.T) {
-	full := fixture.GoProgram(t, false)
-	stripped := fixture.GoProgram(t, true)
+	arches := map[string]decode.Arch{"amd64": decode.X86_64, "arm64": decode.ARM64}
+	for _, goarch := range fixture.GoArches {
+		t.Run(goarch, func(t *testing.T) {
+			testGoFuncs(t, goarch, arches[goarch])
+		})
+	}
+}
+
+func testGoFuncs(t *testing.T, goarch string, arch decode.Arch) {
+	full := fixture.GoProgramFor(t, goarch, false)
+	stripped := fixture.GoProgramFor(t, goarch, true)
 	want := goNmText(t, full)
 	for k := range want {
 		if goMarkers[k[:strings.LastIndexByte(k, '@')]] {
@@ -464,6 +475,9 @@ func TestGoFuncs(t *testing.T) {
 			f := open(t, tc.path)
 			if !f.IsGo() {
 				t.Errorf("IsGo false")
+			}
+			if f.Arch != arch {
+				t.Errorf("arch %v, want %v", f.Arch, arch)
 			}
 			funcs, err := f.Funcs()
 			if err != nil {
@@ -508,7 +522,8 @@ func TestPLTObjdump(t *testing.T) {
 	paths := []string{
 		fixture.Path(t, "x86_64", "funcs-pie"), fixture.Path(t, "x86_64", "funcs-nopie"),
 		fixture.Path(t, "x86_64", "funcs-cet"), fixture.Path(t, "x86_64", "usdt-stripped"),
-		fixture.Path(t, "aarch64", "funcs-pie"), fixture.Path(t, "aarch64", "usdt-nopie"),
+		fixture.Path(t, "aarch64", "funcs-pie"), fixture.Path(t, "aarch64", "funcs-nopie"),
+		fixture.Path(t, "aarch64", "usdt-nopie"), fixture.Path(t, "aarch64", "usdt-stripped"),
 	}
 	if p := "/usr/bin/python3.11"; fileExists(p) {
 		paths = append(paths, p)

@@ -405,7 +405,8 @@ func TestScanHuman(t *testing.T) {
 	}
 }
 
-// TestScanOtherBinaries scans the arm64 fixtures and a stripped Go binary.
+// TestScanOtherBinaries scans the arm64 fixtures and a stripped Go binary
+// for each architecture.
 func TestScanOtherBinaries(t *testing.T) {
 	sites, sum := scanLines(t, fixture.Path(t, "aarch64", "usdt-pie"))
 	if sum.Kinds["usdt"] != 10 || sum.Kinds["entry"] == 0 {
@@ -419,10 +420,13 @@ func TestScanOtherBinaries(t *testing.T) {
 			t.Errorf("arm64 USDT nop: %+v", s.Verdicts["linux-uprobes"])
 		}
 	}
-	goprog := fixture.GoProgram(t, true)
-	stdout, stderr, code := runCLI(t, "scan", goprog)
-	if code != exitOK || !strings.Contains(stdout, "(from .gopclntab)") || !strings.Contains(stdout, "main.main") {
-		t.Errorf("stripped Go binary: exit %d %s\n%.2000s", code, stderr, stdout)
+	for _, tc := range []struct{ goarch, arch string }{{"amd64", "x86-64"}, {"arm64", "arm64"}} {
+		goprog := fixture.GoProgramFor(t, tc.goarch, true)
+		stdout, stderr, code := runCLI(t, "scan", goprog)
+		if code != exitOK || !strings.Contains(stdout, goprog+": "+tc.arch+" executable, ") ||
+			!strings.Contains(stdout, "(from .gopclntab)") || !strings.Contains(stdout, "main.main") {
+			t.Errorf("stripped Go binary for %s: exit %d %s\n%.2000s", tc.goarch, code, stderr, stdout)
+		}
 	}
 }
 
@@ -432,7 +436,7 @@ func TestScanOtherBinaries(t *testing.T) {
 // trampoline-detour where it accepts another instruction, and a trap
 // strategy where it refuses.
 func TestScanARM64Trampolines(t *testing.T) {
-	for _, name := range []string{"funcs-pie", "tiny", "usdt-nopie", "usdt-pie"} {
+	for _, name := range []string{"funcs-pie", "funcs-nopie", "tiny", "usdt-nopie", "usdt-pie", "usdt-stripped"} {
 		path := fixture.Path(t, "aarch64", name)
 		f, err := elfscan.Open(path)
 		if err != nil {

@@ -269,867 +269,882 @@ var x86Entries = [...]x86Entry{
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "sal"}, // 261: 1byte line 278
 	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "sar"}, // 262: 1byte line 279
 	{sel: selModRM, child: 192},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 264: 1byte line 280
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 265: 1byte line 282
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "xlat"},     // 266: 1byte line 283
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 267: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 268: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 269: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 270: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 271: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 272: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 273: 1byte line 285
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 274: 1byte line 285
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "fnstsw"},   // 275: 1byte line 286
-	{sel: selRM, child: 208},
-	{sel: selModRM, child: 216},
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loopne"},   // 278: 1byte line 287
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loope"},    // 279: 1byte line 288
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loop"},     // 280: 1byte line 289
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "jrcxz"},    // 281: 1byte line 290
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 282: 1byte line 291
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 283: 1byte line 292
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 284: 1byte line 293
-	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 285: 1byte line 294
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchCall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"},   // 286: 1byte line 295
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 287: 1byte line 296
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 288: 1byte line 297
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 289: 1byte line 298
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 290: 1byte line 299
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 291: 1byte line 300
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 292: 1byte line 301
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 293: 1byte line 302
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "int1"},                   // 294: 1byte line 304
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hlt"},                    // 295: 1byte line 305
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmc"},                   // 296: 1byte line 306
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 297: 1byte line 307
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 298: 1byte line 308
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "not"}, // 299: 1byte line 309
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "neg"}, // 300: 1byte line 310
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "mul"},             // 301: 1byte line 311
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "imul"},            // 302: 1byte line 312
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "div"},             // 303: 1byte line 313
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "idiv"},            // 304: 1byte line 314
-	{sel: selModRM, child: 232},
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 306: 1byte line 315
-	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 307: 1byte line 316
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "not"}, // 308: 1byte line 317
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "neg"}, // 309: 1byte line 318
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "mul"},             // 310: 1byte line 319
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "imul"},            // 311: 1byte line 320
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "div"},             // 312: 1byte line 321
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "idiv"},            // 313: 1byte line 322
-	{sel: selModRM, child: 248},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clc"},                   // 315: 1byte line 323
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stc"},                   // 316: 1byte line 324
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cli"},                   // 317: 1byte line 325
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sti"},                   // 318: 1byte line 326
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cld"},                   // 319: 1byte line 327
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "std"},                   // 320: 1byte line 328
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "inc"}, // 321: 1byte line 329
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "dec"}, // 322: 1byte line 330
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 323: 1byte line 331
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 324: 1byte line 332
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 325: 1byte line 333
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 326: 1byte line 334
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 327: 1byte line 335
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 328: 1byte line 336
-	{sel: selModRM, child: 264},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "inc"},       // 330: 1byte line 337
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "dec"},       // 331: 1byte line 338
-	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchCallIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"}, // 332: 1byte line 339
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarCall, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "lcall"}, // 333: 1byte line 340
-	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchJmpIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},     // 334: 1byte line 341
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarJmp, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ljmp"},     // 335: 1byte line 342
-	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},         // 336: 1byte line 343
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 337: 1byte line 344
-	{sel: selModRM, child: 280},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sldt"},        // 339: 0f line 347
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "str"},         // 340: 0f line 348
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lldt"},        // 341: 0f line 349
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ltr"},         // 342: 0f line 350
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verr"},        // 343: 0f line 351
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verw"},        // 344: 0f line 352
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 345: 0f line 353
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 346: 0f line 354
-	{sel: selModRM, child: 296},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sgdt"},     // 348: 0f line 355
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sidt"},     // 349: 0f line 356
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgdt"},     // 350: 0f line 357
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lidt"},     // 351: 0f line 358
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "smsw"},     // 352: 0f line 359
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rstorssp"}, // 353: 0f line 360
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lmsw"},     // 354: 0f line 361
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invlpg"},   // 355: 0f line 362
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "enclv"},          // 356: 0f line 363
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmcall"},         // 357: 0f line 364
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmlaunch"},       // 358: 0f line 365
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmresume"},       // 359: 0f line 366
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxoff"},         // 360: 0f line 367
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "pconfig"},        // 361: 0f line 368
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsrns"},        // 362: 0f line 369
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 363: 0f line 412
-	{sel: selRM, child: 312},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitor"},  // 365: 0f line 370
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "mwait"},    // 366: 0f line 371
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clac"},     // 367: 0f line 372
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stac"},     // 368: 0f line 373
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 369: 0f line 413
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "encls"},    // 370: 0f line 374
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 264: 1byte line 280
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 265: 1byte line 282
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "xlat"},      // 266: 1byte line 283
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 267: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 268: 1byte line 287
+	{sel: selModRM, child: 208},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 270: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 271: 1byte line 287
+	{sel: selModRM, child: 224},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 273: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 274: 1byte line 287
+	{sel: selModRM, child: 240},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 276: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 277: 1byte line 287
+	{sel: selModRM, child: 256},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 279: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 280: 1byte line 287
+	{sel: selModRM, child: 272},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 282: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 283: 1byte line 287
+	{sel: selModRM, child: 288},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 285: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 286: 1byte line 287
+	{sel: selModRM, child: 304},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"}, // 288: 1byte line 286
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "x87"},  // 289: 1byte line 287
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "fnstsw"},    // 290: 1byte line 288
 	{sel: selRM, child: 320},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "xgetbv"},   // 372: 0f line 375
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "xsetbv"},   // 373: 0f line 376
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 374: 0f line 414
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "vmfunc"},   // 375: 0f line 377
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xend"},     // 376: 0f line 378
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xtest"},    // 377: 0f line 379
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "enclu"},    // 378: 0f line 380
-	{sel: selRM, child: 328},
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmrun"},   // 380: 0f line 381
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmmcall"}, // 381: 0f line 382
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmload"},  // 382: 0f line 383
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmsave"},  // 383: 0f line 384
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stgi"},    // 384: 0f line 385
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clgi"},    // 385: 0f line 386
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "skinit"},  // 386: 0f line 387
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "invlpga"}, // 387: 0f line 388
-	{sel: selRM, child: 336},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "serialize"}, // 389: 0f line 389
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 390: 0f line 416
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpkru"},    // 391: 0f line 390
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrpkru"},    // 392: 0f line 391
-	{sel: selRM, child: 344},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "swapgs"},      // 394: 0f line 392
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x7, mnem: "rdtscp"},      // 395: 0f line 393
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitorx"}, // 396: 0f line 394
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xb, impW: 0x0, mnem: "mwaitx"},   // 397: 0f line 395
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "clzero"},   // 398: 0f line 396
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpru"},    // 399: 0f line 397
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "invlpgb"},  // 400: 0f line 398
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tlbsync"},  // 401: 0f line 399
-	{sel: selRM, child: 352},
+	{sel: selModRM, child: 328},
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loopne"},   // 293: 1byte line 289
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loope"},    // 294: 1byte line 290
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x2, mnem: "loop"},     // 295: 1byte line 291
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchLoop, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "jrcxz"},    // 296: 1byte line 292
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 297: 1byte line 293
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x1, mnem: "in"},                 // 298: 1byte line 294
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 299: 1byte line 295
+	{flags: fNoREX2, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "out"},                // 300: 1byte line 296
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchCall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"},   // 301: 1byte line 297
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 302: 1byte line 298
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 303: 1byte line 299
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelB, immNone}, branch: BranchJmp, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},       // 304: 1byte line 300
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 305: 1byte line 301
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x4, impW: 0x1, mnem: "in"},              // 306: 1byte line 302
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 307: 1byte line 303
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "out"},             // 308: 1byte line 304
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "int1"},                   // 309: 1byte line 306
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hlt"},                    // 310: 1byte line 307
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmc"},                   // 311: 1byte line 308
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 312: 1byte line 309
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "test"},               // 313: 1byte line 310
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "not"}, // 314: 1byte line 311
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "neg"}, // 315: 1byte line 312
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "mul"},             // 316: 1byte line 313
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "imul"},            // 317: 1byte line 314
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "div"},             // 318: 1byte line 315
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x2, impR: 0x1, impW: 0x1, mnem: "idiv"},            // 319: 1byte line 316
+	{sel: selModRM, child: 344},
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 321: 1byte line 317
+	{flags: fModRM, imm: [2]uint8{immZ, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "test"},               // 322: 1byte line 318
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "not"}, // 323: 1byte line 319
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "neg"}, // 324: 1byte line 320
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "mul"},             // 325: 1byte line 321
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "imul"},            // 326: 1byte line 322
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "div"},             // 327: 1byte line 323
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x5, mnem: "idiv"},            // 328: 1byte line 324
 	{sel: selModRM, child: 360},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "setssbsy"},    // 404: 0f line 404
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "saveprevssp"}, // 405: 0f line 405
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "uiret"},     // 406: 0f line 406
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "testui"},      // 407: 0f line 407
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clui"},        // 408: 0f line 408
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stui"},        // 409: 0f line 409
-	{sel: selRM, child: 376},
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "rmpadjust"}, // 411: 0f line 400
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "psmash"},    // 412: 0f line 401
-	{sel: selRM, child: 384},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clc"},                   // 330: 1byte line 325
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stc"},                   // 331: 1byte line 326
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cli"},                   // 332: 1byte line 327
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sti"},                   // 333: 1byte line 328
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cld"},                   // 334: 1byte line 329
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "std"},                   // 335: 1byte line 330
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "inc"}, // 336: 1byte line 331
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "dec"}, // 337: 1byte line 332
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 338: 1byte line 333
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 339: 1byte line 334
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 340: 1byte line 335
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 341: 1byte line 336
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 342: 1byte line 337
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 343: 1byte line 338
+	{sel: selModRM, child: 376},
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "inc"},       // 345: 1byte line 339
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "dec"},       // 346: 1byte line 340
+	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchCallIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "call"}, // 347: 1byte line 341
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarCall, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "lcall"}, // 348: 1byte line 342
+	{flags: fF64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchJmpIndirect, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jmp"},     // 349: 1byte line 343
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchFarJmp, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ljmp"},     // 350: 1byte line 344
+	{flags: fD64 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},         // 351: 1byte line 345
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 352: 1byte line 346
 	{sel: selModRM, child: 392},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xsusldtrk"}, // 415: 0f line 410
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xresldtrk"}, // 416: 0f line 411
-	{sel: selRM, child: 408},
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x1, mnem: "rmpupdate"}, // 418: 0f line 402
-	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "pvalidate"}, // 419: 0f line 403
-	{sel: selRM, child: 416},
-	{sel: selModRM, child: 424},
-	{sel: selPrefix, child: 440},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lar"},      // 423: 0f line 418
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lsl"},      // 424: 0f line 419
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 425: 0f line 732
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7c5, impW: 0x803, mnem: "syscall"}, // 426: 0f line 420
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clts"},           // 427: 0f line 421
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x802, impW: 0x0, mnem: "sysret"},       // 428: 0f line 422
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invd"},           // 429: 0f line 423
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbinvd"},         // 430: 0f line 424
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbnoinvd"},       // 431: 0f line 425
-	{sel: selPrefix, child: 444},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 433: 0f line 733
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud2"},              // 434: 0f line 426
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 435: 0f line 734
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"},  // 436: 0f line 428
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetchw"}, // 437: 0f line 427
-	{sel: selModRM, child: 448},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "femms"},          // 439: 0f line 429
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 440: 0f line 430
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 441: 0f line 431
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 442: 0f line 432
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 443: 0f line 433
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpcklps"}, // 444: 0f line 434
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpckhps"}, // 445: 0f line 435
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 446: 0f line 436
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 447: 0f line 437
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"}, // 448: 0f line 438
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 449: 0f line 439
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndldx"},   // 450: 0f line 440
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndstx"},   // 451: 0f line 441
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 452: 0f line 442
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 453: 0f line 443
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 454: 0f line 447
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdssp"},    // 455: 0f line 446
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr64"},        // 456: 0f line 444
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr32"},        // 457: 0f line 445
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sldt"},        // 354: 0f line 349
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "str"},         // 355: 0f line 350
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lldt"},        // 356: 0f line 351
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ltr"},         // 357: 0f line 352
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verr"},        // 358: 0f line 353
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "verw"},        // 359: 0f line 354
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 360: 0f line 355
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 361: 0f line 356
+	{sel: selModRM, child: 408},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sgdt"},     // 363: 0f line 357
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sidt"},     // 364: 0f line 358
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgdt"},     // 365: 0f line 359
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lidt"},     // 366: 0f line 360
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "smsw"},     // 367: 0f line 361
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rstorssp"}, // 368: 0f line 362
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lmsw"},     // 369: 0f line 363
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invlpg"},   // 370: 0f line 364
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "enclv"},          // 371: 0f line 365
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "vmcall"},         // 372: 0f line 369
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmlaunch"},       // 373: 0f line 370
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmresume"},       // 374: 0f line 371
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxoff"},         // 375: 0f line 372
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x1, mnem: "pconfig"},        // 376: 0f line 373
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsrns"},        // 377: 0f line 374
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 378: 0f line 417
+	{sel: selRM, child: 424},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitor"},  // 380: 0f line 375
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "mwait"},    // 381: 0f line 376
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clac"},     // 382: 0f line 377
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stac"},     // 383: 0f line 378
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 384: 0f line 418
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "encls"},    // 385: 0f line 379
+	{sel: selRM, child: 432},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "xgetbv"},   // 387: 0f line 380
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "xsetbv"},   // 388: 0f line 381
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 389: 0f line 419
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "vmfunc"},   // 390: 0f line 382
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xend"},     // 391: 0f line 383
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xtest"},    // 392: 0f line 384
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0xf, mnem: "enclu"},    // 393: 0f line 385
+	{sel: selRM, child: 440},
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmrun"},   // 395: 0f line 386
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "vmmcall"}, // 396: 0f line 387
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmload"},  // 397: 0f line 388
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "vmsave"},  // 398: 0f line 389
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stgi"},    // 399: 0f line 390
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clgi"},    // 400: 0f line 391
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "skinit"},  // 401: 0f line 392
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x0, mnem: "invlpga"}, // 402: 0f line 393
+	{sel: selRM, child: 448},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "serialize"}, // 404: 0f line 394
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 405: 0f line 421
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpkru"},    // 406: 0f line 395
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrpkru"},    // 407: 0f line 396
+	{sel: selRM, child: 456},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "swapgs"},      // 409: 0f line 397
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x7, mnem: "rdtscp"},      // 410: 0f line 398
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "monitorx"}, // 411: 0f line 399
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xb, impW: 0x0, mnem: "mwaitx"},   // 412: 0f line 400
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x0, mnem: "clzero"},   // 413: 0f line 401
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpru"},    // 414: 0f line 402
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "invlpgb"},  // 415: 0f line 403
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tlbsync"},  // 416: 0f line 404
 	{sel: selRM, child: 464},
 	{sel: selModRM, child: 472},
-	{sel: selPrefix, child: 488},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},            // 461: 0f line 448
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 462: 0f line 449
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 463: 0f line 450
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 464: 0f line 451
-	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 465: 0f line 452
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 466: 0f line 735
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 467: 0f line 736
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 468: 0f line 737
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 469: 0f line 738
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 470: 0f line 453
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 471: 0f line 454
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtpi2ps"},       // 472: 0f line 455
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2ss"},       // 473: 0f line 456
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2sd"},       // 474: 0f line 457
-	{sel: selPrefix, child: 492},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntps"},   // 476: 0f line 458
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttps2pi"}, // 477: 0f line 459
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttss2si"}, // 478: 0f line 460
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttsd2si"}, // 479: 0f line 461
-	{sel: selPrefix, child: 496},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pi"}, // 481: 0f line 462
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtss2si"}, // 482: 0f line 463
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsd2si"}, // 483: 0f line 464
-	{sel: selPrefix, child: 500},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ucomiss"},      // 485: 0f line 465
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "comiss"},       // 486: 0f line 466
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsr"},        // 487: 0f line 467
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x5, mnem: "rdtsc"},        // 488: 0f line 468
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdmsr"},        // 489: 0f line 469
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpmc"},        // 490: 0f line 470
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sysenter"},  // 491: 0f line 471
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x6, impW: 0x0, mnem: "sysexit"},      // 492: 0f line 472
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 493: 0f line 739
-	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "getsec"},       // 494: 0f line 473
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 495: 0f line 740
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 496: 0f line 741
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 497: 0f line 742
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 498: 0f line 743
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 499: 0f line 744
-	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 500: 0f line 745
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovo"},        // 501: 0f line 474
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovno"},       // 502: 0f line 475
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovb"},        // 503: 0f line 476
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovae"},       // 504: 0f line 477
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmove"},        // 505: 0f line 478
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovne"},       // 506: 0f line 479
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovbe"},       // 507: 0f line 480
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmova"},        // 508: 0f line 481
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovs"},        // 509: 0f line 482
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovns"},       // 510: 0f line 483
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovp"},        // 511: 0f line 484
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovnp"},       // 512: 0f line 485
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovl"},        // 513: 0f line 486
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovge"},       // 514: 0f line 487
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovle"},       // 515: 0f line 488
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovg"},        // 516: 0f line 489
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movmskps"},      // 517: 0f line 490
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sqrtps"},       // 518: 0f line 491
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsqrtps"},      // 519: 0f line 492
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcpps"},        // 520: 0f line 493
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andps"},        // 521: 0f line 494
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andnps"},       // 522: 0f line 495
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "orps"},         // 523: 0f line 496
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xorps"},        // 524: 0f line 497
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addps"},        // 525: 0f line 498
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mulps"},        // 526: 0f line 499
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pd"},     // 527: 0f line 500
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtdq2ps"},     // 528: 0f line 501
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "subps"},        // 529: 0f line 502
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "minps"},        // 530: 0f line 503
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "divps"},        // 531: 0f line 504
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "maxps"},        // 532: 0f line 505
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklbw"},    // 533: 0f line 506
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklwd"},    // 534: 0f line 507
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckldq"},    // 535: 0f line 508
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packsswb"},     // 536: 0f line 509
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtb"},      // 537: 0f line 510
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtw"},      // 538: 0f line 511
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtd"},      // 539: 0f line 512
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packuswb"},     // 540: 0f line 513
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhbw"},    // 541: 0f line 514
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhwd"},    // 542: 0f line 515
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhdq"},    // 543: 0f line 516
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packssdw"},     // 544: 0f line 517
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklqdq"},   // 545: 0f line 518
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhqdq"},   // 546: 0f line 519
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},         // 547: 0f line 520
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},         // 548: 0f line 521
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pshufw"},          // 549: 0f line 522
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 550: 0f line 533
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 551: 0f line 523
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 552: 0f line 524
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 553: 0f line 525
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "setssbsy"},    // 419: 0f line 409
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "saveprevssp"}, // 420: 0f line 410
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "uiret"},     // 421: 0f line 411
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "testui"},      // 422: 0f line 412
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clui"},        // 423: 0f line 413
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stui"},        // 424: 0f line 414
+	{sel: selRM, child: 488},
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "rmpadjust"}, // 426: 0f line 405
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "psmash"},    // 427: 0f line 406
+	{sel: selRM, child: 496},
 	{sel: selModRM, child: 504},
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 555: 0f line 534
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},           // 556: 0f line 526
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},           // 557: 0f line 527
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},           // 558: 0f line 528
-	{sel: selModRM, child: 520},
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 560: 0f line 535
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},           // 561: 0f line 529
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrldq"},          // 562: 0f line 530
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},           // 563: 0f line 531
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslldq"},          // 564: 0f line 532
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xsusldtrk"}, // 430: 0f line 415
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xresldtrk"}, // 431: 0f line 416
+	{sel: selRM, child: 520},
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0x1, mnem: "rmpupdate"}, // 433: 0f line 407
+	{flags: fAMD, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x1, mnem: "pvalidate"}, // 434: 0f line 408
+	{sel: selRM, child: 528},
 	{sel: selModRM, child: 536},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqb"},         // 566: 0f line 536
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqw"},         // 567: 0f line 537
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqd"},         // 568: 0f line 538
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "emms"},                  // 569: 0f line 539
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmread"},          // 570: 0f line 540
-	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 571: 0f line 541
-	{sel: selModRM, child: 552},
-	{flags: fAMD | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"}, // 573: 0f line 542
-	{sel: selPrefix, child: 568},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmwrite"},               // 575: 0f line 543
-	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 576: 0f line 544
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"},         // 577: 0f line 545
-	{sel: selPrefix, child: 572},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 579: 0f line 746
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 580: 0f line 747
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "haddpd"}, // 581: 0f line 546
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hsubpd"}, // 582: 0f line 547
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},   // 583: 0f line 548
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},   // 584: 0f line 549
-	{sel: selPrefix, child: 576},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},      // 586: 0f line 550
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},  // 587: 0f line 551
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"}, // 588: 0f line 552
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},  // 589: 0f line 553
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"}, // 590: 0f line 554
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},  // 591: 0f line 555
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"}, // 592: 0f line 556
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"}, // 593: 0f line 557
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},  // 594: 0f line 558
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},  // 595: 0f line 559
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"}, // 596: 0f line 560
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},  // 597: 0f line 561
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"}, // 598: 0f line 562
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},  // 599: 0f line 563
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"}, // 600: 0f line 564
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"}, // 601: 0f line 565
-	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},  // 602: 0f line 566
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seto"},      // 603: 0f line 567
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setno"},     // 604: 0f line 568
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setb"},      // 605: 0f line 569
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setae"},     // 606: 0f line 570
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sete"},      // 607: 0f line 571
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setne"},     // 608: 0f line 572
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setbe"},     // 609: 0f line 573
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seta"},      // 610: 0f line 574
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sets"},      // 611: 0f line 575
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setns"},     // 612: 0f line 576
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setp"},      // 613: 0f line 577
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setnp"},     // 614: 0f line 578
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setl"},      // 615: 0f line 579
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setge"},     // 616: 0f line 580
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setle"},     // 617: 0f line 581
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setg"},      // 618: 0f line 582
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},       // 619: 0f line 583
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},        // 620: 0f line 584
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0xf, mnem: "cpuid"},           // 621: 0f line 585
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},        // 622: 0f line 586
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shld"},         // 623: 0f line 587
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shld"},      // 624: 0f line 588
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc7, impW: 0xc7, mnem: "montmul"},       // 625: 0f line 590
-	{sel: selRM, child: 580},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha1"}, // 627: 0f line 591
-	{sel: selRM, child: 588},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha256"}, // 629: 0f line 592
-	{sel: selRM, child: 596},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha512"}, // 631: 0f line 593
-	{sel: selRM, child: 604},
-	{sel: selModRM, child: 612},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x87, impW: 0x87, mnem: "xstore"}, // 634: 0f line 594
-	{sel: selRM, child: 628},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptecb"}, // 636: 0f line 595
-	{sel: selRM, child: 636},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcbc"}, // 638: 0f line 596
-	{sel: selRM, child: 644},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptctr"}, // 640: 0f line 597
-	{sel: selRM, child: 652},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcfb"}, // 642: 0f line 598
-	{sel: selRM, child: 660},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptofb"}, // 644: 0f line 599
-	{sel: selRM, child: 668},
-	{sel: selModRM, child: 676},
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 647: 0f line 600
-	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 648: 0f line 601
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsm"},                   // 649: 0f line 602
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 650: 0f line 603
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrd"},               // 651: 0f line 604
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shrd"},            // 652: 0f line 605
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxsave"},          // 653: 0f line 606
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxrstor"},         // 654: 0f line 607
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},         // 655: 0f line 608
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},         // 656: 0f line 609
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsave"},           // 657: 0f line 610
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstor"},          // 658: 0f line 611
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},        // 659: 0f line 612
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflush"},         // 660: 0f line 613
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 661: 0f line 629
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 662: 0f line 630
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 663: 0f line 631
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 664: 0f line 632
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 665: 0f line 633
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfence"},                // 666: 0f line 626
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mfence"},                // 667: 0f line 627
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sfence"},                // 668: 0f line 628
-	{sel: selModRM, child: 692},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 670: 0f line 614
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 671: 0f line 615
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "tpause"},     // 672: 0f line 624
-	{sel: selModRM, child: 708},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 674: 0f line 616
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 675: 0f line 634
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdfsbase"}, // 676: 0f line 617
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdgsbase"}, // 677: 0f line 618
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrfsbase"}, // 678: 0f line 619
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrgsbase"}, // 679: 0f line 620
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 680: 0f line 621
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "incssp"},   // 681: 0f line 622
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "umonitor"}, // 682: 0f line 623
+	{sel: selPrefix, child: 552},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lar"},      // 438: 0f line 423
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lsl"},      // 439: 0f line 424
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 440: 0f line 737
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7c5, impW: 0x803, mnem: "syscall"}, // 441: 0f line 425
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clts"},           // 442: 0f line 426
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x802, impW: 0x0, mnem: "sysret"},       // 443: 0f line 427
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invd"},           // 444: 0f line 428
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbinvd"},         // 445: 0f line 429
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wbnoinvd"},       // 446: 0f line 430
+	{sel: selPrefix, child: 556},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 448: 0f line 738
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud2"},              // 449: 0f line 431
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},        // 450: 0f line 739
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"},  // 451: 0f line 433
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetchw"}, // 452: 0f line 432
+	{sel: selModRM, child: 560},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "femms"},          // 454: 0f line 434
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 455: 0f line 435
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movups"},   // 456: 0f line 436
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 457: 0f line 437
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movlps"},   // 458: 0f line 438
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpcklps"}, // 459: 0f line 439
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "unpckhps"}, // 460: 0f line 440
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 461: 0f line 441
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movhps"},   // 462: 0f line 442
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "prefetch"}, // 463: 0f line 443
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 464: 0f line 444
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndldx"},   // 465: 0f line 445
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bndstx"},   // 466: 0f line 446
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 467: 0f line 447
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 468: 0f line 448
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},      // 469: 0f line 452
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdssp"},    // 470: 0f line 451
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr64"},        // 471: 0f line 449
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "endbr32"},        // 472: 0f line 450
+	{sel: selRM, child: 576},
+	{sel: selModRM, child: 584},
+	{sel: selPrefix, child: 600},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "nop"},            // 476: 0f line 453
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 477: 0f line 454
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 478: 0f line 455
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 479: 0f line 456
+	{flags: fModRM | fRegForm, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mov"}, // 480: 0f line 457
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 481: 0f line 740
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 482: 0f line 741
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 483: 0f line 742
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},             // 484: 0f line 743
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 485: 0f line 458
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movaps"},         // 486: 0f line 459
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtpi2ps"},       // 487: 0f line 460
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2ss"},       // 488: 0f line 461
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsi2sd"},       // 489: 0f line 462
+	{sel: selPrefix, child: 604},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntps"},   // 491: 0f line 463
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttps2pi"}, // 492: 0f line 464
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttss2si"}, // 493: 0f line 465
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttsd2si"}, // 494: 0f line 466
+	{sel: selPrefix, child: 608},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pi"}, // 496: 0f line 467
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtss2si"}, // 497: 0f line 468
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtsd2si"}, // 498: 0f line 469
+	{sel: selPrefix, child: 612},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ucomiss"},      // 500: 0f line 470
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "comiss"},       // 501: 0f line 471
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x7, impW: 0x0, mnem: "wrmsr"},        // 502: 0f line 472
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x5, mnem: "rdtsc"},        // 503: 0f line 473
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdmsr"},        // 504: 0f line 474
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x2, impW: 0x5, mnem: "rdpmc"},        // 505: 0f line 475
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchSyscall, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sysenter"},  // 506: 0f line 476
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchIret, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x6, impW: 0x0, mnem: "sysexit"},      // 507: 0f line 477
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 508: 0f line 744
+	{flags: fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x9, impW: 0x1, mnem: "getsec"},       // 509: 0f line 478
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 510: 0f line 745
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 511: 0f line 746
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 512: 0f line 747
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 513: 0f line 748
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 514: 0f line 749
+	{flags: fInvalid | fNoREX2, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 515: 0f line 750
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovo"},        // 516: 0f line 479
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovno"},       // 517: 0f line 480
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovb"},        // 518: 0f line 481
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovae"},       // 519: 0f line 482
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmove"},        // 520: 0f line 483
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovne"},       // 521: 0f line 484
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovbe"},       // 522: 0f line 485
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmova"},        // 523: 0f line 486
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovs"},        // 524: 0f line 487
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovns"},       // 525: 0f line 488
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovp"},        // 526: 0f line 489
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovnp"},       // 527: 0f line 490
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovl"},        // 528: 0f line 491
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovge"},       // 529: 0f line 492
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovle"},       // 530: 0f line 493
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmovg"},        // 531: 0f line 494
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movmskps"},      // 532: 0f line 495
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sqrtps"},       // 533: 0f line 496
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsqrtps"},      // 534: 0f line 497
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rcpps"},        // 535: 0f line 498
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andps"},        // 536: 0f line 499
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andnps"},       // 537: 0f line 500
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "orps"},         // 538: 0f line 501
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xorps"},        // 539: 0f line 502
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addps"},        // 540: 0f line 503
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mulps"},        // 541: 0f line 504
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtps2pd"},     // 542: 0f line 505
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvtdq2ps"},     // 543: 0f line 506
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "subps"},        // 544: 0f line 507
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "minps"},        // 545: 0f line 508
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "divps"},        // 546: 0f line 509
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "maxps"},        // 547: 0f line 510
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklbw"},    // 548: 0f line 511
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklwd"},    // 549: 0f line 512
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckldq"},    // 550: 0f line 513
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packsswb"},     // 551: 0f line 514
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtb"},      // 552: 0f line 515
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtw"},      // 553: 0f line 516
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpgtd"},      // 554: 0f line 517
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packuswb"},     // 555: 0f line 518
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhbw"},    // 556: 0f line 519
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhwd"},    // 557: 0f line 520
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhdq"},    // 558: 0f line 521
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "packssdw"},     // 559: 0f line 522
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpcklqdq"},   // 560: 0f line 523
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "punpckhqdq"},   // 561: 0f line 524
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},         // 562: 0f line 525
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},         // 563: 0f line 526
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pshufw"},          // 564: 0f line 527
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 565: 0f line 538
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 566: 0f line 528
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 567: 0f line 529
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 568: 0f line 530
+	{sel: selModRM, child: 616},
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 570: 0f line 539
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},           // 571: 0f line 531
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},           // 572: 0f line 532
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},           // 573: 0f line 533
+	{sel: selModRM, child: 632},
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"}, // 575: 0f line 540
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},           // 576: 0f line 534
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrldq"},          // 577: 0f line 535
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},           // 578: 0f line 536
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslldq"},          // 579: 0f line 537
+	{sel: selModRM, child: 648},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqb"},         // 581: 0f line 541
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqw"},         // 582: 0f line 542
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpeqd"},         // 583: 0f line 543
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "emms"},                  // 584: 0f line 544
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmread"},          // 585: 0f line 545
+	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 586: 0f line 546
+	{sel: selModRM, child: 664},
+	{flags: fAMD | fModRM, imm: [2]uint8{immB, immB}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"}, // 588: 0f line 547
+	{sel: selPrefix, child: 680},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmwrite"},               // 590: 0f line 548
+	{flags: fAMD | fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extrq"}, // 591: 0f line 549
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "insertq"},         // 592: 0f line 550
+	{sel: selPrefix, child: 684},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 594: 0f line 751
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},     // 595: 0f line 752
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "haddpd"}, // 596: 0f line 551
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "hsubpd"}, // 597: 0f line 552
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movd"},   // 598: 0f line 553
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},   // 599: 0f line 554
+	{sel: selPrefix, child: 688},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},      // 601: 0f line 555
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jo"},  // 602: 0f line 556
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jno"}, // 603: 0f line 557
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jb"},  // 604: 0f line 558
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jae"}, // 605: 0f line 559
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "je"},  // 606: 0f line 560
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jne"}, // 607: 0f line 561
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jbe"}, // 608: 0f line 562
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ja"},  // 609: 0f line 563
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "js"},  // 610: 0f line 564
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jns"}, // 611: 0f line 565
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jp"},  // 612: 0f line 566
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jnp"}, // 613: 0f line 567
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jl"},  // 614: 0f line 568
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jge"}, // 615: 0f line 569
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jle"}, // 616: 0f line 570
+	{flags: fF64 | fNoREX2, imm: [2]uint8{immRelZ, immNone}, branch: BranchJcc, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "jg"},  // 617: 0f line 571
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seto"},      // 618: 0f line 572
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setno"},     // 619: 0f line 573
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setb"},      // 620: 0f line 574
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setae"},     // 621: 0f line 575
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sete"},      // 622: 0f line 576
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setne"},     // 623: 0f line 577
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setbe"},     // 624: 0f line 578
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "seta"},      // 625: 0f line 579
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "sets"},      // 626: 0f line 580
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setns"},     // 627: 0f line 581
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setp"},      // 628: 0f line 582
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setnp"},     // 629: 0f line 583
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setl"},      // 630: 0f line 584
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setge"},     // 631: 0f line 585
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setle"},     // 632: 0f line 586
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "setg"},      // 633: 0f line 587
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},       // 634: 0f line 588
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},        // 635: 0f line 589
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x3, impW: 0xf, mnem: "cpuid"},           // 636: 0f line 590
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},        // 637: 0f line 591
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shld"},         // 638: 0f line 592
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shld"},      // 639: 0f line 593
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc7, impW: 0xc7, mnem: "montmul"},       // 640: 0f line 595
+	{sel: selRM, child: 692},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha1"}, // 642: 0f line 596
+	{sel: selRM, child: 700},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha256"}, // 644: 0f line 597
+	{sel: selRM, child: 708},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xc3, impW: 0xc3, mnem: "xsha512"}, // 646: 0f line 598
+	{sel: selRM, child: 716},
 	{sel: selModRM, child: 724},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 684: 0f line 625
-	{sel: selModRM, child: 740},
-	{sel: selPrefix, child: 756},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},                // 687: 0f line 635
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 688: 0f line 636
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 689: 0f line 637
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lss"},      // 690: 0f line 638
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"},     // 691: 0f line 639
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfs"},      // 692: 0f line 640
-	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgs"},      // 693: 0f line 641
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 694: 0f line 642
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 695: 0f line 643
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},         // 696: 0f line 645
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "popcnt"},              // 697: 0f line 644
-	{sel: selPrefix, child: 760},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud1"},           // 699: 0f line 646
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 700: 0f line 651
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 701: 0f line 652
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 702: 0f line 653
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 703: 0f line 654
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 704: 0f line 647
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 705: 0f line 648
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"}, // 706: 0f line 649
-	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 707: 0f line 650
-	{sel: selModRM, child: 764},
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 709: 0f line 655
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 710: 0f line 656
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzcnt"},           // 711: 0f line 657
-	{sel: selPrefix, child: 780},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsr"},   // 713: 0f line 658
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 714: 0f line 659
-	{sel: selPrefix, child: 784},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 716: 0f line 660
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 717: 0f line 661
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 718: 0f line 662
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 719: 0f line 663
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpps"},                    // 720: 0f line 664
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movnti"},                // 721: 0f line 665
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrw"},                   // 722: 0f line 666
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},                    // 723: 0f line 667
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shufps"},                   // 724: 0f line 668
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 725: 0f line 681
-	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"}, // 726: 0f line 669
-	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 727: 0f line 682
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstors"},               // 728: 0f line 670
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsavec"},                // 729: 0f line 671
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaves"},                // 730: 0f line 672
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrld"},               // 731: 0f line 673
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrst"},               // 732: 0f line 674
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdrand"},                // 733: 0f line 677
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdseed"},                // 734: 0f line 678
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x87, impW: 0x87, mnem: "xstore"}, // 649: 0f line 599
+	{sel: selRM, child: 740},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptecb"}, // 651: 0f line 600
+	{sel: selRM, child: 748},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcbc"}, // 653: 0f line 601
+	{sel: selRM, child: 756},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptctr"}, // 655: 0f line 602
+	{sel: selRM, child: 764},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptcfb"}, // 657: 0f line 603
+	{sel: selRM, child: 772},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0xcf, impW: 0xcf, mnem: "xcryptofb"}, // 659: 0f line 604
+	{sel: selRM, child: 780},
 	{sel: selModRM, child: 788},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 736: 0f line 675
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "push"},             // 662: 0f line 605
+	{flags: fD64, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x10, impW: 0x10, mnem: "pop"},              // 663: 0f line 606
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rsm"},                   // 664: 0f line 607
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 665: 0f line 608
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrd"},               // 666: 0f line 609
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x2, impW: 0x0, mnem: "shrd"},            // 667: 0f line 610
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxsave"},          // 668: 0f line 611
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "fxrstor"},         // 669: 0f line 612
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldmxcsr"},         // 670: 0f line 613
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "stmxcsr"},         // 671: 0f line 614
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsave"},           // 672: 0f line 615
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstor"},          // 673: 0f line 616
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaveopt"},        // 674: 0f line 617
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflush"},         // 675: 0f line 618
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 676: 0f line 634
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 677: 0f line 635
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 678: 0f line 636
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 679: 0f line 637
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 680: 0f line 638
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfence"},                // 681: 0f line 631
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "mfence"},                // 682: 0f line 632
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sfence"},                // 683: 0f line 633
 	{sel: selModRM, child: 804},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxon"},    // 738: 0f line 676
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "senduipi"}, // 739: 0f line 680
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdpid"},    // 740: 0f line 679
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clwb"},       // 685: 0f line 619
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clflushopt"}, // 686: 0f line 620
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "tpause"},     // 687: 0f line 629
 	{sel: selModRM, child: 820},
-	{sel: selPrefix, child: 836},
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 743: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 744: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 745: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 746: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 747: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 748: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 749: 0f line 683
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 750: 0f line 683
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addsubpd"},         // 751: 0f line 684
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 752: 0f line 685
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},            // 753: 0f line 686
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},            // 754: 0f line 687
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddq"},            // 755: 0f line 688
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmullw"},           // 756: 0f line 689
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},             // 757: 0f line 690
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},          // 758: 0f line 691
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusb"},          // 759: 0f line 692
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusw"},          // 760: 0f line 693
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminub"},           // 761: 0f line 694
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pand"},             // 762: 0f line 695
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusb"},          // 763: 0f line 696
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusw"},          // 764: 0f line 697
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxub"},           // 765: 0f line 698
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pandn"},            // 766: 0f line 699
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgb"},            // 767: 0f line 700
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 768: 0f line 701
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},            // 769: 0f line 702
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgw"},            // 770: 0f line 703
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},          // 771: 0f line 704
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhw"},           // 772: 0f line 705
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},        // 773: 0f line 706
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntq"},           // 774: 0f line 707
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsb"},           // 775: 0f line 708
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsw"},           // 776: 0f line 709
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminsw"},           // 777: 0f line 710
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "por"},              // 778: 0f line 711
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsb"},           // 779: 0f line 712
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsw"},           // 780: 0f line 713
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},           // 781: 0f line 714
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pxor"},             // 782: 0f line 715
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lddqu"},            // 783: 0f line 716
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 784: 0f line 717
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},            // 785: 0f line 718
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},            // 786: 0f line 719
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmuludq"},          // 787: 0f line 720
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},          // 788: 0f line 721
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psadbw"},           // 789: 0f line 722
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "maskmovq"},         // 790: 0f line 723
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubb"},            // 791: 0f line 724
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubw"},            // 792: 0f line 725
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubd"},            // 793: 0f line 726
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubq"},            // 794: 0f line 727
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddb"},            // 795: 0f line 728
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddw"},            // 796: 0f line 729
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddd"},            // 797: 0f line 730
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud0"},               // 798: 0f line 731
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},   // 799: 0f38 line 750
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invept"}, // 800: 0f38 line 766
-	{sel: selPrefix, child: 840},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 802: 0f38 line 767
-	{sel: selPrefix, child: 844},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 804: 0f38 line 768
-	{sel: selPrefix, child: 848},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 806: 0f38 line 751
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 807: 0f38 line 753
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 808: 0f38 line 755
-	{sel: selPrefix, child: 852},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 810: 0f38 line 752
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 811: 0f38 line 754
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 812: 0f38 line 756
-	{sel: selPrefix, child: 856},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 814: 0f38 line 757
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 815: 0f38 line 758
-	{sel: selPrefix, child: 860},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},           // 817: 0f38 line 761
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 818: 0f38 line 759
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adox"},           // 819: 0f38 line 760
-	{sel: selPrefix, child: 864},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 821: 0f38 line 762
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 822: 0f38 line 764
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 823: 0f38 line 763
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 689: 0f line 621
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "clrssbsy"}, // 690: 0f line 639
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdfsbase"}, // 691: 0f line 622
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdgsbase"}, // 692: 0f line 623
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrfsbase"}, // 693: 0f line 624
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrgsbase"}, // 694: 0f line 625
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ptwrite"},  // 695: 0f line 626
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "incssp"},   // 696: 0f line 627
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "umonitor"}, // 697: 0f line 628
+	{sel: selModRM, child: 836},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "umwait"}, // 699: 0f line 630
+	{sel: selModRM, child: 852},
 	{sel: selPrefix, child: 868},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 825: 0f38 line 765
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "imul"},                // 702: 0f line 640
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x3, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 703: 0f line 641
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x1, impW: 0x1, mnem: "cmpxchg"}, // 704: 0f line 642
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lss"},      // 705: 0f line 643
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"},     // 706: 0f line 644
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lfs"},      // 707: 0f line 645
+	{flags: fMemOnly | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lgs"},      // 708: 0f line 646
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 709: 0f line 647
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movzx"},               // 710: 0f line 648
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},         // 711: 0f line 650
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "popcnt"},              // 712: 0f line 649
 	{sel: selPrefix, child: 872},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 827: 0f38 line 772
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aor"}, // 828: 0f38 line 770
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "axor"},          // 829: 0f38 line 771
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aand"},          // 830: 0f38 line 769
-	{sel: selPrefix, child: 876},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},      // 832: 0f3a line 775
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrb"},              // 833: 0f3a line 780
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},              // 834: 0f3a line 781
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrd"},              // 835: 0f3a line 782
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extractps"},           // 836: 0f3a line 783
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrb"},              // 837: 0f3a line 784
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrd"},              // 838: 0f3a line 785
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 839: 0f3a line 776
-	{sel: selPrefix, child: 880},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 841: 0f3a line 777
-	{sel: selPrefix, child: 884},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 843: 0f3a line 778
-	{sel: selPrefix, child: 888},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 845: 0f3a line 779
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud1"},           // 714: 0f line 651
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 715: 0f line 656
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 716: 0f line 657
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 717: 0f line 658
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},  // 718: 0f line 659
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bt"},              // 719: 0f line 652
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bts"}, // 720: 0f line 653
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btr"}, // 721: 0f line 654
+	{flags: fLockable | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 722: 0f line 655
+	{sel: selModRM, child: 876},
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "btc"}, // 724: 0f line 660
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsf"},             // 725: 0f line 661
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzcnt"},           // 726: 0f line 662
 	{sel: selPrefix, child: 892},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 847: 3dnow line 789
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 848: vex1 line 793
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 849: vex1 line 815
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 850: vex1 line 816
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bsr"},   // 728: 0f line 663
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lzcnt"}, // 729: 0f line 664
 	{sel: selPrefix, child: 896},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 852: vex1 line 817
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 853: vex1 line 818
-	{sel: selPrefix, child: 900},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 855: vex1 line 819
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 856: vex1 line 820
-	{sel: selPrefix, child: 904},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 858: vex1 line 801
-	{sel: selPrefix, child: 908},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 860: vex1 line 810
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 861: vex1 line 811
-	{sel: selPrefix, child: 912},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 863: vex1 line 802
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 864: vex1 line 803
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 865: vex1 line 804
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 866: vex1 line 805
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 867: vex1 line 800
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 868: vex1 line 812
-	{sel: selPrefix, child: 916},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 870: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 871: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 872: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 873: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 874: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 875: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 876: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 877: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 878: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 879: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 880: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 881: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 882: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 883: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 884: vex1 line 796
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 885: vex1 line 796
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 886: vex1 line 823
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 887: vex1 line 824
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 888: vex1 line 825
-	{sel: selPrefix, child: 920},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 890: vex1 line 826
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 891: vex1 line 827
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 892: vex1 line 828
-	{sel: selPrefix, child: 924},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 894: vex1 line 797
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 895: vex1 line 798
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 896: vex1 line 821
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 897: vex1 line 822
-	{sel: selModRM, child: 928},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 899: vex1 line 799
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 900: vex1 line 806
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 901: vex1 line 807
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 902: vex1 line 808
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 903: vex1 line 809
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 904: vex1 line 813
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 905: vex1 line 814
-	{sel: selPrefix, child: 944},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 907: vex2 line 831
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 908: vex2 line 850
-	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 909: vex2 line 848
-	{sel: selRM, child: 948},
-	{sel: selModRM, child: 956},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 912: vex2 line 851
-	{sel: selModRM, child: 972},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 914: vex2 line 849
-	{sel: selModRM, child: 988},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 731: 0f line 665
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movsx"},                 // 732: 0f line 666
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x3, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 733: 0f line 667
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x3, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xadd"},      // 734: 0f line 668
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpps"},                    // 735: 0f line 669
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movnti"},                // 736: 0f line 670
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrw"},                   // 737: 0f line 671
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},                    // 738: 0f line 672
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shufps"},                   // 739: 0f line 673
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 740: 0f line 686
+	{flags: fLockable | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0xf, impW: 0x5, mnem: "cmpxchg8b"}, // 741: 0f line 674
+	{flags: fInvalid | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},           // 742: 0f line 687
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xrstors"},               // 743: 0f line 675
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsavec"},                // 744: 0f line 676
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "xsaves"},                // 745: 0f line 677
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrld"},               // 746: 0f line 678
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmptrst"},               // 747: 0f line 679
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdrand"},                // 748: 0f line 682
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdseed"},                // 749: 0f line 683
+	{sel: selModRM, child: 900},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmclear"}, // 751: 0f line 680
+	{sel: selModRM, child: 916},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmxon"},    // 753: 0f line 681
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "senduipi"}, // 754: 0f line 685
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rdpid"},    // 755: 0f line 684
+	{sel: selModRM, child: 932},
+	{sel: selPrefix, child: 948},
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 758: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 759: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 760: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 761: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 762: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 763: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 764: 0f line 688
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x8, srcW: 0x8, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bswap"},                  // 765: 0f line 688
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "addsubpd"},         // 766: 0f line 689
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlw"},            // 767: 0f line 690
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrld"},            // 768: 0f line 691
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrlq"},            // 769: 0f line 692
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddq"},            // 770: 0f line 693
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmullw"},           // 771: 0f line 694
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movq"},             // 772: 0f line 695
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmovmskb"},          // 773: 0f line 696
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusb"},          // 774: 0f line 697
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubusw"},          // 775: 0f line 698
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminub"},           // 776: 0f line 699
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pand"},             // 777: 0f line 700
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusb"},          // 778: 0f line 701
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddusw"},          // 779: 0f line 702
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxub"},           // 780: 0f line 703
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pandn"},            // 781: 0f line 704
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgb"},            // 782: 0f line 705
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psraw"},            // 783: 0f line 706
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psrad"},            // 784: 0f line 707
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pavgw"},            // 785: 0f line 708
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhuw"},          // 786: 0f line 709
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmulhw"},           // 787: 0f line 710
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cvttpd2dq"},        // 788: 0f line 711
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movntq"},           // 789: 0f line 712
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsb"},           // 790: 0f line 713
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubsw"},           // 791: 0f line 714
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pminsw"},           // 792: 0f line 715
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "por"},              // 793: 0f line 716
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsb"},           // 794: 0f line 717
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddsw"},           // 795: 0f line 718
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaxsw"},           // 796: 0f line 719
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pxor"},             // 797: 0f line 720
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lddqu"},            // 798: 0f line 721
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllw"},            // 799: 0f line 722
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pslld"},            // 800: 0f line 723
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psllq"},            // 801: 0f line 724
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmuludq"},          // 802: 0f line 725
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pmaddwd"},          // 803: 0f line 726
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psadbw"},           // 804: 0f line 727
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "maskmovq"},         // 805: 0f line 728
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubb"},            // 806: 0f line 729
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubw"},            // 807: 0f line 730
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubd"},            // 808: 0f line 731
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "psubq"},            // 809: 0f line 732
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddb"},            // 810: 0f line 733
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddw"},            // 811: 0f line 734
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "paddd"},            // 812: 0f line 735
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchInt, srcR: 0x13, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ud0"},               // 813: 0f line 736
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},   // 814: 0f38 line 755
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invept"}, // 815: 0f38 line 771
+	{sel: selPrefix, child: 952},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invvpid"}, // 817: 0f38 line 772
+	{sel: selPrefix, child: 956},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "invpcid"}, // 819: 0f38 line 773
+	{sel: selPrefix, child: 960},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 821: 0f38 line 756
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 822: 0f38 line 758
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x2, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 823: 0f38 line 760
+	{sel: selPrefix, child: 964},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"},           // 825: 0f38 line 757
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movbe"}, // 826: 0f38 line 759
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "crc32"},           // 827: 0f38 line 761
+	{sel: selPrefix, child: 968},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},            // 829: 0f38 line 762
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wruss"}, // 830: 0f38 line 763
+	{sel: selPrefix, child: 972},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "wrss"},           // 832: 0f38 line 766
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adcx"}, // 833: 0f38 line 764
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x13, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "adox"},           // 834: 0f38 line 765
+	{sel: selPrefix, child: 976},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdir64b"}, // 836: 0f38 line 767
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmds"},             // 837: 0f38 line 769
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "enqcmd"},              // 838: 0f38 line 768
+	{sel: selPrefix, child: 980},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "movdiri"}, // 840: 0f38 line 770
+	{sel: selPrefix, child: 984},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aadd"},          // 842: 0f38 line 777
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aor"}, // 843: 0f38 line 775
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "axor"},          // 844: 0f38 line 776
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x11, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "aand"},          // 845: 0f38 line 774
+	{sel: selPrefix, child: 988},
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sse"},      // 847: 0f3a line 780
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrb"},              // 848: 0f3a line 785
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrw"},              // 849: 0f3a line 786
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pextrd"},              // 850: 0f3a line 787
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "extractps"},           // 851: 0f3a line 788
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrb"},              // 852: 0f3a line 789
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pinsrd"},              // 853: 0f3a line 790
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "pcmpestrm"}, // 854: 0f3a line 781
+	{sel: selPrefix, child: 992},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "pcmpestri"}, // 856: 0f3a line 782
+	{sel: selPrefix, child: 996},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pcmpistrm"}, // 858: 0f3a line 783
+	{sel: selPrefix, child: 1000},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "pcmpistri"}, // 860: 0f3a line 784
 	{sel: selPrefix, child: 1004},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 917: vex2 line 852
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 918: vex2 line 844
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 919: vex2 line 845
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 920: vex2 line 846
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 921: vex2 line 847
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 922: vex2 line 853
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "3dnow"}, // 862: 3dnow line 794
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},   // 863: vex1 line 798
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},        // 864: vex1 line 820
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},        // 865: vex1 line 821
 	{sel: selPrefix, child: 1008},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 924: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 867: vex1 line 822
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 868: vex1 line 823
 	{sel: selPrefix, child: 1012},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 926: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 870: vex1 line 824
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 871: vex1 line 825
 	{sel: selPrefix, child: 1016},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 928: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kand"}, // 873: vex1 line 806
 	{sel: selPrefix, child: 1020},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 930: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovmsk"},          // 875: vex1 line 815
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 876: vex1 line 816
 	{sel: selPrefix, child: 1024},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 932: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},             // 878: vex1 line 807
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 879: vex1 line 808
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 880: vex1 line 809
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},             // 881: vex1 line 810
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vzeroupper"},            // 882: vex1 line 805
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 883: vex1 line 817
 	{sel: selPrefix, child: 1028},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 934: vex2 line 853
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 885: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 886: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 887: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 888: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 889: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 890: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 891: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 892: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 893: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 894: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 895: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 896: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 897: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 898: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 899: vex1 line 801
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},              // 900: vex1 line 801
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 901: vex1 line 828
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 902: vex1 line 829
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 903: vex1 line 830
 	{sel: selPrefix, child: 1032},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 936: vex2 line 853
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovw"},           // 905: vex1 line 831
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovb"}, // 906: vex1 line 832
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "kmovd"},           // 907: vex1 line 833
 	{sel: selPrefix, child: 1036},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 938: vex2 line 853
-	{sel: selPrefix, child: 1040},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 940: vex2 line 853
-	{sel: selPrefix, child: 1044},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 942: vex2 line 853
-	{sel: selPrefix, child: 1048},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 944: vex2 line 853
-	{sel: selPrefix, child: 1052},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 946: vex2 line 853
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 909: vex1 line 802
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},       // 910: vex1 line 803
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vldmxcsr"}, // 911: vex1 line 826
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vstmxcsr"}, // 912: vex1 line 827
+	{sel: selModRM, child: 1040},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 914: vex1 line 804
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 915: vex1 line 811
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 916: vex1 line 812
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 917: vex1 line 813
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 918: vex1 line 814
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpmovmskb"},              // 919: vex1 line 818
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x80, impW: 0x0, mnem: "vmaskmovdqu"}, // 920: vex1 line 819
 	{sel: selPrefix, child: 1056},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 948: vex2 line 853
-	{sel: selPrefix, child: 1060},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 950: vex2 line 853
-	{sel: selPrefix, child: 1064},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 952: vex2 line 853
-	{sel: selPrefix, child: 1068},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 954: vex2 line 832
-	{sel: selPrefix, child: 1072},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 956: vex2 line 833
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 957: vex2 line 834
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 958: vex2 line 835
-	{sel: selModRM, child: 1076},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 960: vex2 line 836
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 961: vex2 line 837
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 962: vex2 line 838
-	{sel: selPrefix, child: 1092},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 964: vex2 line 839
-	{sel: selPrefix, child: 1096},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 966: vex2 line 840
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 967: vex2 line 841
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 968: vex2 line 842
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 969: vex2 line 843
-	{sel: selPrefix, child: 1100},
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 971: vex3 line 856
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 972: vex3 line 861
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 973: vex3 line 862
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 974: vex3 line 863
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 975: vex3 line 864
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 976: vex3 line 865
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 977: vex3 line 866
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 978: vex3 line 857
-	{sel: selPrefix, child: 1104},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 980: vex3 line 858
-	{sel: selPrefix, child: 1108},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 982: vex3 line 859
-	{sel: selPrefix, child: 1112},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 984: vex3 line 860
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"}, // 922: vex2 line 836
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "ldtilecfg"},      // 923: vex2 line 855
+	{flags: 0, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilerelease"},          // 924: vex2 line 853
+	{sel: selRM, child: 1060},
+	{sel: selModRM, child: 1068},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sttilecfg"}, // 927: vex2 line 856
+	{sel: selModRM, child: 1084},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tilezero"}, // 929: vex2 line 854
+	{sel: selModRM, child: 1100},
 	{sel: selPrefix, child: 1116},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 986: vex3 line 867
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tileloadd"},           // 932: vex2 line 857
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},   // 933: vex2 line 849
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},   // 934: vex2 line 850
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},   // 935: vex2 line 851
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},   // 936: vex2 line 852
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 937: vex2 line 858
 	{sel: selPrefix, child: 1120},
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 988: evex1 line 870
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 989: evex1 line 885
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 990: evex1 line 886
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 939: vex2 line 858
 	{sel: selPrefix, child: 1124},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 992: evex1 line 887
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 993: evex1 line 888
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 941: vex2 line 858
 	{sel: selPrefix, child: 1128},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 995: evex1 line 889
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 996: evex1 line 890
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 943: vex2 line 858
 	{sel: selPrefix, child: 1132},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 998: evex1 line 883
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 945: vex2 line 858
 	{sel: selPrefix, child: 1136},
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 1000: evex1 line 875
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1001: evex1 line 876
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1002: evex1 line 877
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1003: evex1 line 878
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 1004: evex1 line 891
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 1005: evex1 line 892
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 947: vex2 line 858
 	{sel: selPrefix, child: 1140},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 1007: evex1 line 893
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 1008: evex1 line 894
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 949: vex2 line 858
 	{sel: selPrefix, child: 1144},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 1010: evex1 line 895
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 1011: evex1 line 896
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 951: vex2 line 858
 	{sel: selPrefix, child: 1148},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 1013: evex1 line 884
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 953: vex2 line 858
 	{sel: selPrefix, child: 1152},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1015: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1016: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1017: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1018: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1019: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1020: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1021: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1022: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1023: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1024: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1025: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1026: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1027: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1028: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1029: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1030: evex1 line 871
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1031: evex1 line 872
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1032: evex1 line 873
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1033: evex1 line 874
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 1034: evex1 line 879
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 1035: evex1 line 880
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 1036: evex1 line 881
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 1037: evex1 line 882
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 1038: evex2 line 899
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 1039: evex2 line 900
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 1040: evex2 line 901
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 1041: evex2 line 902
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 1042: evex2 line 903
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 1043: evex2 line 904
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 1044: evex2 line 905
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 1045: evex2 line 906
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 1046: evex2 line 907
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 1047: evex2 line 908
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 1048: evex2 line 909
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 1049: evex2 line 910
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 1050: evex2 line 911
-	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 1051: evex2 line 912
-	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 1052: evex3 line 915
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 1053: evex3 line 916
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 1054: evex3 line 917
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 1055: evex3 line 918
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 1056: evex3 line 919
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 1057: evex3 line 920
-	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1058: evex3 line 921
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1059: evex5 line 924
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1060: evex5 line 933
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 955: vex2 line 858
 	{sel: selPrefix, child: 1156},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1062: evex5 line 934
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 957: vex2 line 858
 	{sel: selPrefix, child: 1160},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1064: evex5 line 935
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 959: vex2 line 858
 	{sel: selPrefix, child: 1164},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1066: evex5 line 939
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 961: vex2 line 858
 	{sel: selPrefix, child: 1168},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1068: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1069: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1070: evex5 line 926
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1071: evex5 line 926
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1072: evex5 line 936
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 963: vex2 line 858
 	{sel: selPrefix, child: 1172},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1074: evex5 line 937
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 965: vex2 line 858
 	{sel: selPrefix, child: 1176},
-	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1076: evex5 line 938
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x15, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "cmpccxadd"}, // 967: vex2 line 858
 	{sel: selPrefix, child: 1180},
-	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1078: evex5 line 940
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "andn"}, // 969: vex2 line 837
 	{sel: selPrefix, child: 1184},
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1080: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1081: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1082: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1083: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1084: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1085: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1086: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1087: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1088: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1089: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1090: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1091: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1092: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1093: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1094: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1095: evex5 line 927
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1096: evex5 line 928
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1097: evex5 line 929
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1098: evex5 line 930
-	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1099: evex5 line 931
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsr"},   // 971: vex2 line 838
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsmsk"}, // 972: vex2 line 839
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsi"},   // 973: vex2 line 840
+	{sel: selModRM, child: 1188},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bzhi"}, // 975: vex2 line 841
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pext"}, // 976: vex2 line 842
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "pdep"}, // 977: vex2 line 843
+	{sel: selPrefix, child: 1204},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x5, srcByte: 0x0, impR: 0x4, impW: 0x0, mnem: "mulx"}, // 979: vex2 line 844
+	{sel: selPrefix, child: 1208},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 981: vex2 line 845
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shlx"}, // 982: vex2 line 846
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "sarx"},           // 983: vex2 line 847
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "shrx"},           // 984: vex2 line 848
+	{sel: selPrefix, child: 1212},
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx"},       // 986: vex3 line 861
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},              // 987: vex3 line 866
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},              // 988: vex3 line 867
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},              // 989: vex3 line 868
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},           // 990: vex3 line 869
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},              // 991: vex3 line 870
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},              // 992: vex3 line 871
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x0, mnem: "vpcmpestrm"}, // 993: vex3 line 862
+	{sel: selPrefix, child: 1216},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x5, impW: 0x2, mnem: "vpcmpestri"}, // 995: vex3 line 863
+	{sel: selPrefix, child: 1220},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpcmpistrm"}, // 997: vex3 line 864
+	{sel: selPrefix, child: 1224},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x2, mnem: "vpcmpistri"}, // 999: vex3 line 865
+	{sel: selPrefix, child: 1228},
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "rorx"}, // 1001: vex3 line 872
+	{sel: selPrefix, child: 1232},
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"}, // 1003: evex1 line 875
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2ss"},         // 1004: evex1 line 890
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sd"},         // 1005: evex1 line 891
+	{sel: selPrefix, child: 1236},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2si"}, // 1007: evex1 line 892
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2si"}, // 1008: evex1 line 893
+	{sel: selPrefix, child: 1240},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2si"}, // 1010: evex1 line 894
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2si"}, // 1011: evex1 line 895
+	{sel: selPrefix, child: 1244},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 1013: evex1 line 888
+	{sel: selPrefix, child: 1248},
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshuf"},         // 1015: evex1 line 880
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1016: evex1 line 881
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1017: evex1 line 882
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpshift"},        // 1018: evex1 line 883
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttss2usi"}, // 1019: evex1 line 896
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsd2usi"}, // 1020: evex1 line 897
+	{sel: selPrefix, child: 1252},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtss2usi"}, // 1022: evex1 line 898
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsd2usi"}, // 1023: evex1 line 899
+	{sel: selPrefix, child: 1256},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2ss"}, // 1025: evex1 line 900
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sd"}, // 1026: evex1 line 901
+	{sel: selPrefix, child: 1260},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovd"}, // 1028: evex1 line 889
+	{sel: selPrefix, child: 1264},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1030: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1031: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1032: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1033: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1034: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1035: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1036: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1037: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1038: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1039: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1040: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1041: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1042: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1043: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1044: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1045: evex1 line 876
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1046: evex1 line 877
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1047: evex1 line 878
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1048: evex1 line 879
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcmp"},                     // 1049: evex1 line 884
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrw"},                  // 1050: evex1 line 885
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                   // 1051: evex1 line 886
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vshuf"},                    // 1052: evex1 line 887
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},     // 1053: evex2 line 904
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastb"},          // 1054: evex2 line 905
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastw"},          // 1055: evex2 line 906
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpbroadcastd"},          // 1056: evex2 line 907
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherd"},     // 1057: evex2 line 908
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpgatherq"},     // 1058: evex2 line 909
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherdp"},     // 1059: evex2 line 910
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherqp"},     // 1060: evex2 line 911
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterd"},    // 1061: evex2 line 912
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpscatterq"},    // 1062: evex2 line 913
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterdp"},    // 1063: evex2 line 914
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterqp"},    // 1064: evex2 line 915
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vgatherpf"},     // 1065: evex2 line 916
+	{flags: fModRM | fVSIB, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vscatterpf"},    // 1066: evex2 line 917
+	{flags: fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512"},        // 1067: evex3 line 920
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrb"},                  // 1068: evex3 line 921
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrw"},                  // 1069: evex3 line 922
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpextrd"},                  // 1070: evex3 line 923
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vextractps"},               // 1071: evex3 line 924
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrb"},                  // 1072: evex3 line 925
+	{flags: fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vpinsrd"},                  // 1073: evex3 line 926
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1074: evex5 line 929
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsi2sh"},             // 1075: evex5 line 938
+	{sel: selPrefix, child: 1268},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2si"}, // 1077: evex5 line 939
+	{sel: selPrefix, child: 1272},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2si"}, // 1079: evex5 line 940
+	{sel: selPrefix, child: 1276},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1081: evex5 line 944
+	{sel: selPrefix, child: 1280},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1083: evex5 line 931
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1084: evex5 line 931
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1085: evex5 line 931
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},          // 1086: evex5 line 931
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvttsh2usi"}, // 1087: evex5 line 941
+	{sel: selPrefix, child: 1284},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtsh2usi"}, // 1089: evex5 line 942
+	{sel: selPrefix, child: 1288},
+	{flags: fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vcvtusi2sh"}, // 1091: evex5 line 943
+	{sel: selPrefix, child: 1292},
+	{flags: fMand66 | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "vmovw"}, // 1093: evex5 line 945
+	{sel: selPrefix, child: 1296},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1095: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1096: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1097: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1098: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1099: evex5 line 932
 	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1100: evex5 line 932
 	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1101: evex5 line 932
 	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1102: evex5 line 932
-	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1103: evex6 line 943
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1104: xop8 line 947
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1105: xop9 line 950
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1106: xop9 line 951
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1107: xop9 line 952
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1108: xop9 line 953
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1109: xop9 line 954
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1110: xop9 line 955
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1111: xop9 line 956
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1112: xop9 line 957
-	{sel: selModRM, child: 1188},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1114: xop9 line 958
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1115: xop9 line 959
-	{sel: selModRM, child: 1204},
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1117: xop9 line 960
-	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1118: xop9 line 961
-	{sel: selModRM, child: 1220},
-	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1120: xopa line 964
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1121: xopa line 965
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1122: xopa line 966
-	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1123: xopa line 967
-	{sel: selModRM, child: 1236},
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1103: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1104: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1105: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1106: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1107: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1108: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1109: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1110: evex5 line 932
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1111: evex5 line 933
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1112: evex5 line 934
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1113: evex5 line 935
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1114: evex5 line 936
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1115: evex5 line 937
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1116: evex5 line 937
+	{flags: fInvalid, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x0, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "-"},                    // 1117: evex5 line 937
+	{flags: fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "avx512fp16"}, // 1118: evex6 line 948
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immB, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"},    // 1119: xop8 line 952
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1120: xop9 line 955
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcfill"},        // 1121: xop9 line 956
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsfill"},        // 1122: xop9 line 957
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcs"},           // 1123: xop9 line 958
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "tzmsk"},          // 1124: xop9 line 959
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcic"},          // 1125: xop9 line 960
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blsic"},          // 1126: xop9 line 961
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "t1mskc"},         // 1127: xop9 line 962
+	{sel: selModRM, child: 1300},
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blcmsk"}, // 1129: xop9 line 963
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x4, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "blci"},   // 1130: xop9 line 964
+	{sel: selModRM, child: 1316},
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "llwpcb"}, // 1132: xop9 line 965
+	{flags: fAMD | fModRM, imm: [2]uint8{immNone, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x2, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "slwpcb"}, // 1133: xop9 line 966
+	{sel: selModRM, child: 1332},
+	{flags: fAMD | fDefault | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x10, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "xop"}, // 1135: xopa line 969
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x12, srcW: 0x1, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "bextr"},          // 1136: xopa line 970
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpins"},         // 1137: xopa line 971
+	{flags: fAMD | fModRM, imm: [2]uint8{immD, immNone}, branch: BranchNone, srcR: 0x16, srcW: 0x0, srcByte: 0x0, impR: 0x0, impW: 0x0, mnem: "lwpval"},         // 1138: xopa line 972
+	{sel: selModRM, child: 1348},
 }
 
 // x86Forms holds each leaf's operands as written in x86map.txt, for the
@@ -1402,13 +1417,28 @@ var x86Forms = [...]string{
 	"",
 	"",
 	"",
+	"M",
 	"",
 	"",
+	"M",
 	"",
 	"",
+	"M",
 	"",
 	"",
+	"M",
 	"",
+	"",
+	"M",
+	"",
+	"",
+	"M",
+	"",
+	"",
+	"M",
+	"",
+	"",
+	"M",
 	"",
 	"AX",
 	"",
@@ -2277,72 +2307,79 @@ var x86Children = [...]uint16{
 	237, 238, 239, 240, 241, 242, 243, 244, 237, 238, 239, 240, 241, 242, 243, 244,
 	246, 247, 248, 249, 250, 251, 252, 253, 246, 247, 248, 249, 250, 251, 252, 253,
 	255, 256, 257, 258, 259, 260, 261, 262, 255, 256, 257, 258, 259, 260, 261, 262,
-	275, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274, 274,
-	274, 274, 274, 274, 276, 274, 274, 274, 297, 298, 299, 300, 301, 302, 303, 304,
-	297, 298, 299, 300, 301, 302, 303, 304, 306, 307, 308, 309, 310, 311, 312, 313,
-	306, 307, 308, 309, 310, 311, 312, 313, 321, 322, 323, 324, 325, 326, 327, 328,
-	321, 322, 323, 324, 325, 326, 327, 328, 330, 331, 332, 333, 334, 335, 336, 337,
-	330, 331, 332, 333, 334, 335, 336, 337, 339, 340, 341, 342, 343, 344, 345, 346,
-	339, 340, 341, 342, 343, 344, 345, 346, 356, 357, 358, 359, 360, 361, 362, 363,
-	365, 366, 367, 368, 369, 369, 369, 370, 372, 373, 374, 374, 375, 376, 377, 378,
-	380, 381, 382, 383, 384, 385, 386, 387, 389, 390, 390, 390, 390, 390, 391, 392,
-	394, 395, 396, 397, 398, 399, 400, 401, 348, 349, 350, 351, 352, 353, 354, 355,
-	364, 371, 379, 388, 352, 393, 354, 402, 404, 390, 405, 390, 406, 407, 408, 409,
-	394, 395, 396, 397, 398, 399, 411, 412, 348, 349, 350, 351, 352, 353, 354, 355,
-	364, 371, 379, 388, 352, 410, 354, 413, 415, 416, 390, 390, 390, 390, 391, 392,
-	394, 395, 396, 397, 398, 399, 418, 419, 348, 349, 350, 351, 352, 353, 354, 355,
-	364, 371, 379, 388, 352, 417, 354, 420, 403, 403, 414, 421, 430, 430, 431, 430,
-	436, 437, 436, 436, 436, 436, 436, 436, 436, 437, 436, 436, 436, 436, 436, 436,
-	454, 454, 456, 457, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454, 454,
-	454, 455, 454, 454, 454, 454, 454, 458, 454, 454, 459, 454, 472, 472, 473, 474,
-	477, 477, 478, 479, 481, 481, 482, 483, 550, 550, 550, 550, 550, 550, 550, 550,
-	550, 550, 551, 550, 552, 550, 553, 550, 555, 555, 555, 555, 555, 555, 555, 555,
-	555, 555, 556, 555, 557, 555, 558, 555, 560, 560, 560, 560, 560, 560, 560, 560,
-	560, 560, 561, 562, 560, 560, 563, 564, 571, 0, 0, 0, 0, 0, 0, 0,
-	571, 0, 0, 0, 0, 0, 0, 0, 570, 572, 0, 573, 575, 576, 0, 577,
-	583, 583, 584, 583, 625, 0, 0, 0, 0, 0, 0, 0, 627, 0, 0, 0,
-	0, 0, 0, 0, 629, 0, 0, 0, 0, 0, 0, 0, 631, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 626, 628, 630, 0,
-	632, 0, 0, 0, 634, 0, 0, 0, 0, 0, 0, 0, 636, 0, 0, 0,
-	0, 0, 0, 0, 638, 0, 0, 0, 0, 0, 0, 0, 640, 0, 0, 0,
-	0, 0, 0, 0, 642, 0, 0, 0, 0, 0, 0, 0, 644, 0, 0, 0,
-	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 635, 637, 639, 641,
-	643, 645, 0, 0, 653, 654, 655, 656, 657, 658, 659, 660, 661, 662, 663, 664,
-	665, 666, 667, 668, 653, 654, 655, 656, 657, 658, 670, 671, 661, 662, 663, 664,
-	665, 666, 672, 668, 653, 654, 655, 656, 674, 658, 675, 660, 676, 677, 678, 679,
-	680, 681, 682, 668, 653, 654, 655, 656, 657, 658, 659, 660, 661, 662, 663, 664,
-	665, 666, 684, 668, 669, 673, 683, 685, 696, 696, 697, 696, 700, 701, 702, 703,
-	704, 705, 706, 707, 700, 701, 702, 703, 704, 705, 706, 707, 710, 710, 711, 710,
-	713, 713, 714, 713, 725, 726, 727, 728, 729, 730, 731, 732, 725, 0, 727, 0,
-	0, 0, 733, 734, 725, 726, 727, 728, 729, 730, 736, 732, 725, 0, 727, 0,
-	0, 0, 733, 734, 725, 726, 727, 728, 729, 730, 738, 732, 725, 0, 727, 0,
-	0, 0, 739, 740, 735, 737, 741, 735, 799, 800, 799, 799, 799, 802, 799, 799,
-	799, 804, 799, 799, 806, 807, 806, 808, 810, 811, 810, 812, 814, 815, 814, 814,
-	817, 818, 819, 799, 799, 821, 822, 823, 825, 799, 799, 799, 827, 828, 829, 830,
-	832, 839, 832, 832, 832, 841, 832, 832, 832, 843, 832, 832, 832, 845, 832, 832,
-	848, 848, 849, 850, 848, 848, 852, 853, 848, 848, 855, 856, 858, 848, 848, 848,
-	848, 861, 848, 848, 848, 868, 848, 848, 886, 887, 848, 888, 890, 891, 848, 892,
-	848, 848, 896, 897, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-	848, 905, 848, 848, 909, 907, 907, 907, 907, 907, 907, 907, 908, 907, 907, 907,
-	907, 907, 907, 907, 910, 907, 907, 907, 907, 907, 907, 907, 912, 907, 907, 907,
-	907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-	907, 907, 907, 907, 914, 914, 914, 914, 914, 914, 914, 914, 911, 913, 907, 915,
-	907, 922, 907, 907, 907, 924, 907, 907, 907, 926, 907, 907, 907, 928, 907, 907,
-	907, 930, 907, 907, 907, 932, 907, 907, 907, 934, 907, 907, 907, 936, 907, 907,
-	907, 938, 907, 907, 907, 940, 907, 907, 907, 942, 907, 907, 907, 944, 907, 907,
-	907, 946, 907, 907, 907, 948, 907, 907, 907, 950, 907, 907, 907, 952, 907, 907,
-	954, 907, 907, 907, 907, 956, 957, 958, 907, 907, 907, 907, 907, 956, 957, 958,
-	907, 907, 907, 907, 960, 907, 961, 962, 907, 907, 907, 964, 966, 967, 968, 969,
-	971, 978, 971, 971, 971, 980, 971, 971, 971, 982, 971, 971, 971, 984, 971, 971,
-	971, 971, 971, 986, 988, 988, 989, 990, 988, 988, 992, 993, 988, 988, 995, 996,
-	988, 998, 988, 988, 988, 988, 1004, 1005, 988, 988, 1007, 1008, 988, 988, 1010, 1011,
-	988, 1013, 988, 988, 1059, 1059, 1060, 1059, 1059, 1059, 1062, 1059, 1059, 1059, 1064, 1059,
-	1059, 1066, 1059, 1059, 1059, 1059, 1072, 1059, 1059, 1059, 1074, 1059, 1059, 1059, 1076, 1059,
-	1059, 1078, 1059, 1059, 1105, 1106, 1107, 1108, 1109, 1110, 1111, 1112, 1105, 1106, 1107, 1108,
-	1109, 1110, 1111, 1112, 1105, 1114, 1105, 1105, 1105, 1105, 1115, 1105, 1105, 1114, 1105, 1105,
-	1105, 1105, 1115, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1117, 1118, 1105, 1105,
-	1105, 1105, 1105, 1105, 1122, 1123, 1120, 1120, 1120, 1120, 1120, 1120, 1122, 1123, 1120, 1120,
-	1120, 1120, 1120, 1120,
+	267, 267, 267, 267, 267, 267, 267, 267, 268, 268, 268, 268, 268, 268, 268, 268,
+	270, 270, 270, 270, 270, 270, 270, 270, 271, 271, 271, 271, 271, 271, 271, 271,
+	273, 273, 273, 273, 273, 273, 273, 273, 274, 274, 274, 274, 274, 274, 274, 274,
+	276, 276, 276, 276, 276, 276, 276, 276, 277, 277, 277, 277, 277, 277, 277, 277,
+	279, 279, 279, 279, 279, 279, 279, 279, 280, 280, 280, 280, 280, 280, 280, 280,
+	282, 282, 282, 282, 282, 282, 282, 282, 283, 283, 283, 283, 283, 283, 283, 283,
+	285, 285, 285, 285, 285, 285, 285, 285, 286, 286, 286, 286, 286, 286, 286, 286,
+	290, 289, 289, 289, 289, 289, 289, 289, 288, 288, 288, 288, 288, 288, 288, 288,
+	289, 289, 289, 289, 291, 289, 289, 289, 312, 313, 314, 315, 316, 317, 318, 319,
+	312, 313, 314, 315, 316, 317, 318, 319, 321, 322, 323, 324, 325, 326, 327, 328,
+	321, 322, 323, 324, 325, 326, 327, 328, 336, 337, 338, 339, 340, 341, 342, 343,
+	336, 337, 338, 339, 340, 341, 342, 343, 345, 346, 347, 348, 349, 350, 351, 352,
+	345, 346, 347, 348, 349, 350, 351, 352, 354, 355, 356, 357, 358, 359, 360, 361,
+	354, 355, 356, 357, 358, 359, 360, 361, 371, 372, 373, 374, 375, 376, 377, 378,
+	380, 381, 382, 383, 384, 384, 384, 385, 387, 388, 389, 389, 390, 391, 392, 393,
+	395, 396, 397, 398, 399, 400, 401, 402, 404, 405, 405, 405, 405, 405, 406, 407,
+	409, 410, 411, 412, 413, 414, 415, 416, 363, 364, 365, 366, 367, 368, 369, 370,
+	379, 386, 394, 403, 367, 408, 369, 417, 419, 405, 420, 405, 421, 422, 423, 424,
+	409, 410, 411, 412, 413, 414, 426, 427, 363, 364, 365, 366, 367, 368, 369, 370,
+	379, 386, 394, 403, 367, 425, 369, 428, 430, 431, 405, 405, 405, 405, 406, 407,
+	409, 410, 411, 412, 413, 414, 433, 434, 363, 364, 365, 366, 367, 368, 369, 370,
+	379, 386, 394, 403, 367, 432, 369, 435, 418, 418, 429, 436, 445, 445, 446, 445,
+	451, 452, 451, 451, 451, 451, 451, 451, 451, 452, 451, 451, 451, 451, 451, 451,
+	469, 469, 471, 472, 469, 469, 469, 469, 469, 469, 469, 469, 469, 469, 469, 469,
+	469, 470, 469, 469, 469, 469, 469, 473, 469, 469, 474, 469, 487, 487, 488, 489,
+	492, 492, 493, 494, 496, 496, 497, 498, 565, 565, 565, 565, 565, 565, 565, 565,
+	565, 565, 566, 565, 567, 565, 568, 565, 570, 570, 570, 570, 570, 570, 570, 570,
+	570, 570, 571, 570, 572, 570, 573, 570, 575, 575, 575, 575, 575, 575, 575, 575,
+	575, 575, 576, 577, 575, 575, 578, 579, 586, 0, 0, 0, 0, 0, 0, 0,
+	586, 0, 0, 0, 0, 0, 0, 0, 585, 587, 0, 588, 590, 591, 0, 592,
+	598, 598, 599, 598, 640, 0, 0, 0, 0, 0, 0, 0, 642, 0, 0, 0,
+	0, 0, 0, 0, 644, 0, 0, 0, 0, 0, 0, 0, 646, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 641, 643, 645, 0,
+	647, 0, 0, 0, 649, 0, 0, 0, 0, 0, 0, 0, 651, 0, 0, 0,
+	0, 0, 0, 0, 653, 0, 0, 0, 0, 0, 0, 0, 655, 0, 0, 0,
+	0, 0, 0, 0, 657, 0, 0, 0, 0, 0, 0, 0, 659, 0, 0, 0,
+	0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 650, 652, 654, 656,
+	658, 660, 0, 0, 668, 669, 670, 671, 672, 673, 674, 675, 676, 677, 678, 679,
+	680, 681, 682, 683, 668, 669, 670, 671, 672, 673, 685, 686, 676, 677, 678, 679,
+	680, 681, 687, 683, 668, 669, 670, 671, 689, 673, 690, 675, 691, 692, 693, 694,
+	695, 696, 697, 683, 668, 669, 670, 671, 672, 673, 674, 675, 676, 677, 678, 679,
+	680, 681, 699, 683, 684, 688, 698, 700, 711, 711, 712, 711, 715, 716, 717, 718,
+	719, 720, 721, 722, 715, 716, 717, 718, 719, 720, 721, 722, 725, 725, 726, 725,
+	728, 728, 729, 728, 740, 741, 742, 743, 744, 745, 746, 747, 740, 0, 742, 0,
+	0, 0, 748, 749, 740, 741, 742, 743, 744, 745, 751, 747, 740, 0, 742, 0,
+	0, 0, 748, 749, 740, 741, 742, 743, 744, 745, 753, 747, 740, 0, 742, 0,
+	0, 0, 754, 755, 750, 752, 756, 750, 814, 815, 814, 814, 814, 817, 814, 814,
+	814, 819, 814, 814, 821, 822, 821, 823, 825, 826, 825, 827, 829, 830, 829, 829,
+	832, 833, 834, 814, 814, 836, 837, 838, 840, 814, 814, 814, 842, 843, 844, 845,
+	847, 854, 847, 847, 847, 856, 847, 847, 847, 858, 847, 847, 847, 860, 847, 847,
+	863, 863, 864, 865, 863, 863, 867, 868, 863, 863, 870, 871, 873, 863, 863, 863,
+	863, 876, 863, 863, 863, 883, 863, 863, 901, 902, 863, 903, 905, 906, 863, 907,
+	863, 863, 911, 912, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+	863, 920, 863, 863, 924, 922, 922, 922, 922, 922, 922, 922, 923, 922, 922, 922,
+	922, 922, 922, 922, 925, 922, 922, 922, 922, 922, 922, 922, 927, 922, 922, 922,
+	922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+	922, 922, 922, 922, 929, 929, 929, 929, 929, 929, 929, 929, 926, 928, 922, 930,
+	922, 937, 922, 922, 922, 939, 922, 922, 922, 941, 922, 922, 922, 943, 922, 922,
+	922, 945, 922, 922, 922, 947, 922, 922, 922, 949, 922, 922, 922, 951, 922, 922,
+	922, 953, 922, 922, 922, 955, 922, 922, 922, 957, 922, 922, 922, 959, 922, 922,
+	922, 961, 922, 922, 922, 963, 922, 922, 922, 965, 922, 922, 922, 967, 922, 922,
+	969, 922, 922, 922, 922, 971, 972, 973, 922, 922, 922, 922, 922, 971, 972, 973,
+	922, 922, 922, 922, 975, 922, 976, 977, 922, 922, 922, 979, 981, 982, 983, 984,
+	986, 993, 986, 986, 986, 995, 986, 986, 986, 997, 986, 986, 986, 999, 986, 986,
+	986, 986, 986, 1001, 1003, 1003, 1004, 1005, 1003, 1003, 1007, 1008, 1003, 1003, 1010, 1011,
+	1003, 1013, 1003, 1003, 1003, 1003, 1019, 1020, 1003, 1003, 1022, 1023, 1003, 1003, 1025, 1026,
+	1003, 1028, 1003, 1003, 1074, 1074, 1075, 1074, 1074, 1074, 1077, 1074, 1074, 1074, 1079, 1074,
+	1074, 1081, 1074, 1074, 1074, 1074, 1087, 1074, 1074, 1074, 1089, 1074, 1074, 1074, 1091, 1074,
+	1074, 1093, 1074, 1074, 1120, 1121, 1122, 1123, 1124, 1125, 1126, 1127, 1120, 1121, 1122, 1123,
+	1124, 1125, 1126, 1127, 1120, 1129, 1120, 1120, 1120, 1120, 1130, 1120, 1120, 1129, 1120, 1120,
+	1120, 1120, 1130, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1132, 1133, 1120, 1120,
+	1120, 1120, 1120, 1120, 1137, 1138, 1135, 1135, 1135, 1135, 1135, 1135, 1137, 1138, 1135, 1135,
+	1135, 1135, 1135, 1135,
 }
 
 // x86Index maps (table, opcode) to the root entry of its decision tree.
@@ -2361,279 +2398,279 @@ var x86Index = [16][256]uint16{
 		160, 161, 162, 163, 164, 165, 166, 167, 168, 169, 170, 171, 172, 173, 174, 175,
 		176, 177, 178, 179, 180, 181, 182, 183, 184, 185, 186, 187, 188, 189, 190, 191,
 		200, 209, 210, 211, 0, 0, 215, 219, 220, 221, 222, 223, 224, 225, 226, 227,
-		236, 245, 254, 263, 264, 0, 265, 266, 267, 268, 269, 270, 271, 272, 273, 277,
-		278, 279, 280, 281, 282, 283, 284, 285, 286, 287, 288, 289, 290, 291, 292, 293,
-		0, 294, 0, 0, 295, 296, 305, 314, 315, 316, 317, 318, 319, 320, 329, 338,
+		236, 245, 254, 263, 264, 0, 265, 266, 269, 272, 275, 278, 281, 284, 287, 292,
+		293, 294, 295, 296, 297, 298, 299, 300, 301, 302, 303, 304, 305, 306, 307, 308,
+		0, 309, 0, 0, 310, 311, 320, 329, 330, 331, 332, 333, 334, 335, 344, 353,
 	},
 	{ // 0f
-		347, 422, 423, 424, 425, 426, 427, 428, 429, 432, 433, 434, 435, 438, 439, 0,
-		440, 441, 442, 443, 444, 445, 446, 447, 448, 449, 450, 451, 452, 453, 460, 461,
-		462, 463, 464, 465, 466, 467, 468, 469, 470, 471, 475, 476, 480, 484, 485, 486,
-		487, 488, 489, 490, 491, 492, 493, 494, 0, 495, 0, 496, 497, 498, 499, 500,
-		501, 502, 503, 504, 505, 506, 507, 508, 509, 510, 511, 512, 513, 514, 515, 516,
-		517, 518, 519, 520, 521, 522, 523, 524, 525, 526, 527, 528, 529, 530, 531, 532,
-		533, 534, 535, 536, 537, 538, 539, 540, 541, 542, 543, 544, 545, 546, 547, 548,
-		549, 554, 559, 565, 566, 567, 568, 569, 574, 578, 579, 580, 581, 582, 585, 586,
-		587, 588, 589, 590, 591, 592, 593, 594, 595, 596, 597, 598, 599, 600, 601, 602,
-		603, 604, 605, 606, 607, 608, 609, 610, 611, 612, 613, 614, 615, 616, 617, 618,
-		619, 620, 621, 622, 623, 624, 633, 646, 647, 648, 649, 650, 651, 652, 686, 687,
-		688, 689, 690, 691, 692, 693, 694, 695, 698, 699, 708, 709, 712, 715, 716, 717,
-		718, 719, 720, 721, 722, 723, 724, 742, 743, 744, 745, 746, 747, 748, 749, 750,
-		751, 752, 753, 754, 755, 756, 757, 758, 759, 760, 761, 762, 763, 764, 765, 766,
-		767, 768, 769, 770, 771, 772, 773, 774, 775, 776, 777, 778, 779, 780, 781, 782,
-		783, 784, 785, 786, 787, 788, 789, 790, 791, 792, 793, 794, 795, 796, 797, 798,
+		362, 437, 438, 439, 440, 441, 442, 443, 444, 447, 448, 449, 450, 453, 454, 0,
+		455, 456, 457, 458, 459, 460, 461, 462, 463, 464, 465, 466, 467, 468, 475, 476,
+		477, 478, 479, 480, 481, 482, 483, 484, 485, 486, 490, 491, 495, 499, 500, 501,
+		502, 503, 504, 505, 506, 507, 508, 509, 0, 510, 0, 511, 512, 513, 514, 515,
+		516, 517, 518, 519, 520, 521, 522, 523, 524, 525, 526, 527, 528, 529, 530, 531,
+		532, 533, 534, 535, 536, 537, 538, 539, 540, 541, 542, 543, 544, 545, 546, 547,
+		548, 549, 550, 551, 552, 553, 554, 555, 556, 557, 558, 559, 560, 561, 562, 563,
+		564, 569, 574, 580, 581, 582, 583, 584, 589, 593, 594, 595, 596, 597, 600, 601,
+		602, 603, 604, 605, 606, 607, 608, 609, 610, 611, 612, 613, 614, 615, 616, 617,
+		618, 619, 620, 621, 622, 623, 624, 625, 626, 627, 628, 629, 630, 631, 632, 633,
+		634, 635, 636, 637, 638, 639, 648, 661, 662, 663, 664, 665, 666, 667, 701, 702,
+		703, 704, 705, 706, 707, 708, 709, 710, 713, 714, 723, 724, 727, 730, 731, 732,
+		733, 734, 735, 736, 737, 738, 739, 757, 758, 759, 760, 761, 762, 763, 764, 765,
+		766, 767, 768, 769, 770, 771, 772, 773, 774, 775, 776, 777, 778, 779, 780, 781,
+		782, 783, 784, 785, 786, 787, 788, 789, 790, 791, 792, 793, 794, 795, 796, 797,
+		798, 799, 800, 801, 802, 803, 804, 805, 806, 807, 808, 809, 810, 811, 812, 813,
 	},
 	{ // 0f38
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		801, 803, 805, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799, 799,
-		809, 813, 799, 799, 799, 816, 820, 799, 824, 826, 799, 799, 831, 799, 799, 799,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		816, 818, 820, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814, 814,
+		824, 828, 814, 814, 814, 831, 835, 814, 839, 841, 814, 814, 846, 814, 814, 814,
 	},
 	{ // 0f3a
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 833, 834, 835, 836, 832, 832, 832, 832, 832, 832, 832, 832,
-		837, 832, 838, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		840, 842, 844, 846, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
-		832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832, 832,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 848, 849, 850, 851, 847, 847, 847, 847, 847, 847, 847, 847,
+		852, 847, 853, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		855, 857, 859, 861, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
 	},
 	{ // 3dnow
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
-		847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847, 847,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
+		862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862, 862,
 	},
 	{ // vex1
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 851, 848, 854, 857, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 859, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		860, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 862, 848,
-		863, 864, 865, 866, 848, 848, 848, 867, 848, 848, 848, 848, 848, 848, 869, 848,
-		870, 871, 872, 873, 874, 875, 876, 877, 878, 879, 880, 881, 882, 883, 884, 885,
-		848, 848, 889, 893, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 894, 848, 848, 848, 848, 848, 848, 848, 895, 848, 898, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 899, 848, 848, 848, 848, 848,
-		848, 848, 900, 848, 901, 902, 903, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 904, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848, 848,
-		848, 848, 848, 848, 848, 848, 848, 906, 848, 848, 848, 848, 848, 848, 848, 848,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 866, 863, 869, 872, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 874, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		875, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 877, 863,
+		878, 879, 880, 881, 863, 863, 863, 882, 863, 863, 863, 863, 863, 863, 884, 863,
+		885, 886, 887, 888, 889, 890, 891, 892, 893, 894, 895, 896, 897, 898, 899, 900,
+		863, 863, 904, 908, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 909, 863, 863, 863, 863, 863, 863, 863, 910, 863, 913, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 914, 863, 863, 863, 863, 863,
+		863, 863, 915, 863, 916, 917, 918, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 919, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863, 863,
+		863, 863, 863, 863, 863, 863, 863, 921, 863, 863, 863, 863, 863, 863, 863, 863,
 	},
 	{ // vex2
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 916, 907, 917, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		918, 919, 920, 921, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907, 907,
-		923, 925, 927, 929, 931, 933, 935, 937, 939, 941, 943, 945, 947, 949, 951, 953,
-		907, 907, 955, 959, 907, 963, 965, 970, 907, 907, 907, 907, 907, 907, 907, 907,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 931, 922, 932, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		933, 934, 935, 936, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922, 922,
+		938, 940, 942, 944, 946, 948, 950, 952, 954, 956, 958, 960, 962, 964, 966, 968,
+		922, 922, 970, 974, 922, 978, 980, 985, 922, 922, 922, 922, 922, 922, 922, 922,
 	},
 	{ // vex3
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 972, 973, 974, 975, 971, 971, 971, 971, 971, 971, 971, 971,
-		976, 971, 977, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		979, 981, 983, 985, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
-		987, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971, 971,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 987, 988, 989, 990, 986, 986, 986, 986, 986, 986, 986, 986,
+		991, 986, 992, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		994, 996, 998, 1000, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
+		1002, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986, 986,
 	},
 	{ // evex1
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 991, 988, 994, 997, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 999, 988,
-		1000, 1001, 1002, 1003, 988, 988, 988, 988, 1006, 1009, 988, 1012, 988, 988, 1014, 988,
-		1015, 1016, 1017, 1018, 1019, 1020, 1021, 1022, 1023, 1024, 1025, 1026, 1027, 1028, 1029, 1030,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 1031, 988, 988, 988, 988, 988, 988, 988, 1032, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 1033, 988, 988, 988, 988, 988,
-		988, 988, 1034, 988, 1035, 1036, 1037, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
-		988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988, 988,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1006, 1003, 1009, 1012, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1014, 1003,
+		1015, 1016, 1017, 1018, 1003, 1003, 1003, 1003, 1021, 1024, 1003, 1027, 1003, 1003, 1029, 1003,
+		1030, 1031, 1032, 1033, 1034, 1035, 1036, 1037, 1038, 1039, 1040, 1041, 1042, 1043, 1044, 1045,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1046, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1047, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1048, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1049, 1003, 1050, 1051, 1052, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
+		1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003, 1003,
 	},
 	{ // evex2
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1039, 1040, 1041, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1042, 1043, 1044, 1045, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1046, 1047, 1048, 1049, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1050, 1051, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
-		1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038, 1038,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1054, 1055, 1056, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1057, 1058, 1059, 1060, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1061, 1062, 1063, 1064, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1065, 1066, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
+		1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053, 1053,
 	},
 	{ // evex3
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1053, 1054, 1055, 1056, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1057, 1052, 1058, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
-		1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052, 1052,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1068, 1069, 1070, 1071, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1072, 1067, 1073, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
+		1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067, 1067,
 	},
 	{ // evex5
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1061, 1059, 1063, 1065, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1067, 1059,
-		1068, 1069, 1070, 1071, 1059, 1059, 1059, 1059, 1073, 1075, 1059, 1077, 1059, 1059, 1079, 1059,
-		1080, 1081, 1082, 1083, 1084, 1085, 1086, 1087, 1088, 1089, 1090, 1091, 1092, 1093, 1094, 1095,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1096, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1097, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1098, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1099, 1059, 1100, 1101, 1102, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
-		1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059, 1059,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1076, 1074, 1078, 1080, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1082, 1074,
+		1083, 1084, 1085, 1086, 1074, 1074, 1074, 1074, 1088, 1090, 1074, 1092, 1074, 1074, 1094, 1074,
+		1095, 1096, 1097, 1098, 1099, 1100, 1101, 1102, 1103, 1104, 1105, 1106, 1107, 1108, 1109, 1110,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1111, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1112, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1113, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1114, 1074, 1115, 1116, 1117, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
+		1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074, 1074,
 	},
 	{ // evex6
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
-		1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103, 1103,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
+		1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118, 1118,
 	},
 	{ // xop8
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
-		1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104, 1104,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
+		1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119, 1119,
 	},
 	{ // xop9
-		1105, 1113, 1116, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1119, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
-		1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105, 1105,
+		1120, 1128, 1131, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1134, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
 	},
 	{ // xopa
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1121, 1120, 1124, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
-		1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120, 1120,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1136, 1135, 1139, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
+		1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135, 1135,
 	},
 }
 

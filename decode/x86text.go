@@ -64,6 +64,12 @@ func (inst *X86Inst) x86asmText(syntax string) (string, bool) {
 	if inst.Branch.Relative() && !x86asmTargetAgrees(&xi, inst) {
 		return "", false
 	}
+	if inst.VendorDependent {
+		// x86asm follows neither vendor's rule for a 66 prefix on a near
+		// branch: it prints a 16-bit branch ("callw") that Intel CPUs run
+		// as a 64-bit one.
+		return "", false
+	}
 	if inst.Prefixes&PrefixLock != 0 && inst.Mod == 3 {
 		return "", false
 	}
@@ -132,6 +138,9 @@ func (inst *X86Inst) ownText(syntax string) string {
 	if gnu {
 		for i, j := 0, len(ops)-1; i < j; i, j = i+1, j-1 {
 			ops[i], ops[j] = ops[j], ops[i]
+		}
+		if (inst.Branch == BranchJmpIndirect || inst.Branch == BranchCallIndirect) && len(ops) == 1 {
+			ops[0] = "*" + ops[0] // AT&T marks an indirect branch's operand
 		}
 	}
 	if len(ops) > 0 {

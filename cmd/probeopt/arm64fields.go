@@ -23,9 +23,49 @@ type arm64Fields struct {
 func newARM64Fields(a *arm64Decoded) *arm64Fields {
 	f := &arm64Fields{Word: fmt.Sprintf("%08x", a.Word)}
 	if a.Fields != nil {
-		f.fields = reflectObject(reflect.ValueOf(a.Fields))
+		f.fields = reflectObject(reflect.ValueOf(a.Fields)).arm64Names()
 	}
 	return f
+}
+
+// arm64Names names the data registers by their size: q1 for a 16-byte
+// FP/SIMD load, w1 for a 32-bit general-purpose one (not x1); and it leaves
+// out the condition of an instruction that
+// has none (its zero value would read as eq).
+func (o object) arm64Names() object {
+	get := func(key string) any {
+		for _, kv := range o {
+			if kv.key == key {
+				return kv.val
+			}
+		}
+		return nil
+	}
+	prefix := ""
+	switch {
+	case get("vec") == true:
+		if n, ok := get("mem_size").(int); ok {
+			prefix = map[int]string{1: "b", 2: "h", 4: "s", 8: "d", 16: "q"}[n]
+		}
+	case get("width") == 32:
+		prefix = "w"
+	}
+	hasCond := get("has_cond") == true
+	out := o[:0:0]
+	for _, kv := range o {
+		switch kv.key {
+		case "cond":
+			if !hasCond {
+				continue
+			}
+		case "rt", "rt2":
+			if name, ok := kv.val.(string); ok && prefix != "" && len(name) > 1 && (name[0] == 'x' || name[0] == 'w') {
+				kv.val = prefix + name[1:]
+			}
+		}
+		out = append(out, kv)
+	}
+	return out
 }
 
 // lines renders the fields for people, leaving out those shown in the
@@ -34,20 +74,11 @@ func newARM64Fields(a *arm64Decoded) *arm64Fields {
 func (f *arm64Fields) lines() []field {
 	out := []field{{"word", f.Word}}
 	shown := map[string]bool{"addr": true, "len": true, "word": true, "mnemonic": true}
-	hasCond := false
-	for _, kv := range f.fields {
-		if kv.key == "has_cond" {
-			hasCond = kv.val == true
-		}
-	}
 	for _, kv := range f.fields {
 		switch {
 		case shown[kv.key]:
 			continue
-		case kv.key == "cond": // 0 is eq, a real condition
-			if !hasCond {
-				continue
-			}
+		case kv.key == "cond": // 0 is eq, a real condition: shown when there is one
 		case kv.zero:
 			continue
 		}

@@ -250,6 +250,39 @@ func TestDecodeARM64(t *testing.T) {
 	}
 }
 
+// TestDecodeARM64RegisterNames checks that the data registers of FP/SIMD
+// loads and stores are named as the instruction's text (from arm64asm)
+// names them, and that only an instruction with a condition has "cond".
+func TestDecodeARM64RegisterNames(t *testing.T) {
+	words := []string{
+		"0100009c", // ldr q1, literal
+		"0104403d", // ldr b1, [x0, #1]
+		"e00740ad", // ldp q0, q1, [sp]
+		"e10700fd", // str d1, [sp, #8]
+		"e0034029", // ldp w0, w0, [sp]
+		"e10740f9", // ldr x1, [sp, #8]
+		"1f0000b9", // str wzr, [x0]
+		"00000034", // cbz w0
+		"20008054", // b.eq
+		"1f2003d5", // nop
+	}
+	stdout, stderr, code := runCLI(t, append([]string{"decode", "--arch", "arm64", "--json"}, words...)...)
+	if code != exitOK {
+		t.Fatalf("exit status %d: %s", code, stderr)
+	}
+	for i, o := range jsonLines(t, stdout) {
+		text, _ := o["text"].(string)
+		for _, k := range []string{"rt", "rt2"} {
+			if r, _ := o[k].(string); r != "" && r != "none" && !strings.Contains(text, r) {
+				t.Errorf("%s (%s): %s %q is not in the text", words[i], text, k, r)
+			}
+		}
+		if _, ok := o["cond"]; ok != (o["has_cond"] == true) {
+			t.Errorf("%s (%s): cond present %v, has_cond %v", words[i], text, ok, o["has_cond"])
+		}
+	}
+}
+
 // TestDecodeVendorHost checks that --vendor host reads the CPU vendor where
 // /proc/cpuinfo has one.
 func TestDecodeVendorHost(t *testing.T) {

@@ -29,10 +29,11 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// systemUSDT lists installed programs known to carry USDT notes; the ones
-// present are compared too.
+// systemUSDT lists installed programs known to carry USDT notes; every one
+// present is compared too (each file once, whatever links lead to it).
 func systemUSDT() []string {
 	var out []string
+	seen := map[string]bool{}
 	for _, pattern := range []string{
 		"/usr/lib/postgresql/*/bin/postgres",
 		"/usr/lib/jvm/*/lib/server/libjvm.so",
@@ -40,8 +41,13 @@ func systemUSDT() []string {
 		"/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
 	} {
 		m, _ := filepath.Glob(pattern)
-		if len(m) > 0 {
-			out = append(out, m[0])
+		for _, p := range m {
+			real, err := filepath.EvalSymlinks(p)
+			if err != nil || seen[real] {
+				continue
+			}
+			seen[real] = true
+			out = append(out, p)
 		}
 	}
 	return out

@@ -457,6 +457,25 @@ func (g *emuGen) state(addr uint64, inst *decode.X86Inst, b []byte, c *EmuCase) 
 	}
 }
 
+// emuAddrRegs returns the base and index registers (-1 for none) and the
+// scale shift of inst's ModRM memory operand, which must not be
+// RIP-relative.
+func emuAddrRegs(inst *decode.X86Inst) (base, idx int, scale uint) {
+	base, idx = -1, -1
+	if inst.HasSIB {
+		if bb := int(inst.SIB & 7); bb != 5 || inst.Mod != 0 {
+			base = bb | emuBit3(inst.B)
+		}
+		if x := int(inst.SIB>>3&7) | emuBit3(inst.X); x != 4 {
+			idx = x
+		}
+		scale = uint(inst.SIB >> 6)
+	} else {
+		base = int(inst.RM) | emuBit3(inst.B)
+	}
+	return base, idx, scale
+}
+
 // emuBit3 returns 8 when the extension bit is set.
 func emuBit3(x bool) int {
 	if x {
@@ -495,18 +514,7 @@ func (g *emuGen) aim(inst *decode.X86Inst, b []byte, st *emulate.X86State) {
 		}
 		return
 	}
-	base, idx, scale := -1, -1, uint(0)
-	if inst.HasSIB {
-		if bb := int(inst.SIB & 7); bb != 5 || inst.Mod != 0 {
-			base = bb | emuBit3(inst.B)
-		}
-		if x := int(inst.SIB>>3&7) | emuBit3(inst.X); x != 4 {
-			idx = x
-		}
-		scale = uint(inst.SIB >> 6)
-	} else {
-		base = int(inst.RM) | emuBit3(inst.B)
-	}
+	base, idx, scale := emuAddrRegs(inst)
 	hi := r.Uint64() << 32 // ignored with a 67 prefix
 	fix := func(v uint64) uint64 {
 		if inst.AddrSize == 32 {

@@ -351,18 +351,7 @@ func (g *regsetGen) aim(inst *decode.X86Inst, st *emulate.X86State) {
 	if inst.AddrSize == 32 && want >= 1<<32 {
 		return
 	}
-	base, idx, scale := -1, -1, uint(0)
-	if inst.HasSIB {
-		if bb := int(inst.SIB & 7); bb != 5 || inst.Mod != 0 {
-			base = bb | emuBit3(inst.B)
-		}
-		if x := int(inst.SIB>>3&7) | emuBit3(inst.X); x != 4 {
-			idx = x
-		}
-		scale = uint(inst.SIB >> 6)
-	} else {
-		base = int(inst.RM) | emuBit3(inst.B)
-	}
+	base, idx, scale := emuAddrRegs(inst)
 	disp := uint64(inst.Disp)
 	var reg int
 	var v uint64

@@ -2,11 +2,9 @@ package plan_test
 
 import (
 	"bufio"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"math/rand"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -21,59 +19,13 @@ import (
 	"github.com/probeopt/probeopt/plan"
 )
 
-// coldFixture has foo, whose cold part foo.cold (a local function in
-// .text.unlikely, as GCC emits it) jumps back to foo+4, inside the six
-// bytes a detour of foo's entry replaces, and bar, which nothing jumps
-// into. The jump goes to a local label, as GCC's do, so that the linker
-// keeps it direct in a shared object.
-const coldFixture = `
-	.text
-	.globl	foo
-	.type	foo, @function
-foo:
-	push	%rbp			# foo+0
-	mov	%rsp, %rbp		# foo+1
-.Lfoo_body:
-	mov	%edi, %eax		# foo+4: foo.cold jumps here
-	test	%eax, %eax
-	js	foo.cold
-	add	$1, %eax
-	pop	%rbp
-	ret
-	.size	foo, .-foo
-
-	.globl	bar
-	.type	bar, @function
-bar:
-	push	%rbp
-	mov	%rsp, %rbp
-	mov	%edi, %eax
-	add	$2, %eax
-	pop	%rbp
-	ret
-	.size	bar, .-bar
-
-	.section .text.unlikely,"ax",@progbits
-	.type	foo.cold, @function
-foo.cold:
-	neg	%edi
-	jmp	.Lfoo_body
-	.size	foo.cold, .-foo.cold
-
-	.section .note.GNU-stack,"",@progbits
-`
-
-// buildCold builds coldFixture into a shared object, with gcc and the
-// given flags.
+// buildCold builds testdata/src/cold_x86.S (foo, entered at foo+4 by its
+// cold part, and bar) into a shared object, with gcc and the given flags.
 func buildCold(t *testing.T, name string, flags ...string) string {
 	t.Helper()
 	gcc := testenv.MustHaveTool(t, "gcc")
-	dir := t.TempDir()
-	src := filepath.Join(dir, "cold.S")
-	if err := os.WriteFile(src, []byte(coldFixture), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, name)
+	src := filepath.Join(fixture.Dir(t), "src", "cold_x86.S")
+	out := filepath.Join(t.TempDir(), name)
 	args := append([]string{"-shared", "-fPIC", "-o", out, src}, flags...)
 	if b, err := exec.Command(gcc, args...).CombinedOutput(); err != nil {
 		t.Fatalf("gcc %q: %v\n%s", args, err, b)
@@ -81,33 +33,15 @@ func buildCold(t *testing.T, name string, flags ...string) string {
 	return out
 }
 
-// branchCode is what a branch index of f decodes: its executable
-// sections, as the callers of the plan give them, and its functions.
+// branchCode is what a branch index of f decodes, without the exception
+// tables: its executable sections and its functions.
 func branchCode(t testing.TB, f *elfscan.File) *plan.BranchCode {
 	t.Helper()
-	ef, err := elf.Open(f.Path)
+	c, err := plan.ELFBranchCode(f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ef.Close()
-	c := &plan.BranchCode{}
-	for _, s := range ef.Sections {
-		if s.Flags&elf.SHF_EXECINSTR == 0 || s.Type == elf.SHT_NOBITS {
-			continue
-		}
-		code, err := f.Code(s.Addr, s.Size)
-		if err != nil {
-			t.Fatalf("%s: %v", s.Name, err)
-		}
-		c.Regions = append(c.Regions, plan.CodeRegion{Addr: s.Addr, Code: code})
-	}
-	funcs, err := f.Funcs()
-	if err != nil && !errors.Is(err, elfscan.ErrNoFunctions) {
-		t.Fatal(err)
-	}
-	for _, fn := range funcs {
-		c.Funcs = append(c.Funcs, plan.FuncRange{Name: fn.Name, Addr: fn.Addr, End: fn.End})
-	}
+	c.EHFrame, c.EHData = plan.EHSection{}, nil
 	return c
 }
 

@@ -18,73 +18,19 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
 
-// cxxFixture throws and catches, runs cleanups (destructors) and has cold
-// parts (GCC gives a function's unlikely code its own FDE and LSDA).
-const cxxFixture = `
-#include <stdexcept>
-#include <cstdio>
-#include <string>
-
-struct Noisy {
-	int n;
-	explicit Noisy(int n) : n(n) {}
-	~Noisy() { std::printf("~%d\n", n); }
-};
-
-__attribute__((noinline)) int may_throw(int x) {
-	if (x > 3)
-		throw std::runtime_error("big " + std::to_string(x));
-	return x * 2;
-}
-
-__attribute__((noinline)) int cleanup(int x) {
-	Noisy a(x), b(x + 1);
-	return may_throw(x) + may_throw(x + 1);
-}
-
-__attribute__((noinline)) int catches(int x) {
-	try {
-		Noisy a(x);
-		return cleanup(x);
-	} catch (const std::runtime_error &e) {
-		std::printf("caught %s\n", e.what());
-		return -1;
-	} catch (...) {
-		return -2;
-	}
-}
-
-__attribute__((noinline)) int nested(int x) {
-	int r = 0;
-	for (int i = 0; i < x; i++) {
-		try {
-			r += catches(i);
-			std::string s(static_cast<size_t>(i), 'x');
-			r += may_throw(static_cast<int>(s.size()));
-		} catch (const std::exception &) {
-			r -= 100;
-		}
-	}
-	return r;
-}
-
-int main(int argc, char **) { return nested(argc + 5) & 0x7f; }
-`
-
-// buildCXX compiles cxxFixture to assembly (the oracle's source) and to an
-// executable that keeps the assembler's local labels (.L5...) as symbols.
+// buildCXX compiles testdata/src/throws.cc (throws, cleanups, catches,
+// cold parts) to assembly (the oracle's source) and to an executable that
+// keeps the assembler's local labels (.L5...) as symbols.
 func buildCXX(t *testing.T) (asm, exe string) {
 	t.Helper()
 	gxx := testenv.MustHaveTool(t, "g++")
 	dir := t.TempDir()
-	src := filepath.Join(dir, "eh.cc")
-	if err := os.WriteFile(src, []byte(cxxFixture), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	src := filepath.Join(fixture.Dir(t), "src", "throws.cc")
 	asm, exe = filepath.Join(dir, "eh.s"), filepath.Join(dir, "eh")
 	for _, args := range [][]string{
 		{"-O2", "-S", "-o", asm, src},

@@ -4,69 +4,15 @@ package probe_test
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
-
-// coldAsm has foo, whose cold part foo.cold (a local function in
-// .text.unlikely, as GCC emits it) jumps back to foo+4, inside the six
-// bytes a detour of foo's entry would replace, and bar, which nothing
-// jumps into.
-const coldAsm = `
-	.text
-	.globl	foo
-	.type	foo, @function
-foo:
-	push	%rbp			# foo+0
-	mov	%rsp, %rbp		# foo+1
-.Lfoo_body:
-	mov	%edi, %eax		# foo+4: foo.cold jumps here
-	test	%eax, %eax
-	js	foo.cold
-	add	$1, %eax
-	pop	%rbp
-	ret
-	.size	foo, .-foo
-
-	.globl	bar
-	.type	bar, @function
-bar:
-	push	%rbp
-	mov	%rsp, %rbp
-	mov	%edi, %eax
-	add	$2, %eax
-	pop	%rbp
-	ret
-	.size	bar, .-bar
-
-	.section .text.unlikely,"ax",@progbits
-	.type	foo.cold, @function
-foo.cold:
-	neg	%edi
-	jmp	.Lfoo_body
-	.size	foo.cold, .-foo.cold
-
-	.section .note.GNU-stack,"",@progbits
-`
-
-const coldMain = `
-#include <stdio.h>
-int foo(int);
-int bar(int);
-int main(void) {
-	int s = 0;
-	for (int i = -3; i < 3; i++)
-		s = s * 7 + foo(i) * 3 + bar(i);
-	printf("%d\n", s);
-	return 0;
-}
-`
 
 // TestForeignBranchNoDetour traces a program whose foo is entered, besides
 // its entry, by a jump from its cold part to foo+4: the engine must not
@@ -77,14 +23,9 @@ int main(void) {
 func TestForeignBranchNoDetour(t *testing.T) {
 	needPtrace(t)
 	gcc := testenv.MustHaveTool(t, "gcc")
-	dir := t.TempDir()
-	for name, text := range map[string]string{"cold.S": coldAsm, "main.c": coldMain} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	exe := filepath.Join(dir, "cold")
-	if b, err := exec.Command(gcc, "-O2", "-fPIE", "-pie", "-o", exe, filepath.Join(dir, "main.c"), filepath.Join(dir, "cold.S")).CombinedOutput(); err != nil {
+	src := filepath.Join(fixture.Dir(t), "src")
+	exe := filepath.Join(t.TempDir(), "cold")
+	if b, err := exec.Command(gcc, "-O2", "-fPIE", "-pie", "-o", exe, filepath.Join(src, "cold_main.c"), filepath.Join(src, "cold_x86.S")).CombinedOutput(); err != nil {
 		t.Fatalf("gcc: %v\n%s", err, b)
 	}
 	argv := []string{exe}

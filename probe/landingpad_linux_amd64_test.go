@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
@@ -14,61 +13,10 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
-
-// throwsCXX throws through cleanups and catches, on every run.
-const throwsCXX = `
-#include <stdexcept>
-#include <cstdio>
-#include <string>
-
-struct Noisy {
-	int n;
-	explicit Noisy(int n) : n(n) {}
-	~Noisy() { std::printf("~%d\n", n); }
-};
-
-__attribute__((noinline)) int may_throw(int x) {
-	if (x > 3)
-		throw std::runtime_error("big " + std::to_string(x));
-	return x * 2;
-}
-
-__attribute__((noinline)) int cleanup(int x) {
-	Noisy a(x), b(x + 1);
-	return may_throw(x) + may_throw(x + 1);
-}
-
-__attribute__((noinline)) int catches(int x) {
-	try {
-		Noisy a(x);
-		return cleanup(x);
-	} catch (const std::runtime_error &e) {
-		std::printf("caught %s\n", e.what());
-		return -1;
-	} catch (...) {
-		return -2;
-	}
-}
-
-__attribute__((noinline)) int nested(int x) {
-	int r = 0;
-	for (int i = 0; i < x; i++) {
-		try {
-			r += catches(i);
-			std::string s(static_cast<size_t>(i), 'x');
-			r += may_throw(static_cast<int>(s.size()));
-		} catch (const std::exception &) {
-			r -= 100;
-		}
-	}
-	return r;
-}
-
-int main(int argc, char **) { std::printf("%d\n", nested(argc + 7)); return 0; }
-`
 
 // TestLandingPadNoDetour traces a C++ program at every instruction whose
 // detour, judged on the function's own branches, would replace the first
@@ -79,11 +27,7 @@ int main(int argc, char **) { std::printf("%d\n", nested(argc + 7)); return 0; }
 func TestLandingPadNoDetour(t *testing.T) {
 	needPtrace(t)
 	gxx := testenv.MustHaveTool(t, "g++")
-	dir := t.TempDir()
-	src, exe := filepath.Join(dir, "throws.cc"), filepath.Join(dir, "throws")
-	if err := os.WriteFile(src, []byte(throwsCXX), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	src, exe := filepath.Join(fixture.Dir(t), "src", "throws.cc"), filepath.Join(t.TempDir(), "throws")
 	if b, err := exec.Command(gxx, "-O2", "-o", exe, src).CombinedOutput(); err != nil {
 		t.Fatalf("g++: %v\n%s", err, b)
 	}

@@ -23,21 +23,27 @@ import (
 // Flags the manuals leave undefined get a value (see X86UndefinedFlags);
 // a program cannot rely on it, and neither can a comparison with a CPU.
 //
-// The behaviour is checked against the CPU by package fuzz, on Intel
-// hardware so far. Where Intel and AMD are known to differ the instruction
-// is refused (a 66 prefix on a near branch); a call to a non-canonical
-// target follows Intel (see Step).
+// Where Intel and AMD CPUs execute the same instruction differently the
+// emulator follows Vendor (the package documentation lists each
+// difference and its evidence); where a difference is not characterised
+// the instruction is refused (a 66 prefix on a near branch). The
+// behaviour is checked against the CPU by package fuzz, on both vendors.
 //
 // xchg with a memory operand is atomic on the CPU; the emulator makes a
 // Read and a Write, which is atomic only if nothing else writes the memory
 // in between (for a traced process: while its other threads are stopped).
 type X86 struct {
+	// Vendor is the CPU whose behaviour is followed where Intel and AMD
+	// differ. The zero value is decode.VendorAMD, as for the decoder; a
+	// tracer sets the vendor of the CPU its process runs on.
+	Vendor decode.Vendor
 	// LA57 selects 57-bit virtual addresses (five-level paging) for the
 	// canonical-address checks.
 	LA57 bool
 }
 
-// EmulateX86 executes inst with the zero X86 (48-bit virtual addresses).
+// EmulateX86 executes inst with the zero X86: AMD's behaviour and 48-bit
+// virtual addresses.
 func EmulateX86(inst *decode.X86Inst, st *X86State, mem Memory) error {
 	return X86{}.Step(inst, st, mem)
 }
@@ -51,15 +57,15 @@ func EmulateX86(inst *decode.X86Inst, st *X86State, mem Memory) error {
 // instruction or the branch target). On failure st is unchanged: the error
 // wraps ErrNotEmulated when inst is outside the emulated set, and is a
 // *Fault when the instruction faults. A faulting instruction writes no
-// memory, with one exception that follows the CPU: a call to a
+// memory, with one exception that follows Intel CPUs: a call to a
 // non-canonical target stores its return address below rsp before it
-// raises #GP (rsp itself is unchanged).
+// raises #GP (rsp itself is unchanged); an AMD CPU stores nothing.
 func (x X86) Step(inst *decode.X86Inst, st *X86State, mem Memory) error {
-	op, err := classifyX86(inst)
+	op, err := classifyX86(inst, x.Vendor)
 	if err != nil {
 		return err
 	}
-	e := x86Exec{in: inst, s: *st, mem: mem, la57: x.LA57}
+	e := x86Exec{in: inst, s: *st, mem: mem, la57: x.LA57, vendor: x.Vendor}
 	e.fall = st.RIP + uint64(inst.Len)
 	e.next = e.fall
 	if err := e.run(op); err != nil {
@@ -79,6 +85,8 @@ type x86Exec struct {
 	fall uint64 // address of the next instruction
 	next uint64 // the new RIP: fall, or the branch target
 	la57 bool
+	// vendor is the CPU followed where Intel and AMD differ.
+	vendor decode.Vendor
 }
 
 // x86Loc is an operand location: a register or a memory address.
@@ -86,8 +94,10 @@ type x86Loc struct {
 	mem   bool
 	high  bool   // register: bits 8-15 (ah, ch, dh, bh)
 	stack bool   // memory: in the stack segment (#SS when non-canonical)
+	seg   bool   // memory: an FS or GS base was added to off
 	reg   uint8  // register number
 	addr  uint64 // memory: linear address
+	off   uint64 // memory: the offset (effective address) before the base
 }
 
 // canonical reports whether a is a canonical address.
@@ -109,6 +119,19 @@ func (e *x86Exec) checkAddr(a uint64, size int, stack bool, acc Access) error {
 		k = FaultSS
 	}
 	return &Fault{Addr: a, Size: size, Access: acc, Kind: k, Err: ErrNonCanonical}
+}
+
+// checkMem raises the faults of a memory operand that come before any
+// access: its linear address must be canonical, and on AMD CPUs so must
+// its offset when an FS or GS base was added (Intel checks the linear
+// address only).
+func (e *x86Exec) checkMem(l x86Loc, size int, acc Access) error {
+	if l.seg && e.vendor == decode.VendorAMD {
+		if err := e.checkAddr(l.off, size, false, acc); err != nil {
+			return err
+		}
+	}
+	return e.checkAddr(l.addr, size, l.stack, acc)
 }
 
 // memFault turns an error of the memory into a *Fault.
@@ -237,9 +260,11 @@ func (e *x86Exec) ea() (off uint64, stack bool) {
 func (e *x86Exec) segment(l x86Loc) x86Loc {
 	switch {
 	case e.in.Prefixes&decode.PrefixFS != 0:
+		l.off, l.seg = l.addr, true
 		l.addr += e.s.FSBase
 		l.stack = false
 	case e.in.Prefixes&decode.PrefixGS != 0:
+		l.off, l.seg = l.addr, true
 		l.addr += e.s.GSBase
 		l.stack = false
 	}
@@ -262,10 +287,10 @@ func (e *x86Exec) getRMW(l x86Loc, size int) (uint64, error) {
 // fault, as the CPU checks.
 func (e *x86Exec) getAs(l x86Loc, size int, acc Access) (uint64, error) {
 	if l.mem {
+		if err := e.checkMem(l, size, acc); err != nil {
+			return 0, err
+		}
 		if wc, ok := e.mem.(WriteChecker); ok && acc == AccessWrite {
-			if err := e.checkAddr(l.addr, size, l.stack, acc); err != nil {
-				return 0, err
-			}
 			if err := wc.CheckWrite(l.addr, size); err != nil {
 				return 0, memFault(err, l.addr, size, acc)
 			}
@@ -300,6 +325,9 @@ func (e *x86Exec) setReg(l x86Loc, size int, v uint64) {
 // put writes an operand of size bytes.
 func (e *x86Exec) put(l x86Loc, size int, v uint64) error {
 	if l.mem {
+		if err := e.checkMem(l, size, AccessWrite); err != nil {
+			return err
+		}
 		return e.store(l.addr, size, v, l.stack)
 	}
 	e.setReg(l, size, v)
@@ -336,11 +364,25 @@ func (e *x86Exec) branch(target uint64) error {
 	return nil
 }
 
-// call pushes the return address and moves to target. As on the CPU, the
-// return address is stored before the target is checked: a call to a
-// non-canonical target raises #GP with the registers unchanged but the
-// return address written below rsp.
+// call pushes the return address and moves to target. A call to a
+// non-canonical target raises #GP with the registers unchanged, after the
+// faults of the push (a non-canonical or unwritable stack comes first).
+// An Intel CPU has then stored the return address below rsp; an AMD CPU
+// has stored nothing, and the emulator asks a WriteChecker memory whether
+// the push would fault (without one it raises #GP).
 func (e *x86Exec) call(target uint64) error {
+	if e.vendor == decode.VendorAMD && !e.canonical(target) {
+		sp := e.s.GPR[decode.RSP] - 8
+		if err := e.checkAddr(sp, 8, true, AccessWrite); err != nil {
+			return err
+		}
+		if wc, ok := e.mem.(WriteChecker); ok {
+			if err := wc.CheckWrite(sp, 8); err != nil {
+				return memFault(err, sp, 8, AccessWrite)
+			}
+		}
+		return e.branch(target)
+	}
 	if err := e.push(e.fall, 8); err != nil {
 		return err
 	}

@@ -289,7 +289,7 @@ func condition(cc uint8, f uint64) bool {
 //   - rol, ror with a masked count other than 0 or 1: OF.
 //   - imul with two or three operands: SF, ZF, AF, PF.
 func X86UndefinedFlags(inst *decode.X86Inst, st *X86State) uint64 {
-	op, err := classifyX86(inst)
+	op, err := classifyX86(inst, decode.VendorAMD) // the undefined flags are the same on Intel
 	if err != nil {
 		return 0
 	}

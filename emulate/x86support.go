@@ -72,7 +72,16 @@ type x86Op struct {
 // the emulator executes: X86.Step accepts exactly the instructions it
 // accepts.
 func X86Supported(inst *decode.X86Inst) error {
-	_, err := classifyX86(inst)
+	return X86{}.Supported(inst)
+}
+
+// Supported reports whether x executes inst exactly: nil if so, else an
+// error wrapping ErrNotEmulated that says why. Step accepts exactly the
+// instructions it accepts. The emulated set is the same for every vendor
+// today; the method exists so that a caller asks about the CPU it
+// emulates.
+func (x X86) Supported(inst *decode.X86Inst) error {
+	_, err := classifyX86(inst, x.Vendor)
 	return err
 }
 
@@ -112,7 +121,7 @@ const (
 // select the form: F3 90 (pause), F3 0F 1E FA/FB (endbr64/endbr32), F3 on
 // ret (the "rep ret" idiom), F2 on near branches (the MPX BND prefix, a
 // no-op without MPX).
-func classifyX86(inst *decode.X86Inst) (x86Op, error) {
+func classifyX86(inst *decode.X86Inst, vendor decode.Vendor) (x86Op, error) {
 	if inst.Len == 0 {
 		return x86Op{}, notEmulated(inst, "not decoded")
 	}
@@ -132,7 +141,7 @@ func classifyX86(inst *decode.X86Inst) (x86Op, error) {
 	var ok bool
 	switch inst.Map {
 	case decode.Map1Byte:
-		op, ok = classify1(inst)
+		op, ok = classify1(inst, vendor)
 	case decode.Map0F:
 		op, ok = classify0F(inst)
 	}
@@ -173,7 +182,7 @@ func byteOrV(inst *decode.X86Inst, opcode byte) uint8 {
 }
 
 // classify1 classifies the one-byte opcode map.
-func classify1(inst *decode.X86Inst) (x86Op, bool) {
+func classify1(inst *decode.X86Inst, vendor decode.Vendor) (x86Op, bool) {
 	c := inst.Opcode
 	v := uint8(inst.OpSize / 8)
 	switch {
@@ -204,6 +213,11 @@ func classify1(inst *decode.X86Inst) (x86Op, bool) {
 	}
 	switch c {
 	case 0x63:
+		if v == 2 && vendor == decode.VendorAMD {
+			// movsxd with a 66 prefix: AMD reads a 32-bit source and
+			// writes its low 16 bits; Intel reads 16 bits.
+			return x86Op{kind: kMovSX, sub: 4, size: 2, form: formGE}, true
+		}
 		if !inst.W {
 			// Without REX.W this is a plain 32-bit (or 16-bit) move.
 			return x86Op{kind: kMov, size: v, form: formGE}, true

@@ -5,7 +5,6 @@ package fuzz
 import (
 	"testing"
 
-	"github.com/probeopt/probeopt/decode"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,13 +12,11 @@ import (
 // SYSENTER, which on Intel CPUs leaves the child in 32-bit mode.
 func TestLengthOracleAfterSysenter(t *testing.T) {
 	o := newTestOracle(t)
-	want := CPUUndefined // AMD: SYSENTER is #UD in long mode
-	if hostVendor(t) == decode.VendorIntel {
-		want = CPUAccepted
-	}
+	sysenter := x86VendorLengthNamed("sysenter in 64-bit mode")
+	want := sysenter.want(hostVendor(t))
 	for range 3 {
-		if n, res, err := o.Length([]byte{0x0f, 0x34}); err != nil || n != 2 || res != want {
-			t.Fatalf("Length(0f 34) = %d %v %v, want 2 %v", n, res, err, want)
+		if n, res, err := o.Length(mustHex(t, sysenter.hex)); err != nil || (CPULength{n, res}) != want {
+			t.Fatalf("Length(%s) = %d %v %v, want %d %v", sysenter.hex, n, res, err, want.N, want.Result)
 		}
 		if n, res, err := o.Length([]byte{0x90}); err != nil || n != 1 || res != CPUAccepted {
 			t.Fatalf("Length(90) after sysenter = %d %v %v, want 1 accepted", n, res, err)

@@ -17,14 +17,14 @@ import (
 // generator does; bit 1 places the instruction in the high code window.
 // It returns false for input that does not start with an emulated
 // instruction.
-func emuCaseFromFuzz(data []byte) (EmuCase, *decode.X86Inst, bool) {
+func emuCaseFromFuzz(data []byte, x emulate.X86) (EmuCase, *decode.X86Inst, bool) {
 	var c EmuCase
 	inst := new(decode.X86Inst)
 	n := min(len(data), MaxX86Len)
 	addr := uint64(EmuCodeLow + 0x100)
 	rest := data
 	var ctl, flags byte
-	if err := (decode.X86Decoder{}).Decode(data[:n], addr, inst); err != nil {
+	if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(data[:n], addr, inst); err != nil {
 		return c, nil, false
 	}
 	rest = data[inst.Len:]
@@ -36,11 +36,11 @@ func emuCaseFromFuzz(data []byte) (EmuCase, *decode.X86Inst, bool) {
 	}
 	if ctl&2 != 0 {
 		addr = EmuCodeHigh + 0x100
-		if err := (decode.X86Decoder{}).Decode(data[:inst.Len], addr, inst); err != nil {
+		if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(data[:inst.Len], addr, inst); err != nil {
 			return c, nil, false
 		}
 	}
-	if emulate.X86Supported(inst) != nil {
+	if x.Supported(inst) != nil {
 		return c, nil, false
 	}
 	b := append([]byte(nil), data[:inst.Len]...)
@@ -117,9 +117,10 @@ func FuzzEmulateX86(f *testing.F) {
 		f.Add(append(b, 1, 0x41))
 	}
 	o := newTestEmuOracle(f)
+	x := hostEmulator(f)
 	img := NewEmuImage(0x66757a7a)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, inst, ok := emuCaseFromFuzz(data)
+		c, inst, ok := emuCaseFromFuzz(data, x)
 		if !ok {
 			return
 		}
@@ -133,7 +134,7 @@ func FuzzEmulateX86(f *testing.F) {
 		if err := o.Run(img, []EmuCase{c}, out); err != nil {
 			t.Fatalf("oracle: %v", err)
 		}
-		if v, m := checkEmu(&c, inst, img, &out[0]); v == emuMismatched {
+		if v, m := checkEmu(&c, inst, img, &out[0], x); v == emuMismatched {
 			t.Fatalf("%s", m)
 		}
 	})

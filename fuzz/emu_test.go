@@ -36,16 +36,24 @@ func newTestEmuOracle(t testing.TB) *EmuOracle {
 	return o
 }
 
+// hostEmulator returns the emulator of the host CPU's vendor, or skips the
+// test where the vendor cannot be told.
+func hostEmulator(t testing.TB) emulate.X86 {
+	t.Helper()
+	return emulate.X86{Vendor: hostVendor(t)}
+}
+
 // runEmuCases places the cases in img, runs them on the oracle and checks
 // each with the emulator; it returns the verdicts and the mismatches.
 func runEmuCases(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase) ([]emuVerdict, []*EmuMismatch) {
 	t.Helper()
+	x := hostEmulator(t)
 	insts := make([]decode.X86Inst, len(cases))
 	for i := range cases {
 		if err := img.Place(&cases[i]); err != nil {
 			t.Fatal(err)
 		}
-		if err := (decode.X86Decoder{}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
+		if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
 			t.Fatalf("case %d % x: %v", i, cases[i].Bytes, err)
 		}
 	}
@@ -56,7 +64,7 @@ func runEmuCases(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase) ([]e
 	verdicts := make([]emuVerdict, len(cases))
 	var mis []*EmuMismatch
 	for i := range cases {
-		v, m := checkEmu(&cases[i], &insts[i], img, &out[i])
+		v, m := checkEmu(&cases[i], &insts[i], img, &out[i], x)
 		verdicts[i] = v
 		if m != nil {
 			mis = append(mis, m)
@@ -112,7 +120,7 @@ func TestEmuCampaign(t *testing.T) {
 		n = 10_000_000
 	}
 	shown := 0
-	c := EmuCampaign{Cases: n, Seed: 0x70726f62, OnMismatch: func(m *EmuMismatch) bool {
+	c := EmuCampaign{Cases: n, Seed: 0x70726f62, Vendor: hostVendor(t), OnMismatch: func(m *EmuMismatch) bool {
 		if shown < 20 {
 			t.Errorf("%s", m)
 		}
@@ -234,7 +242,7 @@ func TestEmuOracleKnown(t *testing.T) {
 
 // TestEmuVectorRoundTrip formats a case as a vector and parses it back.
 func TestEmuVectorRoundTrip(t *testing.T) {
-	g, err := newEmuGen(3, "")
+	g, err := newEmuGen(3, "", decode.VendorAMD)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -243,16 +251,18 @@ func TestEmuVectorRoundTrip(t *testing.T) {
 		if !g.gen(EmuCodeLow+16*uint64(i), &c) {
 			t.Fatal("generator gave up")
 		}
-		line := formatEmuVector(&c, 0x1234, "a note")
+		vendor := []decode.Vendor{decode.VendorAMD, decode.VendorIntel}[i%2]
+		line := formatEmuVector(&c, vendor, 0x1234, "a note")
 		vecs, err := ReadEmuVectors(strings.NewReader("# comment\n\n" + line + "\n"))
 		if err != nil {
 			t.Fatalf("%s: %v", line, err)
 		}
-		if len(vecs) != 1 || !reflect.DeepEqual(vecs[0].Case, c) || vecs[0].ImageSeed != 0x1234 || vecs[0].Note != "a note" {
+		if len(vecs) != 1 || !reflect.DeepEqual(vecs[0].Case, c) || vecs[0].ImageSeed != 0x1234 || vecs[0].Vendor != vendor || vecs[0].Note != "a note" {
 			t.Fatalf("round trip of %s gave %+v", line, vecs)
 		}
 	}
-	for _, bad := range []string{"alu", "alu zz image=1 rip=1 rflags=2", "alu 90 rip=1 rflags=2", "alu 90 image=1 rip=1 rflags=2 xyz=3"} {
+	for _, bad := range []string{"alu", "alu zz vendor=amd image=1 rip=1 rflags=2", "alu 90 vendor=amd rip=1 rflags=2", "alu 90 vendor=amd image=1 rip=1 rflags=2 xyz=3",
+		"alu 90 image=1 rip=1 rflags=2", "alu 90 vendor=via image=1 rip=1 rflags=2"} {
 		if _, err := ReadEmuVectors(strings.NewReader(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
@@ -261,8 +271,8 @@ func TestEmuVectorRoundTrip(t *testing.T) {
 
 // TestEmuGenDeterministic checks that a seed gives the same cases.
 func TestEmuGenDeterministic(t *testing.T) {
-	a, _ := newEmuGen(9, "")
-	b, _ := newEmuGen(9, "")
+	a, _ := newEmuGen(9, "", decode.VendorAMD)
+	b, _ := newEmuGen(9, "", decode.VendorAMD)
 	ba, err := a.batch(5, 300)
 	if err != nil {
 		t.Fatal(err)
@@ -274,7 +284,7 @@ func TestEmuGenDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(ba.cases, bb.cases) || ba.img.RW != bb.img.RW {
 		t.Error("same seed, different cases")
 	}
-	if _, err := newEmuGen(1, "nosuchclass"); err == nil {
+	if _, err := newEmuGen(1, "nosuchclass", decode.VendorAMD); err == nil {
 		t.Error("unknown class accepted")
 	}
 }
@@ -351,7 +361,7 @@ func TestEmuGenCoversClaims(t *testing.T) {
 	if len(claimed) < 5000 {
 		t.Fatalf("only %d claimed forms: the enumeration is broken", len(claimed))
 	}
-	g, err := newEmuGen(11, "")
+	g, err := newEmuGen(11, "", decode.VendorAMD)
 	if err != nil {
 		t.Fatal(err)
 	}

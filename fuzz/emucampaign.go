@@ -20,6 +20,10 @@ type EmuCampaign struct {
 	Cases int
 	// Seed determines every case and memory image.
 	Seed uint64
+	// Vendor is the vendor of the CPU the cases run on: the generated
+	// bytes are decoded, and the emulator follows, that vendor's rules.
+	// The zero value is decode.VendorAMD; HostVendor tells the host's.
+	Vendor decode.Vendor
 	// Class restricts the generator to one class (see EmuClasses); ""
 	// means all of them.
 	Class string
@@ -70,7 +74,7 @@ func (c *EmuCampaign) Run(r EmuRunner) (*EmuReport, error) {
 		size = 1024
 	}
 	size = min(size, 2*EmuCodeSize/16)
-	g, err := newEmuGen(c.Seed, c.Class)
+	g, err := newEmuGen(c.Seed, c.Class, c.Vendor)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +112,7 @@ func (c *EmuCampaign) Run(r EmuRunner) (*EmuReport, error) {
 			return rep, err
 		}
 		for i := range b.cases {
-			v, m := checkEmu(&b.cases[i], &b.insts[i], b.img, &out[i])
+			v, m := checkEmu(&b.cases[i], &b.insts[i], b.img, &out[i], g.emu)
 			if v == emuSkipped {
 				rep.Skipped++
 				continue

@@ -139,9 +139,10 @@ type EmuEmulatorResult struct {
 // EmuMismatch is a case on which the emulator and the CPU disagree.
 type EmuMismatch struct {
 	Case      EmuCase
-	ImageSeed uint64 // seed of the memory image the case ran with
-	Text      string // disassembly
-	Reason    string // what differs
+	ImageSeed uint64        // seed of the memory image the case ran with
+	Vendor    decode.Vendor // the CPU's vendor, which the emulator followed
+	Text      string        // disassembly
+	Reason    string        // what differs
 	CPU       EmuCPUResult
 	Emu       EmuEmulatorResult
 	// Compared is the mask of RFLAGS bits that were compared.
@@ -161,18 +162,18 @@ const (
 // emuCompareFlags is the part of RFLAGS compared: the status flags and DF.
 const emuCompareFlags = emulate.FlagsStatus | emulate.FlagDF
 
-// emulateX86 is how checkEmu runs the emulator: emulate.EmulateX86. It is
-// a variable only so that a test can spoil the emulator's answer and check
-// that checkEmu reports each kind of disagreement; nothing else changes it.
-var emulateX86 = emulate.EmulateX86
+// emulateX86 is how checkEmu runs the emulator: x.Step. It is a variable
+// only so that a test can spoil the emulator's answer and check that
+// checkEmu reports each kind of disagreement; nothing else changes it.
+var emulateX86 = emulate.X86.Step
 
-// checkEmu runs the emulator on a case and compares it with what the CPU
-// did. inst is the decoded case. It returns the verdict and, for a
+// checkEmu runs the emulator x on a case and compares it with what the
+// CPU did. inst is the decoded case. It returns the verdict and, for a
 // mismatch, the report.
-func checkEmu(c *EmuCase, inst *decode.X86Inst, img *EmuImage, cpu *EmuCPUResult) (emuVerdict, *EmuMismatch) {
+func checkEmu(c *EmuCase, inst *decode.X86Inst, img *EmuImage, cpu *EmuCPUResult, x emulate.X86) (emuVerdict, *EmuMismatch) {
 	model := emuModel{img: img}
 	st := c.Init
-	err := emulateX86(inst, &st, &model)
+	err := emulateX86(x, inst, &st, &model)
 	if model.reserved {
 		return emuSkipped, nil
 	}
@@ -180,7 +181,7 @@ func checkEmu(c *EmuCase, inst *decode.X86Inst, img *EmuImage, cpu *EmuCPUResult
 	mask := emuCompareFlags &^ emulate.X86UndefinedFlags(inst, &c.Init)
 	mis := func(format string, args ...any) (emuVerdict, *EmuMismatch) {
 		return emuMismatched, &EmuMismatch{
-			Case: *c, ImageSeed: img.Seed, Text: inst.Text("intel"),
+			Case: *c, ImageSeed: img.Seed, Vendor: x.Vendor, Text: inst.Text("intel"),
 			Reason: fmt.Sprintf(format, args...), CPU: *cpu, Emu: emu, Compared: mask,
 		}
 	}

@@ -14,9 +14,9 @@ import (
 // until the test ends.
 func spoilEmulator(t *testing.T, spoil func(st *emulate.X86State, m *emuModel, err error) error) {
 	t.Helper()
-	t.Cleanup(func() { emulateX86 = emulate.EmulateX86 })
-	emulateX86 = func(inst *decode.X86Inst, st *emulate.X86State, mem emulate.Memory) error {
-		err := emulate.EmulateX86(inst, st, mem)
+	t.Cleanup(func() { emulateX86 = emulate.X86.Step })
+	emulateX86 = func(x emulate.X86, inst *decode.X86Inst, st *emulate.X86State, mem emulate.Memory) error {
+		err := x.Step(inst, st, mem)
 		return spoil(st, mem.(*emuModel), err)
 	}
 }
@@ -28,6 +28,7 @@ func spoilEmulator(t *testing.T, spoil func(st *emulate.X86State, m *emuModel, e
 // be, and the intact answers must agree.
 func TestEmuCheckerCatches(t *testing.T) {
 	o := newTestEmuOracle(t)
+	x := hostEmulator(t)
 	img := NewEmuImage(11)
 	mk := func(addr uint64, code string, set func(*emulate.X86State)) EmuCase {
 		c := EmuCase{Class: "checker", Bytes: mustHex(t, code)}
@@ -70,7 +71,7 @@ func TestEmuCheckerCatches(t *testing.T) {
 		if err := img.Place(&cases[i]); err != nil {
 			t.Fatal(err)
 		}
-		if err := (decode.X86Decoder{}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
+		if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
 			t.Fatalf("case %d: %v", i, err)
 		}
 	}
@@ -81,7 +82,7 @@ func TestEmuCheckerCatches(t *testing.T) {
 	// The intact emulator agrees with the CPU on every case.
 	wantVerdict := []emuVerdict{add: emuCompleted, and: emuCompleted, store: emuCompleted, load: emuFaulted}
 	for i := range cases {
-		if v, m := checkEmu(&cases[i], &insts[i], img, &out[i]); v != wantVerdict[i] || m != nil {
+		if v, m := checkEmu(&cases[i], &insts[i], img, &out[i], x); v != wantVerdict[i] || m != nil {
 			t.Fatalf("case %d (%s): verdict %d, want %d; the intact emulator disagrees: %v", i, insts[i].Text("intel"), v, wantVerdict[i], m)
 		}
 	}
@@ -163,7 +164,7 @@ func TestEmuCheckerCatches(t *testing.T) {
 		t.Run(strings.ReplaceAll(sp.what, " ", "_"), func(t *testing.T) {
 			spoilEmulator(t, sp.spoil)
 			c := &cases[sp.c]
-			v, m := checkEmu(c, &insts[sp.c], img, &out[sp.c])
+			v, m := checkEmu(c, &insts[sp.c], img, &out[sp.c], x)
 			if sp.reason == "" {
 				if v != wantVerdict[sp.c] || m != nil {
 					t.Fatalf("%s: reported (verdict %d): %v", insts[sp.c].Text("intel"), v, m)

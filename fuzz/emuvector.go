@@ -13,34 +13,40 @@ import (
 
 // Regression vectors of the emulator oracle are text, one case per line:
 //
-//	CLASS HEX image=SEED rip=ADDR rax=V rcx=V ... r15=V rflags=V  # note
+//	CLASS HEX vendor=VENDOR image=SEED rip=ADDR rax=V rcx=V ... r15=V rflags=V  # note
 //
-// HEX is the instruction, SEED the seed of the memory image (NewEmuImage),
-// and every register of the initial state is given in hexadecimal (0x
-// prefix); fs_base and gs_base are EmuFSBase and EmuGSBase. Blank lines
-// and lines starting with # are ignored.
+// HEX is the instruction, VENDOR the vendor of the CPU on which the
+// disagreement was found (amd or intel), SEED the seed of the memory image
+// (NewEmuImage), and every register of the initial state is given in
+// hexadecimal (0x prefix); fs_base and gs_base are EmuFSBase and
+// EmuGSBase. Blank lines and lines starting with # are ignored. Every
+// vector is replayed on whatever CPU runs the tests, with the emulator of
+// that CPU's vendor: the vendor says where a case came from, not where it
+// runs.
 
 // EmuVector is one regression vector: a case and its memory image.
 type EmuVector struct {
 	Case      EmuCase
 	ImageSeed uint64
-	Note      string // the comment after #, if any
-	Line      int    // line number in the file
+	// Vendor is the vendor of the CPU the disagreement was found on.
+	Vendor decode.Vendor
+	Note   string // the comment after #, if any
+	Line   int    // line number in the file
 }
 
 // Vector renders the mismatch's case as a regression vector line.
 func (m *EmuMismatch) Vector() string {
-	return formatEmuVector(&m.Case, m.ImageSeed, m.Reason)
+	return formatEmuVector(&m.Case, m.Vendor, m.ImageSeed, m.Reason)
 }
 
 // formatEmuVector renders a case as a vector line.
-func formatEmuVector(c *EmuCase, seed uint64, note string) string {
+func formatEmuVector(c *EmuCase, vendor decode.Vendor, seed uint64, note string) string {
 	var b strings.Builder
 	class := c.Class
 	if class == "" {
 		class = "-"
 	}
-	fmt.Fprintf(&b, "%s %s image=%#x rip=%#x", class, hex.EncodeToString(c.Bytes), seed, c.Init.RIP)
+	fmt.Fprintf(&b, "%s %s vendor=%v image=%#x rip=%#x", class, hex.EncodeToString(c.Bytes), vendor, seed, c.Init.RIP)
 	for r := 0; r < 16; r++ {
 		fmt.Fprintf(&b, " %s=%#x", decode.X86RegName(r), c.Init.GPR[r])
 	}
@@ -94,6 +100,18 @@ func parseEmuVector(line string) (EmuVector, error) {
 		if !ok {
 			return v, fmt.Errorf("bad field %q", kv)
 		}
+		if k == "vendor" {
+			switch val {
+			case "amd":
+				v.Vendor = decode.VendorAMD
+			case "intel":
+				v.Vendor = decode.VendorIntel
+			default:
+				return v, fmt.Errorf("vendor %q: want amd or intel", val)
+			}
+			seen[k] = true
+			continue
+		}
 		x, err := strconv.ParseUint(val, 0, 64)
 		if err != nil {
 			return v, fmt.Errorf("field %s: %w", k, err)
@@ -114,7 +132,7 @@ func parseEmuVector(line string) (EmuVector, error) {
 			st.GPR[r] = x
 		}
 	}
-	for _, k := range []string{"image", "rip", "rflags"} {
+	for _, k := range []string{"vendor", "image", "rip", "rflags"} {
 		if !seen[k] {
 			return v, fmt.Errorf("missing %s=", k)
 		}

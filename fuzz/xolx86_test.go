@@ -116,26 +116,29 @@ func TestXOLX86Regressions(t *testing.T) {
 	}
 }
 
-// TestXOLX86VectorsRelocate checks, on any machine, that every regression
-// vector decodes and is relocated or refused as CheckX86 says.
+// TestXOLX86VectorsRelocate checks, on any machine and with each vendor's
+// decoding, that every regression vector decodes and is relocated or
+// refused as CheckX86 says.
 func TestXOLX86VectorsRelocate(t *testing.T) {
-	refused := 0
-	for _, c := range readXOLVectorFile(t) {
-		img := NewXOLX86Image(c.Image)
-		p, runs := prepareXOL(&c, decode.X86Decoder{Vendor: decode.VendorIntel}, img, nil)
-		if p.bad != nil {
-			t.Errorf("%s", p.bad)
-			continue
+	for _, vendor := range []decode.Vendor{decode.VendorAMD, decode.VendorIntel} {
+		refused := 0
+		for _, c := range readXOLVectorFile(t) {
+			img := NewXOLX86Image(c.Image)
+			p, runs := prepareXOL(&c, decode.X86Decoder{Vendor: vendor}, img, nil)
+			if p.bad != nil {
+				t.Errorf("%v: %s", vendor, p.bad)
+				continue
+			}
+			if p.refused != "" {
+				refused++
+				continue
+			}
+			if len(runs) < 2 {
+				t.Errorf("%v: %s: %d runs", vendor, c.Vector(), len(runs))
+			}
 		}
-		if p.refused != "" {
-			refused++
-			continue
-		}
-		if len(runs) < 2 {
-			t.Errorf("%s: %d runs", c.Vector(), len(runs))
-		}
+		t.Logf("%v: %d refused", vendor, refused)
 	}
-	t.Logf("%d refused", refused)
 }
 
 // TestXOLX86VectorRoundTrip checks that Vector and ParseXOLX86Vector are
@@ -170,8 +173,9 @@ func TestXOLX86GenDeterministic(t *testing.T) {
 	if !reflect.DeepEqual(a.runs, b.runs) || a.img.Code != b.img.Code || a.img.RW != b.img.RW {
 		t.Fatal("the same batch differs between two generations")
 	}
-	for _, class := range XOLX86Classes {
-		c := XOLX86Campaign{Cases: 300, Seed: 42, Vendor: decode.VendorIntel, Class: class}
+	for i, class := range XOLX86Classes {
+		vendor := []decode.Vendor{decode.VendorAMD, decode.VendorIntel}[i%2]
+		c := XOLX86Campaign{Cases: 300, Seed: 42, Vendor: vendor, Class: class}
 		bt := c.makeXOLBatch(0, 300)
 		undecodable, run := 0, 0
 		for _, p := range bt.preps {
@@ -207,7 +211,7 @@ func TestXOLX86Harness(t *testing.T) {
 	starts := map[int]bool{}
 	for off := 0; off < len(h.code); {
 		starts[off] = true
-		inst, err := decode.DecodeX86(h.code[off:], uint64(xoCtrlAddr+xoOffHarness+off))
+		inst, err := decode.DecodeX86(h.code[off:], uint64(xoCtrlAddr+xoOffHarness)+uint64(off))
 		if err != nil {
 			t.Fatalf("harness +%#x: % x: %v", off, h.code[off:min(off+15, len(h.code))], err)
 		}

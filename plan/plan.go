@@ -133,8 +133,10 @@ type Site struct {
 
 // Options tune a decision; nil means the defaults.
 type Options struct {
-	// Vendor selects Intel or AMD decoding where the two differ, for the
-	// probeopt policy (the Linux decoder follows AMD).
+	// Vendor selects Intel or AMD where the two differ, for the probeopt
+	// policy: the decoding, and the emulator that the decision relies on
+	// (the Linux decoder follows AMD). A live engine sets the vendor of
+	// the CPU its process runs on.
 	Vendor decode.Vendor
 	// PageSize is the page size in bytes for the nop5 page-crossing rule;
 	// 0 means 4096.

@@ -28,7 +28,7 @@ func probeoptX86(s *Site, o *Options) Decision {
 	}
 
 	// One trap: emulation.
-	if err := emulate.X86Supported(&inst); err == nil {
+	if err := (emulate.X86{Vendor: o.Vendor}).Supported(&inst); err == nil {
 		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
 		switch {
 		case isRealNop(&inst):

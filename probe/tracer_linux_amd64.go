@@ -22,6 +22,7 @@ import (
 	"github.com/probeopt/probeopt/batchpatch"
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/proc"
 )
 
@@ -31,7 +32,9 @@ import (
 type Tracer struct {
 	opts   Options
 	vendor decode.Vendor
-	files  fileCache
+	// emu is the emulator of this CPU: its vendor and address width.
+	emu   emulate.X86
+	files fileCache
 
 	// mu orders the control operations (adding and removing probes,
 	// new modules, forks, execs, single steps, detaching). It is always
@@ -175,7 +178,8 @@ func newTracer(o Options) *Tracer {
 	if o.RescanInterval == 0 {
 		o.RescanInterval = time.Second
 	}
-	return &Tracer{opts: o, vendor: hostVendor(), targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
+	v := hostVendor()
+	return &Tracer{opts: o, vendor: v, emu: hostEmulator(v), targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
 }
 
 // start makes p the root target: the trap handler, the modules mapped now

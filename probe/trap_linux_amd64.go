@@ -144,6 +144,12 @@ func (tg *target) textByte(addr uint64) (byte, bool) {
 	}
 }
 
+// hostEmulator returns the emulator of the CPU this runs on, which is the
+// CPU of every traced process: vendor v's behaviour.
+func hostEmulator(v decode.Vendor) emulate.X86 {
+	return emulate.X86{Vendor: v}
+}
+
 // emulate executes the site's instruction on the thread's registers and
 // the process's memory. It reports false, with nothing changed, when the
 // emulator refuses or the instruction faults or touches memory the
@@ -162,7 +168,7 @@ func (tg *target) emulate(ctx *proc.TrapContext, e *entry) bool {
 		return false // the program single-steps itself: let the CPU trap
 	}
 	m := remoteMem{tg: tg, tid: ctx.Tid, sp: r.Rsp}
-	if err := (emulate.X86{}).Step(e.inst, &st, &m); err != nil {
+	if err := tg.t.emu.Step(e.inst, &st, &m); err != nil {
 		return false
 	}
 	g := &st.GPR

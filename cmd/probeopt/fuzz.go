@@ -107,6 +107,8 @@ type fuzzEmulateReport struct {
 	Arch  string `json:"arch"`
 	Seed  uint64 `json:"seed"`
 	Class string `json:"class,omitempty"`
+	// Vendor is the host CPU's vendor, which the emulator follows.
+	Vendor string `json:"vendor"`
 	*fuzz.EmuReport
 	MismatchList []fuzzMismatch `json:"mismatch_list"`
 	Stopped      bool           `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -201,21 +203,26 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.EmuClasses(), ", "))
 	}
 	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
+	vendor, err := fuzz.HostVendor()
+	if err != nil {
+		return fmt.Errorf("host cpu: %w", err)
+	}
 	oracle, err := startEmuOracle()
 	if err != nil {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}
 	defer oracle.Close()
-	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, MismatchList: []fuzzMismatch{}}
+	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), MismatchList: []fuzzMismatch{}}
 	var prog *fuzzProgress
 	if isTerminal(stderr) {
 		prog = &fuzzProgress{w: stderr, total: o.n, last: time.Now()}
 	}
 	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	c := fuzz.EmuCampaign{
-		Cases: o.n,
-		Seed:  o.seed,
-		Class: o.class,
+		Cases:  o.n,
+		Seed:   o.seed,
+		Class:  o.class,
+		Vendor: vendor,
 		OnMismatch: func(m *fuzz.EmuMismatch) bool {
 			return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, mismatchJSON(m)) })
 		},
@@ -303,7 +310,7 @@ func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 		class = "all"
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "arch\t%s\n", rep.Arch)
+	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s)\n", rep.Arch, rep.Vendor)
 	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
 	fmt.Fprintf(tw, "class\t%s\n", class)
 	fmt.Fprintf(tw, "cases\t%d (%d completed, %d faulted; %d skipped: they touched the oracle's memory)\n", r.Cases, r.Completed, r.Faulted, r.Skipped)

@@ -187,30 +187,6 @@ func TestNeutralPrefix(t *testing.T) {
 	}
 }
 
-// TestParseCPUInfoVendor checks the vendor_id parsing.
-func TestParseCPUInfoVendor(t *testing.T) {
-	tests := []struct {
-		text string
-		want decode.Vendor
-		ok   bool
-	}{
-		{"processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n", decode.VendorIntel, true},
-		{"processor\t: 0\nvendor_id\t: AuthenticAMD\n", decode.VendorAMD, true},
-		{"vendor_id\t: HygonGenuine\n", decode.VendorAMD, true},
-		{"vendor_id\t: CentaurHauls\n", 0, false},
-		{"processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n", 0, false},
-	}
-	for _, tt := range tests {
-		got, err := parseCPUInfoVendor([]byte(tt.text))
-		if tt.ok != (err == nil) || (tt.ok && got != tt.want) {
-			t.Errorf("parseCPUInfoVendor(%q) = %v, %v; want %v ok=%v", tt.text, got, err, tt.want, tt.ok)
-		}
-		if err != nil && !errors.Is(err, ErrNotSupported) {
-			t.Errorf("parseCPUInfoVendor(%q) error %v does not wrap ErrNotSupported", tt.text, err)
-		}
-	}
-}
-
 // cpuCaseCount is how many generated strings TestCPUvsDecoderX86 runs:
 // PROBEOPT_CPU_N, else 1,000,000 with PROBEOPT_LONG=1, else 20,000.
 func cpuCaseCount(t testing.TB) int {

@@ -12,7 +12,8 @@
 //   - X86Gen: deterministic generators of candidate x86-64 byte strings,
 //     random and structured (legacy prefixes, REX, REX2, VEX, EVEX, XOP,
 //     3DNow!).
-//   - HostVendor: which vendor rules the host CPU follows.
+//   - HostVendor: which vendor rules the host CPU follows (internal/hostcpu
+//     reads the CPU), refusing the vendors the oracles cannot judge.
 //   - EmuOracle and EmuCampaign: the host CPU against the x86-64 emulator.
 //     A child process runs batches of cases (initial registers, flags and
 //     memory; one instruction) under the trap flag and records the final

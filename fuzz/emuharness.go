@@ -233,7 +233,7 @@ func buildEmuHarness() (emuHarnessCode, error) {
 	if err != nil {
 		return h, err
 	}
-	idle := uint64(emuCtrlAddr + emuOffHarness + h.idle)
+	idle := uint64(emuCtrlAddr+emuOffHarness) + uint64(h.idle)
 	for i := 0; i < 8; i++ {
 		code[idleImm+i] = byte(idle >> (8 * i))
 	}

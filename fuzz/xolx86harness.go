@@ -317,7 +317,7 @@ func buildXOLHarness() (xoHarnessCode, error) {
 	if err != nil {
 		return h, err
 	}
-	idle := uint64(xoCtrlAddr + xoOffHarness + h.idle)
+	idle := uint64(xoCtrlAddr+xoOffHarness) + uint64(h.idle)
 	for i := 0; i < 8; i++ {
 		code[idleImm+i] = byte(idle >> (8 * i))
 	}

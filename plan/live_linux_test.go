@@ -22,6 +22,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
@@ -86,7 +87,7 @@ func TestLinuxUprobesLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	flags := cpuFlags(t)
+	cpu := hostcpu.Host()
 
 	agree, runs := 0, 0
 	var report []string
@@ -97,7 +98,7 @@ func TestLinuxUprobesLive(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", k.name, err)
 		}
-		run := k.need&needNoRun == 0 && (k.need&needAVX2 == 0 || flags["avx2"]) && (k.need&needAVX512 == 0 || flags["avx512f"])
+		run := k.need&needNoRun == 0 && (k.need&needAVX2 == 0 || cpu.HasFlag("avx2")) && (k.need&needAVX512 == 0 || cpu.HasFlag("avx512f"))
 		obs := observe(t, path, pmu, off, k.name, run)
 		ok := false
 		switch {
@@ -194,25 +195,6 @@ func siteOf(t *testing.T, f *elfscan.File, addr uint64) ([]byte, *plan.Function)
 func hexCode(code []byte, fn *plan.Function, addr uint64) string {
 	n := min(len(code), 6)
 	return fmt.Sprintf("%x", code[:n])
-}
-
-// cpuFlags reads the feature flags of the first CPU.
-func cpuFlags(t *testing.T) map[string]bool {
-	t.Helper()
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := map[string]bool{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "flags" {
-			for _, f := range strings.Fields(v) {
-				m[f] = true
-			}
-			break
-		}
-	}
-	return m
 }
 
 // observe starts the fixture, registers a uprobe at file offset off for

@@ -1,7 +1,6 @@
 package probe
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
 )
@@ -276,28 +276,20 @@ func (c *fileCache) close() {
 	c.files = nil
 }
 
-// hostVendor says which vendor's decoding rules this CPU follows, from
-// /proc/cpuinfo: Intel for GenuineIntel (and the Intel-compatible VIA and
-// Zhaoxin parts), AMD otherwise.
-func hostVendor() decode.Vendor {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
+// hostVendor says which vendor's decoding rules this CPU follows
+// (hostcpu.Info.X86Vendor): Intel for GenuineIntel and, as far as their
+// uncharacterised differences allow, for the Intel-compatible Centaur
+// (VIA) and Zhaoxin parts; AMD for AMD and Hygon, and for a CPU whose
+// vendor cannot be told (the decoder's default, objdump's).
+func hostVendor() decode.Vendor { return decodeVendor(hostcpu.Host()) }
+
+// decodeVendor is hostVendor for the CPU that i describes.
+func decodeVendor(i *hostcpu.Info) decode.Vendor {
+	v, err := i.X86Vendor()
+	if errors.Is(err, hostcpu.ErrUnknownVendor) {
 		return decode.VendorAMD
 	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(k) != "vendor_id" {
-			continue
-		}
-		switch strings.TrimSpace(v) {
-		case "GenuineIntel", "CentaurHauls", "Shanghai":
-			return decode.VendorIntel
-		}
-		return decode.VendorAMD
-	}
-	return decode.VendorAMD
+	return v
 }
 
 // errNoModule is the cause of a main-executable spec in a process whose

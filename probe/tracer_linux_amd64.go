@@ -23,6 +23,7 @@ import (
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
 )
 
@@ -32,8 +33,10 @@ import (
 type Tracer struct {
 	opts   Options
 	vendor decode.Vendor
-	// emu is the emulator of this CPU: its vendor and address width.
+	// emu is the emulator of this CPU: its vendor and address width;
+	// emuOK is false on a CPU it cannot follow exactly (see hostEmulator).
 	emu   emulate.X86
+	emuOK bool
 	files fileCache
 
 	// mu orders the control operations (adding and removing probes,
@@ -178,8 +181,8 @@ func newTracer(o Options) *Tracer {
 	if o.RescanInterval == 0 {
 		o.RescanInterval = time.Second
 	}
-	v := hostVendor()
-	return &Tracer{opts: o, vendor: v, emu: hostEmulator(v), targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
+	emu, emuOK := hostEmulator(hostcpu.Host())
+	return &Tracer{opts: o, vendor: hostVendor(), emu: emu, emuOK: emuOK, targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
 }
 
 // start makes p the root target: the trap handler, the modules mapped now

@@ -14,6 +14,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/xol"
 )
@@ -144,10 +145,14 @@ func (tg *target) textByte(addr uint64) (byte, bool) {
 	}
 }
 
-// hostEmulator returns the emulator of the CPU this runs on, which is the
-// CPU of every traced process: vendor v's behaviour.
-func hostEmulator(v decode.Vendor) emulate.X86 {
-	return emulate.X86{Vendor: v}
+// hostEmulator returns the emulator of the CPU i describes, which is the
+// CPU of every traced process: its vendor's behaviour and its address
+// width. ok is false when the emulator cannot follow that CPU exactly (a
+// vendor whose differences from Intel and AMD are not characterised, or
+// one that cannot be told): the sites the plan emulates are then stepped.
+func hostEmulator(i *hostcpu.Info) (x emulate.X86, ok bool) {
+	v, err := i.X86Vendor()
+	return emulate.X86{Vendor: v, LA57: i.LA57}, err == nil
 }
 
 // emulate executes the site's instruction on the thread's registers and
@@ -166,6 +171,9 @@ func (tg *target) emulate(ctx *proc.TrapContext, e *entry) bool {
 	}
 	if st.RFLAGS&emulate.FlagTF != 0 {
 		return false // the program single-steps itself: let the CPU trap
+	}
+	if !tg.t.emuOK {
+		return false // this CPU's behaviour is not characterised: step
 	}
 	m := remoteMem{tg: tg, tid: ctx.Tid, sp: r.Rsp}
 	if err := tg.t.emu.Step(e.inst, &st, &m); err != nil {

@@ -1,5 +1,7 @@
 package trampoline
 
+import "github.com/probeopt/probeopt/internal/hostcpu"
+
 // Features are the CPU and kernel features the generated code may rely
 // on. The tracer and the tracee run on the same machine, so the tracer's
 // own view (HostFeatures) applies to the tracee.
@@ -26,4 +28,16 @@ func (f Features) Flags() FlagsSave {
 		return FlagsLAHF
 	}
 	return FlagsPushf
+}
+
+// HostFeatures returns the features of this machine, from hostcpu.Host:
+// FSGSBase from HWCAP2_FSGSBASE in the auxiliary vector, LAHF from the
+// lahf_lm flag of /proc/cpuinfo. A feature it cannot confirm is reported
+// absent, and all are absent on a machine that is not x86-64.
+func HostFeatures() Features {
+	h := hostcpu.Host()
+	if h.Arch != "amd64" {
+		return Features{}
+	}
+	return Features{FSGSBase: h.FSGSBase, LAHF: h.LAHF}
 }

@@ -483,10 +483,10 @@ func TestRelocateARM64LoopCheck(t *testing.T) {
 	var st emulate.ARM64State
 	pc, want, _, loops := a64Loops(loop, relFrom, st)
 	if !loops || pc != relFrom || want.X[1] != 1 || want.PC != relFrom {
-		t.Errorf("add; b .-4: a64Loops = %#x, x1=%#x pc=%#x, %v; want a loop to %#x with x1=1", pc, want.X[1], want.PC, loops, relFrom)
+		t.Errorf("add; b .-4: a64Loops = %#x, x1=%#x pc=%#x, %v; want a loop to %#x with x1=1", pc, want.X[1], want.PC, loops, uint64(relFrom))
 	}
 	if pc, _, _, loops := a64Loops(a64Words(0x91000421, 0x14000000), relFrom, st); !loops || pc != relFrom+4 {
-		t.Errorf("add; b .: a64Loops = %#x, %v; want a loop to %#x", pc, loops, relFrom+4)
+		t.Errorf("add; b .: a64Loops = %#x, %v; want a loop to %#x", pc, loops, uint64(relFrom+4))
 	}
 	for _, code := range [][]byte{
 		a64Words(0x91000421, 0x14000001), // add; b .+4

@@ -1,15 +1,13 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 )
 
 // Errors about a byte-string argument.
@@ -87,12 +85,6 @@ func parseSyntax(s string) (string, error) {
 	return "", usagef("invalid --syntax %q: want gnu or intel", s)
 }
 
-// errUnknownVendor means the host CPU's vendor could not be told.
-var errUnknownVendor = errors.New("cannot tell the host CPU vendor")
-
-// cpuinfoPath is the file --vendor host reads.
-const cpuinfoPath = "/proc/cpuinfo"
-
 // parseVendor turns a --vendor value into a decoder vendor; "host" reads the
 // vendor of the CPU this runs on.
 func parseVendor(s string) (decode.Vendor, error) {
@@ -117,37 +109,18 @@ func checkVendorName(s string) error {
 	return usagef("invalid --vendor %q: want amd, intel or host", s)
 }
 
-// hostVendor reads the vendor_id line of /proc/cpuinfo.
-func hostVendor() (decode.Vendor, error) {
-	f, err := os.Open(cpuinfoPath)
-	if err != nil {
-		return 0, fmt.Errorf("%w: %w", errUnknownVendor, err)
-	}
-	defer f.Close()
-	return parseCPUInfoVendor(f)
-}
+// hostVendor is --vendor host: the decoding rules of the CPU this runs
+// on (hostcpu.Info.X86Vendor). Centaur and Zhaoxin CPUs, whose differences
+// from Intel and AMD are not characterised, decode with Intel's rules; a
+// CPU whose vendor cannot be told (not x86, an unknown vendor_id) is an
+// error.
+func hostVendor() (decode.Vendor, error) { return decodeVendorOf(hostcpu.Host()) }
 
-// parseCPUInfoVendor finds the first vendor_id line in /proc/cpuinfo text.
-// Intel and CPUs that follow Intel's decoding (Centaur, Zhaoxin) map to
-// VendorIntel; AMD and Hygon map to VendorAMD.
-func parseCPUInfoVendor(r io.Reader) (decode.Vendor, error) {
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		key, val, ok := strings.Cut(sc.Text(), ":")
-		if !ok || strings.TrimSpace(key) != "vendor_id" {
-			continue
-		}
-		switch id := strings.TrimSpace(val); id {
-		case "GenuineIntel", "CentaurHauls", "Shanghai":
-			return decode.VendorIntel, nil
-		case "AuthenticAMD", "HygonGenuine":
-			return decode.VendorAMD, nil
-		default:
-			return 0, fmt.Errorf("%w: unknown vendor_id %q", errUnknownVendor, id)
-		}
+// decodeVendorOf is hostVendor for the CPU that i describes.
+func decodeVendorOf(i *hostcpu.Info) (decode.Vendor, error) {
+	v, err := i.X86Vendor()
+	if err != nil && !errors.Is(err, hostcpu.ErrUncharacterised) {
+		return 0, fmt.Errorf("--vendor host: %w", err)
 	}
-	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("%w: read %s: %w", errUnknownVendor, cpuinfoPath, err)
-	}
-	return 0, fmt.Errorf("%w: no vendor_id line in %s (not an x86 CPU?)", errUnknownVendor, cpuinfoPath)
+	return v, nil
 }

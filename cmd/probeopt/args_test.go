@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 )
 
 func TestParseHexArg(t *testing.T) {
@@ -83,20 +84,32 @@ func TestParseOptions(t *testing.T) {
 	}
 }
 
-func TestParseCPUInfoVendor(t *testing.T) {
+// TestDecodeVendorOf checks --vendor host for each kind of CPU: Intel and
+// AMD rules without error for the vendors that have them, Intel rules for
+// the uncharacterised Centaur and Zhaoxin, an error naming the cause for a
+// vendor that cannot be told.
+func TestDecodeVendorOf(t *testing.T) {
 	const intel = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\n\nprocessor\t: 1\nvendor_id\t: GenuineIntel\n"
 	const amd = "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\n"
 	const hygon = "vendor_id : HygonGenuine\n"
+	const centaur = "processor\t: 0\nvendor_id\t: CentaurHauls\ncpu family\t: 6\n"
+	const zhaoxin = "processor\t: 0\nvendor_id\t:   Shanghai  \ncpu family\t: 7\n"
 	const arm = "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\n"
 	const other = "vendor_id\t: SomeNewVendor\n"
-	for text, want := range map[string]decode.Vendor{intel: decode.VendorIntel, amd: decode.VendorAMD, hygon: decode.VendorAMD} {
-		if got, err := parseCPUInfoVendor(strings.NewReader(text)); err != nil || got != want {
-			t.Errorf("parseCPUInfoVendor(%q) = %v, %v; want %v", text, got, err, want)
+	for text, want := range map[string]decode.Vendor{intel: decode.VendorIntel, amd: decode.VendorAMD, hygon: decode.VendorAMD, centaur: decode.VendorIntel, zhaoxin: decode.VendorIntel} {
+		i := hostcpu.Parse("amd64", []byte(text), nil)
+		if got, err := decodeVendorOf(&i); err != nil || got != want {
+			t.Errorf("decodeVendorOf(%q) = %v, %v; want %v", text, got, err, want)
 		}
 	}
-	for _, text := range []string{arm, other, ""} {
-		if _, err := parseCPUInfoVendor(strings.NewReader(text)); !errors.Is(err, errUnknownVendor) {
-			t.Errorf("parseCPUInfoVendor(%q) error = %v, want errUnknownVendor", text, err)
+	for _, c := range []struct{ arch, text, msg string }{
+		{"arm64", arm, "--vendor host: unknown cpu vendor: not an x86 cpu (arm64)"},
+		{"amd64", other, `--vendor host: unknown cpu vendor: vendor_id "SomeNewVendor"`},
+		{"amd64", "", "--vendor host: unknown cpu vendor: no vendor_id line in /proc/cpuinfo"},
+	} {
+		i := hostcpu.Parse(c.arch, []byte(c.text), nil)
+		if _, err := decodeVendorOf(&i); !errors.Is(err, hostcpu.ErrUnknownVendor) || err.Error() != c.msg {
+			t.Errorf("decodeVendorOf(%q) error = %v, want %q (hostcpu.ErrUnknownVendor)", c.text, err, c.msg)
 		}
 	}
 }

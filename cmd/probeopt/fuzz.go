@@ -17,6 +17,7 @@ import (
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/fuzz"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 )
 
 // newFuzzCmd builds `probeopt fuzz`, the parent of the differential
@@ -107,8 +108,10 @@ type fuzzEmulateReport struct {
 	Arch  string `json:"arch"`
 	Seed  uint64 `json:"seed"`
 	Class string `json:"class,omitempty"`
-	// Vendor is the host CPU's vendor, which the emulator follows.
+	// Vendor is the host CPU's vendor, which the emulator follows; CPU
+	// names the model.
 	Vendor string `json:"vendor"`
+	CPU    string `json:"cpu"`
 	*fuzz.EmuReport
 	MismatchList []fuzzMismatch `json:"mismatch_list"`
 	Stopped      bool           `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -179,6 +182,13 @@ func mismatchJSON(m *fuzz.EmuMismatch) fuzzMismatch {
 	}
 }
 
+// hostCPUName names the host CPU for a campaign's report: the model name,
+// vendor id, family and model.
+func hostCPUName() string {
+	i := hostcpu.Host()
+	return fmt.Sprintf("%s, %s family %d model %d", i.ModelName, i.VendorID, i.Family, i.Model)
+}
+
 // emuOracle is what `fuzz emulate` runs its x86-64 cases on.
 type emuOracle interface {
 	fuzz.EmuRunner
@@ -212,7 +222,7 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}
 	defer oracle.Close()
-	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), MismatchList: []fuzzMismatch{}}
+	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []fuzzMismatch{}}
 	var prog *fuzzProgress
 	if isTerminal(stderr) {
 		prog = &fuzzProgress{w: stderr, total: o.n, last: time.Now()}
@@ -310,7 +320,7 @@ func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 		class = "all"
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s)\n", rep.Arch, rep.Vendor)
+	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s: %s)\n", rep.Arch, rep.Vendor, rep.CPU)
 	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
 	fmt.Fprintf(tw, "class\t%s\n", class)
 	fmt.Fprintf(tw, "cases\t%d (%d completed, %d faulted; %d skipped: they touched the oracle's memory)\n", r.Cases, r.Completed, r.Faulted, r.Skipped)

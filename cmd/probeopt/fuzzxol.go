@@ -28,6 +28,7 @@ type xolX86Report struct {
 	Seed     uint64 `json:"seed"`
 	Class    string `json:"class,omitempty"`
 	Vendor   string `json:"vendor"`
+	CPU      string `json:"cpu"`
 	*fuzz.XOLX86Report
 	MismatchList []xolX86Mismatch `json:"mismatch_list"`
 	Stopped      bool             `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -61,7 +62,7 @@ func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}
 	defer oracle.Close()
-	rep := xolX86Report{Campaign: "xol", Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), MismatchList: []xolX86Mismatch{}}
+	rep := xolX86Report{Campaign: "xol", Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []xolX86Mismatch{}}
 	var prog *progress
 	if isTerminal(stderr) {
 		prog = newProgress(stderr, "fuzz xol", "cases", o.n)
@@ -99,7 +100,7 @@ func printXOLX86Report(w io.Writer, rep *xolX86Report) {
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "campaign\txol\n")
-	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s)\n", rep.Arch, rep.Vendor)
+	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s: %s)\n", rep.Arch, rep.Vendor, rep.CPU)
 	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
 	fmt.Fprintf(tw, "class\t%s\n", class)
 	fmt.Fprintf(tw, "generated\t%d cases\n", r.Generated)

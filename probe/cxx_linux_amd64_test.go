@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
 
@@ -48,7 +49,7 @@ var varying = regexp.MustCompile(`pid=\d+| tps=\S+| sig_count=\d+| (fib|lj_deep)
 // without a tracer: here every signal would stop its thread for the
 // tracer, and the workers would hardly progress.)
 func TestReturnProbesCXX(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := cxxFixture(t)
 	input := []byte("run 2000\nquit\n")
 	want := untraced(t, []string{exe}, input)

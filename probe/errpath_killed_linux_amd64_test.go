@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
 
@@ -70,7 +71,7 @@ func serving(t *testing.T, opts *probe.Options) *run {
 // TestKilledBeforeAdd kills the process while it is stopped, before any
 // probe is added: Add fails, nothing hangs.
 func TestKilledBeforeAdd(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	if !killStopped(t) {
 		return
 	}
@@ -133,7 +134,7 @@ func killStopped(t *testing.T) bool {
 // TestKilledAfterAdd kills the process once its probes are installed,
 // while the tracer holds it stopped, then resumes it, in every mode.
 func TestKilledAfterAdd(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	if !killStopped(t) {
 		return
 	}
@@ -159,7 +160,7 @@ func TestKilledAfterAdd(t *testing.T) {
 // sites, in one batch): whenever the kill lands, Add returns, and the
 // tracer reports the death.
 func TestKilledDuringAdd(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	if !killStopped(t) {
 		return
 	}
@@ -192,7 +193,7 @@ func TestKilledDuringAdd(t *testing.T) {
 // TestKilledWhileTracing kills the process while its probes are hit, in
 // every mode.
 func TestKilledWhileTracing(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	for _, o := range []probe.Options{{}, {NoTrampolines: true}, {Events: true}, {StepOnly: true}} {
 		t.Run(fmt.Sprintf("%+v", o), func(t *testing.T) {
 			r := spawn(t, []string{traceFixture(t, "tracee"), "threads", "2", "1000000"}, &o, nil)

@@ -37,7 +37,7 @@ func wantHits(t *testing.T, st probe.Stats, want map[string]uint64) {
 // hit by several threads, the emulated accesses that another thread could
 // see are stepped, and the locked add (stepped) keeps its count.
 func TestThreads(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const threads, n = 8, 200
 	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
@@ -60,7 +60,7 @@ func TestThreads(t *testing.T) {
 // several threads with events on: every event names a thread of the
 // program, and each worker thread's events are all there.
 func TestThreadEvents(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const threads, n = 8, 200
 	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
@@ -113,7 +113,7 @@ func TestThreadEvents(t *testing.T) {
 // timer: signals arrive while threads are single-stepped, are delivered
 // after the step, and every hit is counted once.
 func TestSignalsDuringSteps(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 1500
 	argv := []string{exe, "signals", strconv.Itoa(n)}
@@ -142,7 +142,7 @@ func TestSignalsDuringSteps(t *testing.T) {
 // are served and counted like the parent's, with traps and with
 // trampolines, and each child computes what it computes untraced.
 func TestVfork(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 50
 	argv := []string{exe, "vfork", strconv.Itoa(n)}
@@ -173,7 +173,7 @@ func TestVfork(t *testing.T) {
 // too, at its own sites (trampolines included: it gets a data area of its
 // own), and its events carry its pid.
 func TestFork(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 100
 	argv := []string{exe, "fork", strconv.Itoa(n)}
@@ -259,7 +259,7 @@ func TestFork(t *testing.T) {
 
 // TestExec checks that the probes are resolved again after an exec.
 func TestExec(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 100
 	argv := []string{exe, "exec", strconv.Itoa(n)}
@@ -294,7 +294,7 @@ func TestExec(t *testing.T) {
 // TestDlopen checks that a library loaded with dlopen is probed before
 // its code runs (the dynamic linker's rendezvous).
 func TestDlopen(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	lib := traceFixture(t, "libtracelib.so")
 	const n = 100
@@ -368,7 +368,7 @@ func (s *server) work(t *testing.T, exe string, n int) {
 // TestAttachDetach attaches to a running server, probes it, detaches, and
 // checks that its text equals the file and that it carries on.
 func TestAttachDetach(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
 	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
@@ -405,7 +405,7 @@ func TestAttachDetach(t *testing.T) {
 // TestAddRemoveWhileRunning adds and removes probes in batches while the
 // program keeps hitting them.
 func TestAddRemoveWhileRunning(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
 	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
@@ -482,7 +482,7 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 // TestEvents checks the events of a probe: one per hit, with the argument
 // registers.
 func TestEvents(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 20
 	r := spawn(t, []string{exe, "work", strconv.Itoa(n)}, &probe.Options{Events: true}, nil)
@@ -520,7 +520,7 @@ func TestEvents(t *testing.T) {
 // TestSpecs checks module-qualified specs and the refusal of a site whose
 // text differs from the file.
 func TestSpecs(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	r := spawn(t, []string{exe, "work", "5"}, nil, nil)
 	if _, err := r.tr.Add("tracee:k_push", "libc.so.6:getpid", "*:no_such_function_anywhere"); err != nil {
@@ -542,7 +542,7 @@ func TestSpecs(t *testing.T) {
 // fails as a whole, and every site that still holds its int3 is restored
 // one by one.
 func TestDetachAfterTextChange(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
 	// Traps: the test writes over the int3 of a site.

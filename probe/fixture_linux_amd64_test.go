@@ -104,20 +104,6 @@ func reexecWithoutASLR() {
 	personality(flags)
 }
 
-// needPtrace skips (fails under CI) when this process cannot trace a
-// child.
-func needPtrace(t *testing.T) {
-	t.Helper()
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("live probes need linux/amd64")
-	}
-	tr, err := probe.Spawn([]string{testenv.MustHaveTool(t, "true")}, nil)
-	if err != nil {
-		testenv.Unavailable(t, "cannot trace a child: %v", err)
-	}
-	tr.Kill()
-}
-
 // run is one traced run of a command.
 type run struct {
 	tr     *probe.Tracer

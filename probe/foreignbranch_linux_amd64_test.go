@@ -21,7 +21,7 @@ import (
 // with a negative argument takes the jump, so a wrong detour crashes the
 // program or changes its output.
 func TestForeignBranchNoDetour(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	gcc := testenv.MustHaveTool(t, "gcc")
 	src := filepath.Join(fixture.Dir(t), "src")
 	exe := filepath.Join(t.TempDir(), "cold")

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -63,7 +64,7 @@ func killedTracer(pidText string) int {
 // which keeps running correctly on its jumps and slots (no int3 is left
 // to kill it), and is no longer traced.
 func TestTracerKilled(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
 	s.work(t, exe, 5)

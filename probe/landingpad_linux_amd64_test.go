@@ -25,7 +25,7 @@ import (
 // sites a detour. The program throws on every run: a wrong detour crashes
 // it or changes its output.
 func TestLandingPadNoDetour(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	gxx := testenv.MustHaveTool(t, "g++")
 	src, exe := filepath.Join(fixture.Dir(t), "src", "throws.cc"), filepath.Join(t.TempDir(), "throws")
 	if b, err := exec.Command(gxx, "-O2", "-o", exe, src).CombinedOutput(); err != nil {

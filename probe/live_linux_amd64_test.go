@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -17,7 +18,7 @@ import (
 // and checks the output against an untraced run and the hit counts against
 // the calls the program makes.
 func TestFixtureEveryFunction(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	const n = 300
 	argv := []string{exe, "work", strconv.Itoa(n)}
@@ -100,7 +101,7 @@ func TestFixtureEveryFunction(t *testing.T) {
 // TestRejectedProbe checks that a probe the plan refuses is refused with
 // its reason and never written.
 func TestRejectedProbe(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	r := spawn(t, []string{exe, "work", "3"}, nil, nil)
 	before := r.tr.Stats().Patches

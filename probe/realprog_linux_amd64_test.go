@@ -220,7 +220,7 @@ func entryAnchor(t *testing.T, exe string) (kernelSite, bool) {
 // TestFixtureAgainstKernel probes every function of the fixture and
 // compares each site's hits with the kernel's.
 func TestFixtureAgainstKernel(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
 	exe := traceFixture(t, "tracee")
 	forModes(t, func(t *testing.T, o probe.Options) {
@@ -238,7 +238,7 @@ func forModes(t *testing.T, f func(t *testing.T, o probe.Options)) {
 // TestSortAgainstKernel probes every function of sort (and its PLT stubs,
 // through which it calls the C library) while it sorts 1 MB.
 func TestSortAgainstKernel(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
 	sortPath := testenv.MustHaveTool(t, "sort")
 	in := filepath.Join(t.TempDir(), "input")
@@ -293,7 +293,7 @@ print(len(text), sum(data["primes"]), json.loads(text)["words"][:2])
 // calls). The address-space layout is the same in both (see TestMain and
 // entryAnchor): python's method cache is indexed by addresses.
 func TestPythonAgainstKernel(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
 	py, specs := pythonTarget(t)
 	dir := t.TempDir()

@@ -27,7 +27,7 @@ func fib(n uint64) uint64 {
 // function: every call returns once, and each return event carries the
 // value the function computes for the argument of an entry event.
 func TestReturnProbes(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	argv := []string{exe, "work", "100"}
 	want := untraced(t, argv, nil)
@@ -90,7 +90,7 @@ func TestReturnProbes(t *testing.T) {
 // TestReturnProbeNeedsTrampoline checks that a return probe is refused
 // with its reason where traps serve the site.
 func TestReturnProbeNeedsTrampoline(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	r := spawn(t, []string{exe, "work", "10"}, &probe.Options{NoTrampolines: true}, nil)
 	_, err := r.tr.Add("c_fib%return")
@@ -108,7 +108,7 @@ func TestReturnProbeNeedsTrampoline(t *testing.T) {
 // with return probes and, in a twin run, with the kernel's return probes
 // (uretprobes, perf's uprobe PMU): the counts must be equal.
 func TestReturnAgainstKernel(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
 	exe := traceFixture(t, "tracee")
 	argv := []string{exe, "work", "300"}
@@ -159,7 +159,7 @@ func TestReturnAgainstKernel(t *testing.T) {
 // slot that arms the return, the entry count goes on, and only the calls
 // made after the addition count returns.
 func TestReturnProbeAddedLater(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
 	tr, err := probe.Attach(s.cmd.Process.Pid, nil)

@@ -77,7 +77,7 @@ func asNobody(t *testing.T, argv ...string) (string, bool) {
 // descriptors of either (none refers to it: both are closed once the
 // area is mapped).
 func TestDataAreaNotReadableByOthers(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	if os.Geteuid() != 0 {
 		t.Skip("needs root to run a command as uid 65534")
 	}

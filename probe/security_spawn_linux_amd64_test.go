@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
 
@@ -54,7 +55,7 @@ func processesRunning(path string) []string {
 // and inode tell them apart) and checks that Spawn refuses to trace it and
 // kills the process; unchanged, the same command is traced.
 func TestSpawnRefusesReplacedExecutable(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	dir := t.TempDir()
 	prog := filepath.Join(dir, "prog")

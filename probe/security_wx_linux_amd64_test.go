@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -94,7 +95,7 @@ func (w *mapsWatch) end() {
 // /proc/PID/maps all along: no mapping may ever be writable and
 // executable at once.
 func TestNoWritableExecutableMapping(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	// The watch itself sees such a mapping (one of this process's).
 	page, err := unix.Mmap(-1, 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANON)

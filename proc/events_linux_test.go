@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/internal/testenv"
 )
 
 // collect gathers events until the process exits or the deadline passes.
@@ -37,7 +39,7 @@ func collect(p *Process, d time.Duration) []Event {
 // TestExecForkExitEvents runs a shell that forks a child, waits for it and
 // execs another program: the events say so, and the exit status is kept.
 func TestExecForkExitEvents(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	sh := "/bin/sh"
 	if _, err := exec.LookPath(sh); err != nil {
 		t.Skip("no /bin/sh")
@@ -104,7 +106,7 @@ func TestExecForkExitEvents(t *testing.T) {
 // TestAttachDetach attaches to a running 8-thread process that was not
 // started traced, stops it, detaches, and checks it runs on untraced.
 func TestAttachDetach(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	path := buildFixture(t)
 	cmd := exec.Command(path)
 	if err := cmd.Start(); err != nil {
@@ -174,7 +176,7 @@ func readStatus(t *testing.T, pid int) int {
 // TestVanished checks that a pid that does not exist and a process killed
 // under the tracer give error values.
 func TestVanished(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	if _, err := Attach(1<<22+12345, nil); !errors.Is(err, ErrExited) {
 		t.Errorf("Attach to a missing pid: %v, want ErrExited", err)
 	}
@@ -249,7 +251,7 @@ func TestUnfollowedForks(t *testing.T) {
 // stopped after its EventExec, runs nothing of the new image, and goes on
 // when released.
 func TestHoldExec(t *testing.T) {
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	sh, err := exec.LookPath("sh")
 	if err != nil {
 		t.Fatal(err)

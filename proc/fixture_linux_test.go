@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ type fixture struct {
 // address line and returns it stopped (Spawn's state) after that line.
 func startFixture(t *testing.T, opts *Options, args ...string) *fixture {
 	t.Helper()
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	path := buildFixture(t)
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -87,28 +86,6 @@ func readLine(r *bufio.Reader, d time.Duration) (string, error) {
 		return x.s, x.err
 	case <-time.After(d):
 		return "", fmt.Errorf("no line within %v", d)
-	}
-}
-
-var (
-	ptraceOnce sync.Once
-	ptraceErr  error
-)
-
-// needPtrace skips the test (fails it under CI) when this program cannot
-// trace a child.
-func needPtrace(t testing.TB) {
-	t.Helper()
-	ptraceOnce.Do(func() {
-		p, err := Spawn([]string{"true"}, nil)
-		if err != nil {
-			ptraceErr = err
-			return
-		}
-		_ = p.Kill()
-	})
-	if ptraceErr != nil {
-		testenv.Unavailable(t, "ptrace: %v", ptraceErr)
 	}
 }
 

@@ -84,26 +84,6 @@ func buildFixture(t testing.TB) string {
 	return fixturePath
 }
 
-var (
-	ptraceOnce sync.Once
-	ptraceErr  error
-)
-
-func needPtrace(t testing.TB) {
-	t.Helper()
-	ptraceOnce.Do(func() {
-		p, err := proc.Spawn([]string{"true"}, nil)
-		if err != nil {
-			ptraceErr = err
-			return
-		}
-		_ = p.Kill()
-	})
-	if ptraceErr != nil {
-		testenv.Unavailable(t, "ptrace: %v", ptraceErr)
-	}
-}
-
 // kv parses "word k=v k=v ..." into a map.
 func kv(line string) map[string]string {
 	m := map[string]string{}
@@ -141,7 +121,7 @@ type traced struct {
 
 func startTraced(t testing.TB) *traced {
 	t.Helper()
-	needPtrace(t)
+	testenv.NeedPtrace(t)
 	path := buildFixture(t)
 	inR, inW, err := os.Pipe()
 	if err != nil {

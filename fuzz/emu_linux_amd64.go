@@ -59,7 +59,7 @@ func NewEmuOracle() (*EmuOracle, error) {
 		return nil, err
 	}
 	o := &EmuOracle{harness: h}
-	o.seqOff, o.doneOff = emuOffCtrl+emuCtlSeq, emuOffCtrl+emuCtlDone
+	o.seqOff, o.doneOff = emuOffCtrl+x86hCtlSeq, emuOffCtrl+x86hCtlDone
 	o.timeout, o.poll = emuBatchTimeout, emuPoll
 	o.prepare = o.prepareChild
 	o.timedOut = func() error { return fmt.Errorf("oracle batch: %w", ErrTimeout) }
@@ -131,12 +131,12 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 		c := &cases[i]
 		rec := o.mem[emuOffCases+i<<emuCaseShift:]
 		for r := 0; r < 16; r++ {
-			le.PutUint64(rec[8*emuGregOf[r]:], c.Init.GPR[r])
+			le.PutUint64(rec[8*x86hGregOf[r]:], c.Init.GPR[r])
 		}
-		le.PutUint64(rec[8*emuGregRIP:], c.Init.RIP)
-		le.PutUint64(rec[8*emuGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
+		le.PutUint64(rec[8*x86hGregRIP:], c.Init.RIP)
+		le.PutUint64(rec[8*x86hGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
 	}
-	le.PutUint64(o.mem[emuOffCtrl+emuCtlN:], uint64(len(cases)))
+	le.PutUint64(o.mem[emuOffCtrl+x86hCtlN:], uint64(len(cases)))
 	if err := o.kick(); err != nil {
 		return err
 	}
@@ -153,19 +153,19 @@ const emuFlagsIn = 0x8d5 | 0x400
 func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
 	le := binary.LittleEndian
 	rec := o.mem[emuOffResults+i<<emuResultShift:]
-	greg := func(k int) uint64 { return le.Uint64(rec[emuResGregs+8*k:]) }
+	greg := func(k int) uint64 { return le.Uint64(rec[x86hResGregs+8*k:]) }
 	*r = EmuCPUResult{
-		Signal:  int(int32(le.Uint64(rec[emuResSigno:]))),
-		Code:    int(int32(le.Uint64(rec[emuResCode:]))),
-		Addr:    le.Uint64(rec[emuResAddr:]),
-		Trap:    int(greg(emuGregTrap)),
-		ErrCode: greg(emuGregErr),
+		Signal:  int(int32(le.Uint64(rec[x86hResSigno:]))),
+		Code:    int(int32(le.Uint64(rec[x86hResCode:]))),
+		Addr:    le.Uint64(rec[x86hResAddr:]),
+		Trap:    int(greg(x86hGregTrap)),
+		ErrCode: greg(x86hGregErr),
 	}
 	for k := 0; k < 16; k++ {
-		r.State.GPR[k] = greg(emuGregOf[k])
+		r.State.GPR[k] = greg(x86hGregOf[k])
 	}
-	r.State.RIP = greg(emuGregRIP)
-	r.State.RFLAGS = greg(emuGregFlags)
+	r.State.RIP = greg(x86hGregRIP)
+	r.State.RFLAGS = greg(x86hGregFlags)
 	r.State.FSBase, r.State.GSBase = c.Init.FSBase, c.Init.GSBase
 	n := int(le.Uint64(rec[emuResNDiff:]))
 	r.WritesLost = n > emuMaxDiffs
@@ -199,8 +199,8 @@ func (o *EmuOracle) prepareChild(ch *oracleChild) error {
 	}
 	// Signal stack, handler, empty signal mask.
 	err = ch.installHandler(oracleSignals{
-		scratch:     o.mem[emuOffCtrl+emuCtlScratch:],
-		scratchAddr: emuCtrlAddr + emuCtlScratch,
+		scratch:     o.mem[emuOffCtrl+x86hCtlScratch:],
+		scratchAddr: emuCtrlAddr + x86hCtlScratch,
 		altStack:    emuAltStack,
 		altSize:     emuAltSize,
 		handler:     emuCtrlAddr + emuOffHarness + uint64(o.harness.handler),
@@ -211,8 +211,8 @@ func (o *EmuOracle) prepareChild(ch *oracleChild) error {
 	}
 	// Go: idle loop, FS and GS bases for the cases.
 	o.seq = 1
-	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlSeq), 1)
-	atomic.StoreUint32(o.word(emuOffCtrl+emuCtlDone), 0)
+	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlSeq), 1)
+	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlDone), 0)
 	err = ch.detach(emuCtrlAddr+emuOffHarness+uint64(o.harness.idle), func(regs *unix.PtraceRegs) {
 		regs.Fs_base = EmuFSBase
 		regs.Gs_base = EmuGSBase

@@ -57,10 +57,10 @@ func NewXOLX86Oracle() (*XOLX86Oracle, error) {
 		return nil, err
 	}
 	o := &XOLX86Oracle{harness: h}
-	o.seqOff, o.doneOff = xoOffCtrl+xoCtlSeq, xoOffCtrl+xoCtlDone
+	o.seqOff, o.doneOff = xoOffCtrl+x86hCtlSeq, xoOffCtrl+x86hCtlDone
 	o.timeout, o.poll = xoBatchTimeout, xoPoll
 	o.prepare, o.spawned = o.prepareChild, o.capture
-	o.timedOut = func() error { return &XOLX86TimeoutError{Run: int(o.ctl(xoCtlCur))} }
+	o.timedOut = func() error { return &XOLX86TimeoutError{Run: int(o.ctl(x86hCtlCur))} }
 	if err := o.open("probeopt-xol", xoFileSize); err != nil {
 		return nil, err
 	}
@@ -161,14 +161,14 @@ func (o *XOLX86Oracle) batch(runs []XOLX86Run, out []XOLX86Result) error {
 		r := &runs[i]
 		rec := o.mem[xoOffRuns+i<<xoRunShift:]
 		for k := 0; k < 16; k++ {
-			le.PutUint64(rec[8*xoGregOf[k]:], r.Regs.GPR[k])
+			le.PutUint64(rec[8*x86hGregOf[k]:], r.Regs.GPR[k])
 		}
-		le.PutUint64(rec[8*xoGregRIP:], r.Regs.RIP)
-		le.PutUint64(rec[8*xoGregEFL:], r.Regs.RFLAGS&xoFlagsIn|0x202)
+		le.PutUint64(rec[8*x86hGregRIP:], r.Regs.RIP)
+		le.PutUint64(rec[8*x86hGregFlags:], r.Regs.RFLAGS&xoFlagsIn|0x202)
 		le.PutUint64(rec[xoRunLo:], r.Lo)
 		le.PutUint64(rec[xoRunHi:], r.Hi)
 	}
-	le.PutUint64(o.mem[xoOffCtrl+xoCtlN:], uint64(len(runs)))
+	le.PutUint64(o.mem[xoOffCtrl+x86hCtlN:], uint64(len(runs)))
 	if err := o.kick(); err != nil {
 		return err
 	}
@@ -187,20 +187,20 @@ func (o *XOLX86Oracle) ctl(off int) uint64 {
 func (o *XOLX86Oracle) result(i int, r *XOLX86Result) {
 	le := binary.LittleEndian
 	rec := o.mem[xoOffResults+i<<xoResultShift:]
-	greg := func(k int) uint64 { return le.Uint64(rec[xoResGregs+8*k:]) }
+	greg := func(k int) uint64 { return le.Uint64(rec[x86hResGregs+8*k:]) }
 	*r = XOLX86Result{
-		Signal:  int(int32(le.Uint64(rec[xoResSigno:]))),
-		Code:    int(int32(le.Uint64(rec[xoResCode:]))),
-		Addr:    le.Uint64(rec[xoResAddr:]),
-		Trap:    int(greg(xoGregTrap)),
-		ErrCode: greg(xoGregErr),
+		Signal:  int(int32(le.Uint64(rec[x86hResSigno:]))),
+		Code:    int(int32(le.Uint64(rec[x86hResCode:]))),
+		Addr:    le.Uint64(rec[x86hResAddr:]),
+		Trap:    int(greg(x86hGregTrap)),
+		ErrCode: greg(x86hGregErr),
 		Steps:   int(le.Uint64(rec[xoResSteps:])),
 	}
 	for k := 0; k < 16; k++ {
-		r.Regs.GPR[k] = greg(xoGregOf[k])
+		r.Regs.GPR[k] = greg(x86hGregOf[k])
 	}
-	r.Regs.RIP = greg(xoGregRIP)
-	r.Regs.RFLAGS = greg(xoGregEFL)
+	r.Regs.RIP = greg(x86hGregRIP)
+	r.Regs.RFLAGS = greg(x86hGregFlags)
 	n := int(le.Uint64(rec[xoResNDiff:]))
 	r.WritesLost = n > xoMaxDiffs
 	for k := 0; k < min(n, xoMaxDiffs); k++ {
@@ -215,7 +215,7 @@ func (o *XOLX86Oracle) capture() error {
 	// A batch of no runs captures the XSAVE image of a signal frame.
 	le := binary.LittleEndian
 	le.PutUint64(o.mem[xoOffCtrl+xoCtlCapture:], 1)
-	le.PutUint64(o.mem[xoOffCtrl+xoCtlN:], 0)
+	le.PutUint64(o.mem[xoOffCtrl+x86hCtlN:], 0)
 	if err := o.kick(); err != nil {
 		return err
 	}
@@ -261,8 +261,8 @@ func (o *XOLX86Oracle) prepareChild(ch *oracleChild) error {
 		o.comp[c] = [2]int{int(ebx), int(eax)}
 	}
 	err := ch.installHandler(oracleSignals{
-		scratch:     o.mem[xoOffCtrl+xoCtlScratch:],
-		scratchAddr: xoCtrlAddr + xoCtlScratch,
+		scratch:     o.mem[xoOffCtrl+x86hCtlScratch:],
+		scratchAddr: xoCtrlAddr + x86hCtlScratch,
 		altStack:    xoAltStack,
 		altSize:     xoAltSize,
 		handler:     xoCtrlAddr + xoOffHarness + uint64(o.harness.handler),
@@ -272,9 +272,9 @@ func (o *XOLX86Oracle) prepareChild(ch *oracleChild) error {
 		return err
 	}
 	o.seq = 1
-	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlSeq), 1)
-	atomic.StoreUint32(o.word(xoOffCtrl+xoCtlDone), 0)
-	binary.LittleEndian.PutUint64(o.mem[xoOffCtrl+xoCtlRunning:], 0)
+	atomic.StoreUint32(o.word(xoOffCtrl+x86hCtlSeq), 1)
+	atomic.StoreUint32(o.word(xoOffCtrl+x86hCtlDone), 0)
+	binary.LittleEndian.PutUint64(o.mem[xoOffCtrl+x86hCtlRunning:], 0)
 	if err := ch.detach(xoCtrlAddr+xoOffHarness+uint64(o.harness.idle), nil); err != nil {
 		return err
 	}

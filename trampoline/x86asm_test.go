@@ -119,7 +119,7 @@ func TestEmitterAgainstObjdump(t *testing.T) {
 		switch w {
 		case "jae JAE", "jmp JMP":
 			// Label targets: the bound position.
-			w = w[:3] + " 0x" + hexU(base+uint64(e.labels[l]))
+			w = w[:3] + " 0x" + hexU(base+uint64(e.a.Offset(l)))
 		}
 		if o.text != w {
 			t.Errorf("instruction %d: objdump %q, want %q", i, o.text, w)

@@ -38,6 +38,7 @@
 // threads that hit a site meanwhile held and re-run once it is complete.
 //
 // The package does not decide what to patch (see plan and trampoline), or
-// handle the traps of probes (probe). It uses decode to explain why a
-// thread cannot leave a range (a system call, a jump to itself).
+// handle the traps of probes (probe). It does not decode instructions:
+// a caller that does can say which threads no step will move out of a
+// range (a jump to itself, Options.Stuck).
 package batchpatch

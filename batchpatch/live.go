@@ -6,7 +6,6 @@ import (
 	"sort"
 	"time"
 
-	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/proc"
 )
 
@@ -23,9 +22,21 @@ type Options struct {
 	// patch is blocked. By default the other patches are applied and the
 	// blocked ones listed in Result.Refused.
 	AllOrNothing bool
+	// Stuck, when set, tells from the code at a blocking thread's PC that
+	// no single step will move the thread out of the range (a jump to
+	// itself): given the bytes read at pc (up to MaxInstLen), it returns
+	// why, and the patches the thread blocks are refused at once with that
+	// reason; "" means stepping may help. The package does not decode
+	// instructions: a caller that knows the instruction set supplies this.
+	// Nil means every blocking thread is stepped, up to MaxSteps.
+	Stuck func(code []byte, pc uint64) string
 
 	hooks *testHooks
 }
+
+// MaxInstLen is how many bytes Options.Stuck is given: the longest
+// instruction of the architectures the package serves (x86-64's 15).
+const MaxInstLen = 15
 
 func (o *Options) maxSteps() int {
 	switch {
@@ -56,7 +67,10 @@ type Result struct {
 }
 
 // Err returns nil when every patch was applied, else an error wrapping
-// ErrBlocked that lists the first refusal.
+// ErrBlocked that lists the first refusal. It is for the default mode,
+// where the other patches are applied and the pass returns no error: with
+// Options.AllOrNothing a refusal is the pass's error, and a pass that
+// returns nil applied every patch.
 func (r *Result) Err() error {
 	if r == nil || len(r.Refused) == 0 {
 		return nil
@@ -314,7 +328,7 @@ func stepOut(w World, ps []Patch, th proc.ThreadInfo, opts *Options) (int, strin
 	}
 	limit := opts.maxSteps()
 	for n := 0; ; n++ {
-		if why := stuck(w, th); why != "" {
+		if why := opts.stuck(w, th); why != "" {
 			return n, why
 		}
 		if n >= limit {
@@ -371,19 +385,16 @@ func exited(w World, tid int) bool {
 	return true
 }
 
-// stuck tells, from the instruction at the thread's PC, when stepping
-// cannot help: a jump to itself. It returns "" when stepping may help.
-func stuck(w World, th proc.ThreadInfo) string {
-	var buf [15]byte
+// stuck asks Options.Stuck whether stepping the thread cannot help, from
+// the code at its PC. It returns "" when stepping may help, when there is
+// no Stuck, and when the code cannot be read.
+func (o *Options) stuck(w World, th proc.ThreadInfo) string {
+	if o == nil || o.Stuck == nil {
+		return ""
+	}
+	var buf [MaxInstLen]byte
 	if err := w.ReadMemory(th.PC, buf[:]); err != nil {
 		return ""
 	}
-	var inst decode.X86Inst
-	if err := (decode.X86Decoder{}).Decode(buf[:], th.PC, &inst); err != nil {
-		return ""
-	}
-	if inst.Branch.Relative() && inst.Branch != decode.BranchCall && inst.Target == th.PC && inst.Branch != decode.BranchJcc {
-		return fmt.Sprintf("spins on %s to itself", inst.Mnemonic)
-	}
-	return ""
+	return o.Stuck(buf[:], th.PC)
 }

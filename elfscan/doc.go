@@ -4,8 +4,12 @@
 // stripped or not; PLT stubs named after the functions they call), the
 // USDT probes of .note.stapsdt (with the .stapsdt.base correction,
 // semaphores and parsed argument specifications), the mapping between
-// virtual addresses and file offsets, and probe specifications such as
-// "main", "parse+0x10", "0x401000", "usdt:provider:name" and globs.
+// virtual addresses and file offsets, probe specifications such as
+// "main", "parse+0x10", "0x401000", "usdt:provider:name" and globs, the
+// executable sections (ExecSections), and the exception tables:
+// .eh_frame's FDEs and the landing pads their LSDAs list
+// (ExceptionTables, ParseExceptionTables). SamePath tells whether two
+// paths name one file.
 //
 // It handles ELF64 little-endian executables (ET_EXEC), position-independent
 // executables and shared libraries (ET_DYN) for x86-64 and arm64. Every

@@ -29,6 +29,10 @@ var (
 	// ErrBadSpec means a probe spec or USDT argument string could not be
 	// parsed.
 	ErrBadSpec = errors.New("invalid probe spec")
+	// ErrNoSections means the file has no section headers (or none that
+	// occupies memory): what only sections tell (which bytes are code,
+	// the exception tables) is not known.
+	ErrNoSections = errors.New("no section headers")
 )
 
 // UnsupportedError describes an ELF file of a kind the package does not

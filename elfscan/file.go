@@ -73,6 +73,10 @@ type File struct {
 	usdtOnce sync.Once
 	usdt     []USDTProbe
 	usdtErr  error
+
+	ehOnce sync.Once
+	eh     *ExceptionTables
+	ehErr  error
 }
 
 // Open opens the ELF file at path, checks its headers and returns it. The
@@ -435,4 +439,37 @@ func (f *File) Sections() ([]Section, error) {
 		out = append(out, Section{Name: s.Name, Addr: s.Addr, Flags: s.Flags, Data: b})
 	}
 	return out, nil
+}
+
+// ExecSections returns the executable sections (SHF_EXECINSTR) that have
+// contents in the file, in header order: the code a whole-file sweep
+// reads. A file without section headers gives ErrNoSections: where its
+// code lies (and which of its bytes are data) is not known.
+func (f *File) ExecSections() ([]Section, error) {
+	secs, err := f.Sections()
+	if err != nil {
+		return nil, err
+	}
+	if len(secs) == 0 {
+		return nil, fmt.Errorf("%s: %w", f.Path, ErrNoSections)
+	}
+	out := secs[:0]
+	for _, s := range secs {
+		if s.Flags&elf.SHF_EXECINSTR != 0 {
+			out = append(out, s)
+		}
+	}
+	return out, nil
+}
+
+// SamePath reports whether two paths name the same file: equal paths, or
+// paths that stat to the same file (through symbolic links, hard links or
+// bind mounts).
+func SamePath(a, b string) bool {
+	if a == b {
+		return true
+	}
+	sa, err1 := os.Stat(a)
+	sb, err2 := os.Stat(b)
+	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
 }

@@ -306,7 +306,7 @@ func a64Relocate(words []uint32, from, to uint64, opt xol.ARM64RelocOptions, st 
 	if err != nil {
 		var re *xol.RefusalError
 		if errors.As(err, &re) {
-			return it, re.Code
+			return it, string(re.Code)
 		}
 		return it, "error: " + err.Error()
 	}

@@ -69,7 +69,7 @@ func prepareXOL(c *XOLX86Case, dec decode.X86Decoder, img *XOLX86Image, runs []X
 		if checkErr == nil && (re.Code != xol.RefuseRIPRelNoScratch || check.Scratch >= 0) {
 			p.bad = p.mismatch("relocate", fmt.Sprintf("CheckX86 accepts (%s) but RelocateX86 refuses: %v", check, err), "", "")
 		}
-		p.refused = re.Code
+		p.refused = string(re.Code)
 		return p, runs
 	default:
 		p.bad = p.mismatch("relocate", fmt.Sprintf("RelocateX86: %v", err), "", "")

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
 )
 
 // CodeRegion is a run of a file's executable bytes: an executable section,
@@ -31,15 +32,15 @@ type FuncRange struct {
 
 // BranchCode is what a branch index reads: the file's executable code and
 // its known functions (local ones such as foo.cold included), in any order,
-// and its exception tables.
+// and what its exception tables say.
 type BranchCode struct {
 	Regions []CodeRegion
 	Funcs   []FuncRange
-	// EHFrame is the .eh_frame section (none when Data is empty) and
-	// EHData the sections its LSDAs lie in (.gcc_except_table): the
-	// landing pads they list are targets too.
-	EHFrame EHSection
-	EHData  []EHSection
+	// Exceptions are the file's exception tables as elfscan reads them
+	// (File.ExceptionTables), nil when it has none: the landing pads
+	// they list are targets too, and code whose landing pads could not
+	// be read (an FDE with Err set) may hold one anywhere.
+	Exceptions *elfscan.ExceptionTables
 }
 
 // Branch is one direct branch of a file.
@@ -93,8 +94,8 @@ var ErrCodeSpan = errors.New("executable code spans more than 4 GiB")
 // one sweep from the region's start.
 //
 // The index also holds the exception landing pads that .eh_frame and the
-// LSDAs list (see ParseExceptionTables): the unwinder jumps to them through
-// a register, so no branch shows them. Not in the index: other indirect
+// LSDAs list (BranchCode.Exceptions, read by elfscan): the unwinder jumps
+// to them through a register, so no branch shows them. Not in the index: other indirect
 // jumps (a function that has one is refused a detour on its own, see
 // Function.IndirectJumps), and addresses taken by a lea or stored in data.
 //
@@ -114,9 +115,21 @@ type BranchIndex struct {
 	far  []uint64 // sorted targets outside [base, base+64*len(bits))
 	pads []uint64 // sorted landing pads
 	// noPads are the FDEs whose landing pads are unknown, by PCBegin.
-	noPads []FDE
+	noPads []elfscan.FDE
 	stats  IndexStats
+	// unchecked marks NoBranches: the caller vouches that no branch from
+	// elsewhere matters, and the rules say that nothing was checked.
+	unchecked bool
 }
+
+// NoBranches is an index without any branch target or landing pad, for a
+// Site whose caller knows that no code outside the function can land in
+// the bytes a trampoline replaces (code made by hand, a test), or accepts
+// not knowing: a decision then rests on the function's own branches, and
+// its rule says that the rest of the file was not checked. A Site
+// without an index (Branches nil) takes no trampoline that an index could
+// refuse. Use File.Branches for the index of a real file.
+var NoBranches = &BranchIndex{load: func() (*BranchCode, error) { return &BranchCode{}, nil }, unchecked: true}
 
 // TargetKind says how control reaches a Target from elsewhere.
 type TargetKind uint8
@@ -139,7 +152,7 @@ type Target struct {
 	Kind TargetKind
 	// FDE is the code range whose landing pads are unknown, and why, for
 	// TargetUnknownPads.
-	FDE FDE
+	FDE elfscan.FDE
 }
 
 // IndexStats says what building a branch index took.
@@ -404,19 +417,14 @@ func (x *BranchIndex) build() {
 	c.Regions = slices.DeleteFunc(c.Regions, func(r CodeRegion) bool { return len(r.Code) == 0 })
 	slices.SortStableFunc(c.Funcs, func(a, b FuncRange) int { return cmpUint64(a.Addr, b.Addr) })
 	x.code = c
-	if len(code.EHFrame.Data) > 0 {
-		eh, err := ParseExceptionTables(code.EHFrame, code.EHData)
-		if err != nil {
-			x.err = fmt.Errorf("branch index: exception tables: %w", err)
-			return
-		}
+	if eh := code.Exceptions; eh != nil {
 		x.pads = eh.LandingPads
 		for _, f := range eh.FDEs {
 			if f.Err != nil && f.PCEnd > f.PCBegin {
 				x.noPads = append(x.noPads, f)
 			}
 		}
-		slices.SortFunc(x.noPads, func(a, b FDE) int { return cmpUint64(a.PCBegin, b.PCBegin) })
+		slices.SortFunc(x.noPads, func(a, b elfscan.FDE) int { return cmpUint64(a.PCBegin, b.PCBegin) })
 		x.stats.FDEs, x.stats.LandingPads, x.stats.UnknownPads = len(eh.FDEs), len(x.pads), len(x.noPads)
 	}
 	if len(c.Regions) > 0 {

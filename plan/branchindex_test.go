@@ -41,7 +41,7 @@ func branchCode(t testing.TB, f *elfscan.File) *plan.BranchCode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.EHFrame, c.EHData = plan.EHSection{}, nil
+	c.Exceptions = nil
 	return c
 }
 
@@ -122,12 +122,23 @@ func TestForeignBranchBarsDetour(t *testing.T) {
 				t.Errorf("bar: %s (%s), rule %+v; want a detour", d.Strategy, d.Reason, r)
 			}
 
-			// Without the index: the old decision, and a rule that says
-			// what it did not check.
-			foo.Branches = nil
+			// With the empty index: the decision of the function's
+			// own branches alone, the detour, and a rule that says what
+			// it did not check.
+			foo.Branches = plan.NoBranches
 			d = plan.Decide(plan.Probeopt, foo, opts)
 			if r := ruleOf(d, "trampoline"); d.Strategy != plan.TrampolineDetour || !strings.Contains(r.Detail, "were not checked") {
-				t.Errorf("foo without an index: %s, rule %+v", d.Strategy, r)
+				t.Errorf("foo with plan.NoBranches: %s, rule %+v", d.Strategy, r)
+			}
+			// Without an index: no detour, and the rule says why.
+			foo.Branches = nil
+			d = plan.Decide(plan.Probeopt, foo, opts)
+			if r := ruleOf(d, "trampoline"); d.Strategy != plan.Emulate || r.Outcome != plan.Fail || !strings.Contains(r.Detail, "no branch index was given") {
+				t.Errorf("foo without an index: %s, rule %+v; want emulate and a rule that no index was given", d.Strategy, r)
+			}
+			bar.Branches = nil
+			if d = plan.Decide(plan.Probeopt, bar, opts); d.Strategy != plan.Emulate {
+				t.Errorf("bar without an index: %s, want emulate (no detour without the file's branches)", d.Strategy)
 			}
 		})
 	}

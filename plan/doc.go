@@ -19,9 +19,21 @@
 // the function start lands), the direct branch targets and indirect jumps
 // a detour must respect, and the arm64 load/store-exclusive windows; and
 // the file-wide index of direct branch targets and exception landing pads
-// (BranchIndex, ParseExceptionTables), for the ways into a function from
-// outside it that a detour must respect too.
+// (BranchIndex), for the ways into a function from outside it that a
+// detour must respect too. A Site without that index (Branches nil) takes
+// no trampoline the index could refuse; NoBranches is the explicit empty
+// index.
 //
-// It does not read ELF files (see elfscan), decode (see decode), emulate
-// (see emulate) or relocate (see xol).
+// File is the one pipeline from an opened elfscan.File to a decision per
+// site, used by the scan and explain commands and by the live engine
+// alike: NewFile, then Decide (or Site, to decide under several policies)
+// for each elfscan.Site. It sweeps each function once and keeps the
+// sweep (Analyze sweeps without keeping, for a scan of every function),
+// makes the file's branch index once, and is safe for concurrent use.
+// With Options.Fallback a trampoline decision carries the trap decision
+// a tracer falls back on when it cannot place the trampoline.
+//
+// It does not read ELF files or their exception tables (elfscan gives it
+// the executable sections, functions and landing pads), decode (see
+// decode), emulate (see emulate) or relocate (see xol).
 package plan

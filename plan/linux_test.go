@@ -16,7 +16,7 @@ func decideX86(t *testing.T, p plan.Policy, h string, addr uint64, fn *plan.Func
 	if err != nil {
 		t.Fatal(err)
 	}
-	return plan.Decide(p, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: b, Func: fn}, &plan.Options{Rules: true})
+	return plan.Decide(p, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: b, Func: fn, Branches: plan.NoBranches}, &plan.Options{Rules: true})
 }
 
 // TestLinuxX86Facts checks the linux-uprobes policy against the facts of
@@ -185,13 +185,13 @@ func TestLinuxARM64Facts(t *testing.T) {
 	for _, tt := range tests {
 		var b [4]byte
 		binary.LittleEndian.PutUint32(b[:], tt.word)
-		d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: b[:]}, nil)
+		d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: b[:], Branches: plan.NoBranches}, nil)
 		if d.Strategy != tt.strategy || d.Reason != tt.reason {
 			t.Errorf("%s (%08x): %s (%s), want %s (%s): %s", tt.what, tt.word, d.Strategy, d.Reason, tt.strategy, tt.reason, d.Detail)
 		}
 	}
 	nop := []byte{0x1f, 0x20, 0x03, 0xd5}
-	if d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: decode.ARM64, Addr: 0x1002, Code: nop}, nil); d.Reason != plan.ReasonMisaligned {
+	if d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: decode.ARM64, Addr: 0x1002, Code: nop, Branches: plan.NoBranches}, nil); d.Reason != plan.ReasonMisaligned {
 		t.Errorf("misaligned: %s (%s)", d.Strategy, d.Reason)
 	}
 }
@@ -230,7 +230,7 @@ func TestExclusiveWindow(t *testing.T) {
 		{0x100c, plan.ReasonEmulatedBranch, plan.ReasonTrampolineDetour, plan.Emulate},
 		{0x1010, plan.ReasonEmulatedBranch, plan.ReasonTrampolineDetour, plan.Emulate},
 	} {
-		site := &plan.Site{Arch: decode.ARM64, Addr: tc.addr, Code: code[tc.addr-0x1000:], Func: fn}
+		site := &plan.Site{Arch: decode.ARM64, Addr: tc.addr, Code: code[tc.addr-0x1000:], Func: fn, Branches: plan.NoBranches}
 		l := plan.Decide(plan.LinuxUprobes, site, nil)
 		p := plan.Decide(plan.Probeopt, site, nil)
 		if l.Reason != tc.linux || l.Strategy != tc.linuxStrategy || p.Reason != tc.probe {

@@ -82,6 +82,12 @@ type Decision struct {
 	// Rules are every rule that applied, in order; recorded only when
 	// Options.Rules is set.
 	Rules []Rule
+	// Fallback is the decision without trampolines (the best trap
+	// strategy, or a rejection) when the probeopt policy chose a
+	// trampoline and Options.Fallback asked for it: what a tracer does with the site if
+	// it cannot place its trampoline. nil otherwise: a decision that is
+	// not a trampoline is its own fallback.
+	Fallback *Decision
 
 	record bool
 }
@@ -111,7 +117,8 @@ type Site struct {
 	// (16 bytes are always enough), more is fine.
 	Code []byte
 	// Func is the analysis of the function that holds Addr (see
-	// AnalyzeX86, AnalyzeARM64), nil when no function is known.
+	// AnalyzeX86, AnalyzeARM64, File.Function), nil when no function is
+	// known.
 	Func *Function
 	// USDT is set for a USDT site: its note marks Addr as the start of an
 	// instruction, so the boundary holds even without a function.
@@ -121,13 +128,15 @@ type Site struct {
 	// never back into the stub, so it does not bar a detour.
 	PLT bool
 	// Branches is the index of the direct branch targets and exception
-	// landing pads of the whole file (see IndexX86Branches), which a
-	// trampoline must respect besides the function's own branches: a
-	// branch from another function (a foo.cold part jumping back into
-	// foo), or a landing pad, inside the replaced bytes bars it. It is
-	// built by the first decision that needs it. nil means that they are
-	// not known: the decision then rests on the function's own branches
-	// and its rule says so. A live engine must set it.
+	// landing pads of the whole file (File.Branches), which a trampoline
+	// must respect besides the function's own branches: a branch from
+	// another function (a foo.cold part jumping back into foo), or a
+	// landing pad, inside the replaced bytes bars it. It is built by the
+	// first decision that needs it. nil means that they are not known: no
+	// trampoline that an index could refuse is taken (the x86-64 NOP
+	// sites and detours, an arm64 site on a bti), and the trampoline rule
+	// says why. NoBranches is an explicit empty index, for code whose
+	// file does not matter. File.Site fills it in.
 	Branches *BranchIndex
 }
 
@@ -158,6 +167,10 @@ type Options struct {
 	// Rules asks for Decision.Rules, every rule with what it found (for
 	// explanations; it costs time in bulk scans).
 	Rules bool
+	// Fallback asks, when the probeopt policy chooses a trampoline, for
+	// Decision.Fallback: the decision with NoTrampolines, in the same
+	// call. A live engine sets it.
+	Fallback bool
 }
 
 func (o *Options) pageSize() uint64 {
@@ -174,6 +187,13 @@ func Decide(p Policy, s *Site, o *Options) Decision {
 	}
 	d := decide(p, s, o)
 	d.record = false
+	if p == Probeopt && o.Fallback && !o.NoTrampolines && (d.Strategy == TrampolineNop || d.Strategy == TrampolineDetour) {
+		fo := *o
+		fo.NoTrampolines, fo.Fallback = true, false
+		fb := decide(p, s, &fo)
+		fb.record = false
+		d.Fallback = &fb
+	}
 	return d
 }
 

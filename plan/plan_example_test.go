@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/plan"
 )
 
@@ -73,4 +74,44 @@ func ExampleDecide_rules() {
 	//   branch        info not a NOP or branch Linux emulates
 	//   xol           pass single-stepped out of line; fixup: ip
 	//   riprel        pass RIP-relative operand: rewritten through %rsi
+}
+
+// From a file on disk to a decision: open it with elfscan, name the sites
+// with a spec, and let a File sweep the functions and index the file's
+// branches (once, for every site). The fallback is what a tracer does
+// when it cannot place a site's trampoline.
+func ExampleFile() {
+	f, err := elfscan.Open("../testdata/x86_64/usdt-nopie")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer f.Close()
+	pf := plan.NewFile(f, nil)
+	for _, spec := range []string{"main", "usdt:demo:loop", "register_tm_clones"} {
+		sp, err := elfscan.ParseSpec(spec)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		sites, err := f.Resolve(sp)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		d, err := pf.Decide(plan.Probeopt, &sites[0], &plan.Options{Live: true, Fallback: true})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Printf("%-18s %#x %s", spec, sites[0].Addr, d.Strategy)
+		if d.Fallback != nil {
+			fmt.Printf(", else %s", d.Fallback.Strategy)
+		}
+		fmt.Println()
+	}
+	// Output:
+	// main               0x401050 trampoline-detour, else emulate
+	// usdt:demo:loop     0x4010c0 trampoline-detour, else emulate
+	// register_tm_clones 0x401160 emulate
 }

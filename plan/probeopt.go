@@ -203,25 +203,14 @@ func boundaryRule(d *Decision, s *Site) (Decision, bool) {
 	return d.finish(Reject, ReasonNoFunction, "the address is outside the function it was given with"), false
 }
 
-// refusal turns an xol refusal into a rejection.
+// refusal turns an xol refusal into a rejection that carries xol's code as
+// its reason (ReasonSyscall is xol.RefuseSyscall, and so on).
 func refusal(d *Decision, err error) Decision {
 	var re *xol.RefusalError
 	if !errors.As(err, &re) {
 		return d.finish(Reject, ReasonUndecodable, "%v", err)
 	}
-	r := map[string]Reason{
-		xol.RefuseSyscall:    ReasonSyscall,
-		xol.RefuseTrap:       ReasonTrap,
-		xol.RefusePrivileged: ReasonPrivileged,
-		xol.RefuseTrapShadow: ReasonTrapShadow,
-		xol.RefuseRTM:        ReasonRTM,
-		xol.RefuseAddr32RIP:  ReasonRIPAddr32,
-		xol.RefuseExclusive:  ReasonExclusive,
-	}[re.Code]
-	if r == "" {
-		r = Reason(re.Code)
-	}
-	return d.finish(Reject, r, "it cannot be emulated, and %s", re.Reason)
+	return d.finish(Reject, re.Code, "it cannot be emulated, and %s", re.Reason)
 }
 
 // xolDecision builds the decision for an out-of-line step.
@@ -344,12 +333,14 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 // foreignBranchRule applies the file's branch index (Site.Branches) to the
 // bytes from just after the probe address to end, which the trampoline
 // replaces; what names them for the rule. It reports false, with a failed
-// rule, when a direct branch from anywhere in the file lands there, or when
-// the index could not be built (the branches are then unknown). A nil
-// index passes: the rule of the decision says what was not checked.
+// rule, when a direct branch from anywhere in the file lands there, when
+// the index could not be built, or when no index was given (the branches
+// are then unknown). NoBranches passes: the rule of the decision says what
+// was not checked.
 func foreignBranchRule(d *Decision, s *Site, end uint64, what string) bool {
 	if s.Branches == nil {
-		return true
+		d.rule("trampoline", Fail, "the file's branch targets and landing pads are not known (no branch index was given; see plan.File, or plan.NoBranches to rest on the function's own branches): one could lie inside %s", what)
+		return false
 	}
 	t, found, err := s.Branches.TargetIn(s.Addr+1, end)
 	switch {
@@ -399,8 +390,8 @@ func branchesText(x *BranchIndex, target uint64) string {
 // noBranchInside is the passed branch check of a trampoline rule: where
 // says where no branch lands ("inside them").
 func noBranchInside(s *Site, where string) string {
-	if s.Branches == nil {
-		return fmt.Sprintf("no branch of the function lands %s (branches from elsewhere in the file were not checked: no branch index was given)", where)
+	if s.Branches == nil || s.Branches.unchecked {
+		return fmt.Sprintf("no branch of the function lands %s (branches from elsewhere in the file were not checked: the branch index was plan.NoBranches)", where)
 	}
 	return fmt.Sprintf("no direct branch or landing pad in the file lands %s", where)
 }

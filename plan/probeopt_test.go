@@ -31,7 +31,7 @@ func TestProbeoptAsksThePackages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", h, err)
 		}
-		site := &plan.Site{Arch: decode.X86_64, Addr: 0x401000, Code: b, USDT: true}
+		site := &plan.Site{Arch: decode.X86_64, Addr: 0x401000, Code: b, USDT: true, Branches: plan.NoBranches}
 		d := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true})
 		traps := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true, NoTrampolines: true})
 		// No function is known: only a NOP site can take a trampoline.
@@ -60,7 +60,7 @@ func TestProbeoptAsksThePackages(t *testing.T) {
 			t.Errorf("%s (%s): %s (%s), want %s (trampoline: %v)", h, inst.Mnemonic, d.Strategy, d.Reason, want, tsErr)
 		}
 		var re *xol.RefusalError
-		if want == plan.Reject && errors.As(xolErr, &re) && string(d.Reason) != re.Code {
+		if want == plan.Reject && errors.As(xolErr, &re) && string(d.Reason) != string(re.Code) {
 			t.Errorf("%s: reason %s, want xol's code %s", h, d.Reason, re.Code)
 		}
 		if want == plan.XOL && !strings.Contains(d.Detail, "emulation is not available") {
@@ -91,7 +91,7 @@ func TestBoundaries(t *testing.T) {
 		t.Fatalf("sweep: %d instructions, %d bytes, %v", fn.Instructions, fn.Decoded, fn.Err)
 	}
 	at := func(p plan.Policy, addr uint64, f *plan.Function, usdt bool) plan.Decision {
-		return plan.Decide(p, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: f, USDT: usdt}, &plan.Options{Rules: true})
+		return plan.Decide(p, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: f, USDT: usdt, Branches: plan.NoBranches}, &plan.Options{Rules: true})
 	}
 	if d := at(plan.Probeopt, 0x1001, fn, false); d.Strategy == plan.Reject {
 		t.Errorf("boundary 0x1001: %s (%s)", d.Strategy, d.Reason)
@@ -116,14 +116,14 @@ func TestBoundaries(t *testing.T) {
 	if bfn.Err == nil || bfn.Decoded != 1 {
 		t.Fatalf("sweep of bad bytes: %d %v", bfn.Decoded, bfn.Err)
 	}
-	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x2003, Code: bad[3:], Func: bfn}, nil)
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x2003, Code: bad[3:], Func: bfn, Branches: plan.NoBranches}, nil)
 	if d.Reason != plan.ReasonBoundaryUnknown {
 		t.Errorf("after the sweep stopped: %s (%s)", d.Strategy, d.Reason)
 	}
 	// arm64: alignment.
 	arm := armCode([]uint32{0xD503201F, 0xD65F03C0})
 	afn := plan.AnalyzeARM64(0x3000, arm)
-	if d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x3002, Code: arm[2:], Func: afn}, nil); d.Reason != plan.ReasonMisaligned {
+	if d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x3002, Code: arm[2:], Func: afn, Branches: plan.NoBranches}, nil); d.Reason != plan.ReasonMisaligned {
 		t.Errorf("arm64 misaligned: %s (%s)", d.Strategy, d.Reason)
 	}
 }
@@ -135,7 +135,7 @@ func TestDetourChecks(t *testing.T) {
 		t.Helper()
 		code, _ := hex.DecodeString(h)
 		fn := plan.AnalyzeX86(0x1000, code, decodeAMD)
-		return plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: fn}, &plan.Options{Rules: true, Live: true})
+		return plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: addr, Code: code[addr-0x1000:], Func: fn, Branches: plan.NoBranches}, &plan.Options{Rules: true, Live: true})
 	}
 	for _, tc := range []struct {
 		what, hex string
@@ -189,7 +189,7 @@ func TestDetourPLT(t *testing.T) {
 		t.Fatalf("indirect jumps %d", fn.IndirectJumps)
 	}
 	for _, plt := range []bool{false, true} {
-		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x1000, Code: code, Func: fn, PLT: plt}, &plan.Options{Rules: true})
+		d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.X86_64, Addr: 0x1000, Code: code, Func: fn, PLT: plt, Branches: plan.NoBranches}, &plan.Options{Rules: true})
 		if tramp := d.Strategy == plan.TrampolineDetour; tramp != plt {
 			t.Errorf("PLT %v: %s (%s)", plt, d.Strategy, d.Detail)
 		}
@@ -251,7 +251,7 @@ func TestProbeoptARM64AsksTrampoline(t *testing.T) {
 		code := armCode(tc.words)
 		addr := 0x1000 + uint64(4*tc.at)
 		fn := plan.AnalyzeARM64(0x1000, code)
-		site := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], Func: fn}
+		site := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], Func: fn, Branches: plan.NoBranches}
 		d := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true})
 		traps := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true, NoTrampolines: true})
 		inst, err := decode.DecodeARM64(code[4*tc.at:], addr)
@@ -327,7 +327,7 @@ func TestProbeoptARM64AsksTrampoline(t *testing.T) {
 		}
 
 		// Without a function (a USDT site): a nop site only.
-		usdt := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], USDT: true}
+		usdt := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], USDT: true, Branches: plan.NoBranches}
 		u := plan.Decide(plan.Probeopt, usdt, nil)
 		_, nopErr := trampoline.AnalyzeARM64(addr, code[4*tc.at:], &trampoline.SiteOptions{NopOnly: true})
 		uTraps := plan.Decide(plan.Probeopt, usdt, &plan.Options{NoTrampolines: true})
@@ -343,18 +343,18 @@ func TestProbeoptARM64AsksTrampoline(t *testing.T) {
 func TestProbeoptARM64BTI(t *testing.T) {
 	// bti c; stp x29, x30, [sp,#-16]!; ret
 	code := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0xD65F03C0})
-	d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code)}, &plan.Options{Rules: true})
+	d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code), Branches: plan.NoBranches}, &plan.Options{Rules: true})
 	if d.Strategy != plan.TrampolineDetour || !strings.Contains(d.Detail, "at 0x1004 (the bti at 0x1000 stays)") {
 		t.Errorf("bti; stp: %s (%s) %s", d.Strategy, d.Reason, d.Detail)
 	}
 	// bti c; stp x29, x30, [sp,#-16]!; b 0x1004
 	loop := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0x17FFFFFF})
-	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: loop, Func: plan.AnalyzeARM64(0x1000, loop)}, &plan.Options{Rules: true})
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: loop, Func: plan.AnalyzeARM64(0x1000, loop), Branches: plan.NoBranches}, &plan.Options{Rules: true})
 	if r := ruleOf(d, "trampoline"); d.Strategy != plan.Emulate || r.Outcome != plan.Fail || !strings.Contains(r.Detail, "lands at 0x1004") {
 		t.Errorf("bti; stp with a branch to the stp: %s (%s), rule %+v", d.Strategy, d.Reason, r)
 	}
 	// A bti that ends the function: no word for the b.
-	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code[:4])}, nil)
+	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code[:4]), Branches: plan.NoBranches}, nil)
 	if d.Strategy != plan.Emulate {
 		t.Errorf("bti at the end of the function: %s (%s)", d.Strategy, d.Reason)
 	}

@@ -1,13 +1,24 @@
 package plan
 
+import (
+	"github.com/probeopt/probeopt/internal/reason"
+	"github.com/probeopt/probeopt/xol"
+)
+
 // Reason is a stable, machine-readable code for a decision. Reasons lists
 // every code with its meaning.
-type Reason string
+//
+// It is the project's one reason-code type: xol's refusals
+// (xol.RefusalError.Code) and trampoline's (trampoline.SiteError.Code) are
+// of the same type, and a decision that passes one on carries it as it is.
+// The reasons that are xol's refusals are defined as xol's constants, so
+// each string is written once.
+type Reason = reason.Code
 
 // Reasons shared by the policies.
 const (
 	ReasonUnknownPolicy   Reason = "unknown-policy"
-	ReasonUndecodable     Reason = "undecodable"
+	ReasonUndecodable     Reason = reason.Undecodable
 	ReasonMidInstruction  Reason = "mid-instruction"
 	ReasonBoundaryUnknown Reason = "boundary-unknown"
 	ReasonNoFunction      Reason = "no-function"
@@ -19,7 +30,7 @@ const (
 	ReasonXOLRIPRel       Reason = "xol-riprel"
 	ReasonXOLCall         Reason = "xol-call"
 	ReasonXOLNoFixup      Reason = "xol-no-fixup"
-	ReasonExclusive       Reason = "exclusive"
+	ReasonExclusive       Reason = xol.RefuseExclusive
 )
 
 // Reasons of the linux-uprobes policy.
@@ -51,13 +62,13 @@ const (
 const (
 	ReasonEmulated         Reason = "emulated"
 	ReasonXOLPCRel         Reason = "xol-pcrel"
-	ReasonSyscall          Reason = "syscall"
-	ReasonTrap             Reason = "trap"
-	ReasonPrivileged       Reason = "privileged"
-	ReasonTrapShadow       Reason = "trap-shadow"
-	ReasonRTM              Reason = "rtm"
-	ReasonRIPAddr32        Reason = "riprel-addr32"
-	ReasonExclusiveWindow  Reason = "exclusive-window"
+	ReasonSyscall          Reason = xol.RefuseSyscall
+	ReasonTrap             Reason = xol.RefuseTrap
+	ReasonPrivileged       Reason = xol.RefusePrivileged
+	ReasonTrapShadow       Reason = xol.RefuseTrapShadow
+	ReasonRTM              Reason = xol.RefuseRTM
+	ReasonRIPAddr32        Reason = xol.RefuseAddr32RIP
+	ReasonExclusiveWindow  Reason = xol.RefuseExclusiveWindow
 	ReasonTrampolineNop    Reason = "trampoline-nop"
 	ReasonTrampolineDetour Reason = "trampoline-detour"
 )

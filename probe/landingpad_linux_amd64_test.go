@@ -4,7 +4,6 @@ package probe_test
 
 import (
 	"bytes"
-	"debug/elf"
 	"fmt"
 	"os/exec"
 	"path/filepath"
@@ -62,38 +61,18 @@ func TestLandingPadNoDetour(t *testing.T) {
 // one's trampoline would replace.
 func padSites(t *testing.T, exe string) []string {
 	t.Helper()
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	var frame plan.EHSection
-	var data []plan.EHSection
-	for _, name := range []string{".eh_frame", ".gcc_except_table"} {
-		s := ef.Section(name)
-		if s == nil {
-			t.Fatalf("%s: no %s", exe, name)
-		}
-		b, err := s.Data()
-		if err != nil {
-			t.Fatal(err)
-		}
-		es := plan.EHSection{Name: name, Addr: s.Addr, Data: b}
-		if name == ".eh_frame" {
-			frame = es
-		} else {
-			data = append(data, es)
-		}
-	}
-	eh, err := plan.ParseExceptionTables(frame, data)
-	if err != nil {
-		t.Fatal(err)
-	}
 	f, err := elfscan.Open(exe)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	eh, err := f.ExceptionTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(eh.LandingPads) == 0 {
+		t.Fatalf("%s: no landing pads in .eh_frame and .gcc_except_table", exe)
+	}
 	var specs []string
 	last := uint64(0) // the last site taken: sites 15 bytes apart do not share a trampoline
 	for _, pad := range eh.LandingPads {
@@ -110,7 +89,8 @@ func padSites(t *testing.T, exe string) []string {
 			if a >= pad || pad-a > 15 || a == fn.Addr {
 				continue
 			}
-			site := &plan.Site{Arch: decode.X86_64, Addr: a, Code: body[a-fn.Addr:], Func: an}
+			// Without the file's landing pads: NoBranches.
+			site := &plan.Site{Arch: decode.X86_64, Addr: a, Code: body[a-fn.Addr:], Func: an, Branches: plan.NoBranches}
 			d := plan.Decide(plan.Probeopt, site, &plan.Options{Rules: true, Live: true})
 			var n int
 			var at uint64

@@ -93,22 +93,20 @@ type plannedSite struct {
 // over whole instructions of at most 15 bytes each.
 const maxDetourBytes = 64
 
-// fileInfo is an opened ELF file and what was learnt about it.
+// fileInfo is an opened ELF file and what was learnt about it for live
+// probes; the sweeps of its functions and its branch index are its
+// plan.File's, made with the first plan (and so with that plan's vendor:
+// one tracer, one CPU).
 type fileInfo struct {
 	path string
 	f    *elfscan.File
 
 	mu      sync.Mutex
-	funcs   map[uint64]*plan.Function // by function address
-	planned map[uint64]*plannedSite   // by vaddr
+	pf      *plan.File
+	planned map[uint64]*plannedSite // by vaddr
 	// unwinders are the plans of the unwinder's entries (planUnwinder).
 	unwinders map[uint64]*plannedSite
 	resolved  map[string]resolution // by spec text
-
-	// branches indexes the direct branch targets of the whole file, for
-	// the trampoline checks: made with the first plan, built by the first
-	// trampoline decision, shared by every later one.
-	branches *plan.BranchIndex
 }
 
 // resolution is what a spec names in a file.
@@ -118,7 +116,7 @@ type resolution struct {
 }
 
 func newFileInfo(path string, f *elfscan.File) *fileInfo {
-	return &fileInfo{path: path, f: f, funcs: map[uint64]*plan.Function{}, planned: map[uint64]*plannedSite{}, resolved: map[string]resolution{}}
+	return &fileInfo{path: path, f: f, planned: map[uint64]*plannedSite{}, resolved: map[string]resolution{}}
 }
 
 // resolve returns the sites sp names in the file (cached).
@@ -161,28 +159,22 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 	if fi.f.Arch != decode.X86_64 {
 		return nil, fmt.Errorf("%s: %s code: %w", fi.path, fi.f.Arch, ErrNotSupported)
 	}
-	code, err := fi.f.Code(s.Addr, 16)
+	if fi.pf == nil {
+		fi.pf = plan.NewFile(fi.f, &plan.FileOptions{Vendor: vendor})
+	}
+	site, err := fi.pf.Site(s)
 	if err != nil {
 		return nil, fmt.Errorf("%s: code at %#x: %w", fi.path, s.Addr, err)
 	}
-	var fn *plan.Function
-	if s.Func != nil {
-		fn = fi.funcs[s.Func.Addr]
-		if fn == nil {
-			body, err := fi.f.Code(s.Func.Addr, s.Func.End-s.Func.Addr)
-			if err == nil && len(body) > 0 {
-				fn = plan.AnalyzeX86(s.Func.Addr, body, decode.X86Decoder{Vendor: vendor})
-				fi.funcs[s.Func.Addr] = fn
-			}
-		}
-	}
-	if fi.branches == nil {
-		fi.branches = plan.IndexELFBranches(fi.f, vendor)
-	}
-	site := plan.Site{Arch: fi.f.Arch, Addr: s.Addr, Code: code, Func: fn, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT, Branches: fi.branches}
+	code, fn := site.Code, site.Func
 	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
-	ps.decision = plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, NoTrampolines: true})
-	if d := plan.Decide(plan.Probeopt, &site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted}); d.Strategy == plan.TrampolineNop || d.Strategy == plan.TrampolineDetour {
+	// One decision with its fallback: the trampoline, and the trap
+	// strategy the site takes if its trampoline cannot be placed.
+	d := plan.Decide(plan.Probeopt, site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted, Fallback: true})
+	ps.decision = d
+	if d.Fallback != nil {
+		ps.decision = *d.Fallback
+		d.Fallback = nil
 		ps.tramp = &d
 		if fn != nil && s.Addr >= fn.Addr && s.Addr-fn.Addr < uint64(len(fn.Code)) {
 			ps.body = fn.Code[s.Addr-fn.Addr:]

@@ -38,15 +38,16 @@ var (
 )
 
 // RejectedError describes a site that was not probed: the plan refused it
-// (Reason and Detail come from plan.Decide), or its text differs from the
-// file. It matches ErrRejected under errors.Is (and ErrTextMismatch for
-// the latter).
+// (Reason and Detail come from plan.Decide), its text differs from the
+// file, or the engine could not install it (the Reason* codes below). It
+// matches ErrRejected under errors.Is (and ErrTextMismatch for a text that
+// differs).
 type RejectedError struct {
 	Spec   string      // the spec that named the site
 	Module string      // the file
 	Symbol string      // the function and offset, "" if none
 	Addr   uint64      // the link-time virtual address in Module
-	Reason plan.Reason // the plan's reason code ("text-mismatch" for ErrTextMismatch)
+	Reason plan.Reason // the plan's reason code, or one of the engine's Reason* codes (ReasonTextMismatch for ErrTextMismatch)
 	Detail string      // the sentence behind Reason
 }
 
@@ -63,6 +64,12 @@ const ReasonReturnNeedsTrampoline plan.Reason = "return-needs-trampoline"
 // instruction was moved into the trampoline of another site: the original
 // bytes no longer run.
 const ReasonInTrampoline plan.Reason = "in-trampoline"
+
+// ReasonPatchFailed is the Reason of a RejectedError for a site whose
+// text could not be written: the batch that installs it failed (Detail
+// holds batchpatch's error), or the trampoline of its return probe could
+// not be rebuilt with the entry counter its other probes need.
+const ReasonPatchFailed plan.Reason = "patch-failed"
 
 func (e *RejectedError) Error() string {
 	where := fmt.Sprintf("%s:%#x", e.Module, e.Addr)

@@ -24,12 +24,12 @@ import (
 // signal that its instruction raises would be delivered there, not at the
 // original address (the tracer cannot correct a signal before it is
 // delivered). Copies are therefore boosted only for instructions that raise
-// no exception in user space: no memory operand other than a RIP-relative
-// one into the program's own data, no implicit memory access, no division,
-// no x87 (whose last-instruction pointer would show the slot). A program
-// that unmasks floating-point exceptions (feenableexcept) and makes a
-// boosted vector instruction raise one would see its SIGFPE delivered in
-// the slot. Every other XOL instruction is single-stepped in place.
+// no exception in user space (xol.BoostableX86 says which: no memory
+// operand other than a RIP-relative one into the program's own data, no
+// implicit memory access, no division, no x87). A program that unmasks
+// floating-point exceptions (feenableexcept) and makes a boosted vector
+// instruction raise one would see its SIGFPE delivered in the slot. Every
+// other XOL instruction is single-stepped in place.
 //
 // Slot areas stay mapped until the process execs or exits, after Detach
 // too: a thread interrupted by a signal inside a copy returns there from
@@ -57,38 +57,11 @@ func (a *slotArea) reaches(addrs []uint64) bool {
 	return true
 }
 
-// boostable reports whether inst can run boosted (see above).
-func boostable(inst *decode.X86Inst) bool {
-	switch {
-	case inst.Branch != decode.BranchNone:
-		return false
-	case inst.HasModRM && inst.Mod != 3 && !inst.RIPRel:
-		return false // a memory operand that may fault
-	case inst.Read.Has(decode.RSP) || inst.Written.Has(decode.RSP):
-		return false // push, pop, enter, leave: the stack may fault
-	}
-	if inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte {
-		op := inst.Opcode
-		switch {
-		case op >= 0xA4 && op <= 0xAF, op == 0xD7, op == 0x6C, op == 0x6D, op == 0x6E, op == 0x6F:
-			return false // string instructions, xlat: implicit memory
-		case op >= 0xD8 && op <= 0xDF:
-			return false // x87
-		case (op == 0xF6 || op == 0xF7) && (inst.Reg == 6 || inst.Reg == 7):
-			return false // div, idiv: #DE
-		}
-	}
-	if inst.Map == decode.Map0F && inst.Opcode == 0xF7 {
-		return false // maskmovq, maskmovdqu: an implicit store through rdi
-	}
-	return true
-}
-
 // boost makes the boosted copy of a site's instruction in a slot, or
 // returns nil when the instruction must be stepped. The world is stopped.
 func (tg *target) boost(w *proc.World, s *liveSite) *xol.X86Copy {
 	var inst decode.X86Inst
-	if (decode.X86Decoder{Vendor: tg.t.vendor}).Decode(s.ps.code, s.addr, &inst) != nil || !boostable(&inst) {
+	if (decode.X86Decoder{Vendor: tg.t.vendor}).Decode(s.ps.code, s.addr, &inst) != nil || !xol.BoostableX86(&inst) {
 		return nil
 	}
 	reach := []uint64{s.addr, s.addr + uint64(inst.Len)}

@@ -98,7 +98,7 @@ func moduleColon(s string) int {
 func (sp *spec) matchesModule(p string, main bool) bool {
 	switch {
 	case sp.exact:
-		return samePath(sp.module, p)
+		return elfscan.SamePath(sp.module, p)
 	case sp.module == "":
 		return main || sp.es.Kind == elfscan.SpecUSDT
 	}
@@ -125,14 +125,4 @@ func moduleMatch(pattern, p string) bool {
 		}
 	}
 	return false
-}
-
-// samePath reports whether two paths name the same file.
-func samePath(a, b string) bool {
-	if a == b {
-		return true
-	}
-	ca, err1 := filepath.EvalSymlinks(a)
-	cb, err2 := filepath.EvalSymlinks(b)
-	return err1 == nil && err2 == nil && ca == cb
 }

@@ -573,12 +573,12 @@ func (tg *target) restoreEach(w *proc.World) error {
 		p := s.removePatch()
 		cur := make([]byte, len(p.Old))
 		if w.ReadMemory(p.Addr, cur) == nil && bytes.Equal(cur, p.Old) {
-			opts := &batchpatch.Options{MaxSteps: -1}
+			steps := -1
 			if len(p.New) > 1 {
-				opts.MaxSteps = 0
+				steps = 0
 			}
-			if r, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, opts); err != nil || r.Err() != nil {
-				errs = append(errs, fmt.Errorf("restore %#x: %w", addr, errors.Join(err, r.Err())))
+			if _, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, patchOptions(steps)); err != nil {
+				errs = append(errs, fmt.Errorf("restore %#x: %w", addr, err))
 				continue
 			}
 		}
@@ -782,10 +782,7 @@ func cleanChild(w *proc.World, restore []batchpatch.Patch) error {
 		return nil
 	}
 	batchpatch.Sort(patches)
-	r, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true, MaxSteps: steps})
-	if err == nil {
-		err = r.Err()
-	}
+	_, err := batchpatch.ApplyStopped(w, patches, patchOptions(steps))
 	return err
 }
 

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -138,7 +139,7 @@ func TestAnalyzeARM64(t *testing.T) {
 		kind   SiteKind
 		patch  uint64
 		calls  bool
-		refuse string // refusal code, "" for a site
+		refuse reason.Code // refusal code, "" for a site
 	}{
 		{name: "nop", code: a64Bytes(0xD503201F), kind: SiteNop, patch: addr},
 		{name: "stp", code: a64Bytes(0xA9BD7BFD), kind: SiteDetour, patch: addr},

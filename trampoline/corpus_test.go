@@ -90,7 +90,7 @@ func TestCorpusFunctionEntries(t *testing.T) {
 			}
 			seen := map[uint64]bool{}
 			var total, nop, detour int
-			refused := map[string]int{}
+			refused := map[plan.Reason]int{}
 			d, _ := trampoline.NewData(0x100000, 64, 1024)
 			th, _ := trampoline.NewThreads(0x200000, 64)
 			for _, s := range syms {
@@ -133,7 +133,7 @@ func TestCorpusFunctionEntries(t *testing.T) {
 				}
 				decodeAll(t, code2, slot)
 			}
-			var reasons []string
+			var reasons []plan.Reason
 			for k := range refused {
 				reasons = append(reasons, k)
 			}

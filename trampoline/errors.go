@@ -3,6 +3,8 @@ package trampoline
 import (
 	"errors"
 	"fmt"
+
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 // Errors of the package. Functions wrap them with context; compare with
@@ -36,37 +38,38 @@ var (
 	ErrLayout = errors.New("invalid data area layout")
 )
 
-// Site refusal codes, stable strings for reports (SiteError.Code).
+// Site refusal codes, stable strings for reports (SiteError.Code), of the
+// project's one reason-code type (see xol's Refuse* codes and plan.Reason).
 const (
 	// RefuseUndecodable: an instruction the jump would replace does not
 	// decode.
-	RefuseUndecodable = "undecodable"
+	RefuseUndecodable = reason.Undecodable
 	// RefuseShort: the code ends (the function ends) before 5 bytes of
 	// whole instructions.
-	RefuseShort = "short"
+	RefuseShort reason.Code = "short"
 	// RefuseNotRelocatable: a displaced instruction cannot run from
 	// another address (xol refuses it); Err holds xol's refusal.
-	RefuseNotRelocatable = "not-relocatable"
+	RefuseNotRelocatable reason.Code = "not-relocatable"
 	// RefuseNotBoostable: a displaced instruction can only be stepped out
 	// of line, not run from the slot and followed by a jump (popf; an
 	// indirect or far call; a RIP-relative operand that needs a scratch
 	// register).
-	RefuseNotBoostable = "not-boostable"
+	RefuseNotBoostable reason.Code = "not-boostable"
 	// RefuseMidRun: a call, or a branch that needs stubs, is displaced but
 	// is not the last displaced instruction: its return address or its
 	// fall-through would point into the replaced bytes.
-	RefuseMidRun = "call-not-last"
+	RefuseMidRun reason.Code = "call-not-last"
 	// RefuseNoDetour: the site is not a NOP site and detours were not
 	// asked for.
-	RefuseNoDetour = "no-detour"
+	RefuseNoDetour reason.Code = "no-detour"
 )
 
 // SiteError says why a site cannot take a trampoline.
 type SiteError struct {
-	Addr   uint64 // the probe address
-	Code   string // one of the Refuse* codes
-	Reason string // a sentence for a person
-	Err    error  // the underlying error (a decode or xol error), or nil
+	Addr   uint64      // the probe address
+	Code   reason.Code // one of the Refuse* codes
+	Reason string      // a sentence for a person
+	Err    error       // the underlying error (a decode or xol error), or nil
 }
 
 func (e *SiteError) Error() string {
@@ -83,6 +86,6 @@ func (e *SiteError) Is(target error) bool { return target == ErrNotSite }
 // Unwrap returns the underlying error.
 func (e *SiteError) Unwrap() error { return e.Err }
 
-func siteErr(addr uint64, code string, err error, format string, args ...any) error {
+func siteErr(addr uint64, code reason.Code, err error, format string, args ...any) error {
 	return &SiteError{Addr: addr, Code: code, Reason: fmt.Sprintf(format, args...), Err: err}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -175,7 +176,7 @@ func TestAnalyzeX86(t *testing.T) {
 		kind             SiteKind
 		patchOff, length int
 		run              int
-		refuse           string
+		refuse           reason.Code
 	}{
 		{code: "0f1f440000", kind: SiteNop, length: 5},
 		{code: "0f1f440000 c3", kind: SiteNop, length: 5},

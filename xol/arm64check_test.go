@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -15,7 +16,7 @@ func TestCheckARM64(t *testing.T) {
 		word   uint32
 		what   string
 		fixups string
-		refuse string
+		refuse reason.Code
 	}{
 		{0xAA0103E0, "mov x0, x1", "ip", ""},
 		{0xD503201F, "nop", "ip", ""},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 // Refusal codes of the arm64 relocation, in addition to those of
@@ -17,32 +18,32 @@ const (
 	// start of the code given), a load-exclusive comes before any
 	// store-exclusive. A trap or a detour there clears the exclusive
 	// monitor, so the store-exclusive fails every time.
-	RefuseExclusiveWindow = "exclusive-window"
+	RefuseExclusiveWindow reason.Code = "exclusive-window"
 	// RefuseCallInRun: a call (bl, blr and their PAC forms) that is not the
 	// last instruction of a relocated run: the call would return into the
 	// displaced range.
-	RefuseCallInRun = "call-in-run"
+	RefuseCallInRun reason.Code = "call-in-run"
 	// RefuseSyscallInRun: in a live detour, an svc that is not the last
 	// displaced instruction: a thread blocked in that system call would
 	// resume inside the displaced range.
-	RefuseSyscallInRun = "syscall-in-run"
+	RefuseSyscallInRun reason.Code = "syscall-in-run"
 	// RefuseNoScratch: a target is beyond the reach of a direct branch or
 	// PC-relative form from the new address, and the jump through x16 or
 	// x17 it takes is not allowed (NoScratch) or both registers are used by
 	// the relocated instructions.
-	RefuseNoScratch = "no-scratch"
+	RefuseNoScratch reason.Code = "no-scratch"
 	// RefuseBTI: a target is beyond the reach of a direct branch, and the
 	// indirect jump it takes would land in a BTI-guarded page on an
 	// instruction that may not be a landing pad.
-	RefuseBTI = "bti-guarded"
+	RefuseBTI reason.Code = "bti-guarded"
 	// RefuseLinkRegister: a PAC call through x30 or modified by x30, whose
 	// return address cannot be set before it.
-	RefuseLinkRegister = "link-register"
+	RefuseLinkRegister reason.Code = "link-register"
 	// RefuseUnknown: the word is not a valid instruction, or is an encoding
 	// this decoder does not know in a group where instructions can be
 	// PC-relative (branches, system, literal loads): its meaning at another
 	// address is unknown.
-	RefuseUnknown = "unknown-encoding"
+	RefuseUnknown reason.Code = "unknown-encoding"
 )
 
 // ARM64RelocOptions control RelocateARM64. A nil *ARM64RelocOptions means

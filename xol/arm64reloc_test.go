@@ -9,6 +9,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 // a64Words packs words little-endian.
@@ -299,7 +300,7 @@ func TestRelocateARM64Refusals(t *testing.T) {
 		code []byte
 		to   uint64
 		opt  ARM64RelocOptions
-		want string
+		want reason.Code
 	}
 	for _, c := range []tc{
 		{"far b without scratch", a64Words(0x14000010), relFar, ARM64RelocOptions{NoScratch: true}, RefuseNoScratch},

@@ -3,6 +3,8 @@ package xol
 import (
 	"errors"
 	"strings"
+
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 // ErrNotRelocatable means the instruction cannot be executed correctly from
@@ -10,46 +12,48 @@ import (
 // are *RefusalError values.
 var ErrNotRelocatable = errors.New("cannot be executed out of line")
 
-// Refusal codes, stable strings for reports.
+// Refusal codes, stable strings for reports. They are of the project's one
+// reason-code type: plan passes them on as its decision reasons (a
+// plan.Reason is the same type), so each string is written here only.
 const (
 	// RefuseSyscall: a system call stepped from a slot may not come back
 	// to it (rt_sigreturn, execve) or may come back twice (fork, clone,
 	// vfork: the child would resume inside the slot).
-	RefuseSyscall = "syscall"
+	RefuseSyscall reason.Code = "syscall"
 	// RefuseTrap: the instruction always raises a trap or an exception
 	// (int3, int n, ud2, brk...), which would be reported at the slot.
-	RefuseTrap = "trap"
+	RefuseTrap reason.Code = "trap"
 	// RefusePrivileged: the instruction faults in user mode (hlt, cli,
 	// in/out, wrmsr, eret, DAIF access...).
-	RefusePrivileged = "privileged"
+	RefusePrivileged reason.Code = "privileged"
 	// RefuseTrapShadow: mov to %ss suppresses the single-step trap of the
 	// next instruction, so the step would not stop after the copy.
-	RefuseTrapShadow = "trap-shadow"
+	RefuseTrapShadow reason.Code = "trap-shadow"
 	// RefuseRTM: xbegin; a debug trap aborts the transaction and the abort
 	// path is relative to the copy.
-	RefuseRTM = "rtm"
+	RefuseRTM reason.Code = "rtm"
 	// RefuseAddr32RIP: an EIP-relative operand (67 prefix): the
 	// scratch-register rewrite would compute a 64-bit address.
-	RefuseAddr32RIP = "riprel-addr32"
+	RefuseAddr32RIP reason.Code = "riprel-addr32"
 	// RefuseExclusive: an arm64 load/store exclusive: the trap clears the
 	// exclusive monitor, so the store-exclusive fails every time.
-	RefuseExclusive = "exclusive"
+	RefuseExclusive reason.Code = "exclusive"
 )
 
 // RefusalError says why an instruction cannot be executed out of line.
 type RefusalError struct {
-	Code   string // one of the Refuse* codes
-	Reason string // a sentence for a person
+	Code   reason.Code // one of the Refuse* codes
+	Reason string      // a sentence for a person
 }
 
 func (e *RefusalError) Error() string {
-	return "cannot be executed out of line (" + e.Code + "): " + e.Reason
+	return "cannot be executed out of line (" + string(e.Code) + "): " + e.Reason
 }
 
 // Is makes errors.Is(err, ErrNotRelocatable) true.
 func (e *RefusalError) Is(target error) bool { return target == ErrNotRelocatable }
 
-func refuse(code, reason string) error { return &RefusalError{Code: code, Reason: reason} }
+func refuse(code reason.Code, why string) error { return &RefusalError{Code: code, Reason: why} }
 
 // PCRelKind says how an arm64 PC-relative instruction is handled out of
 // line.

@@ -8,7 +8,10 @@
 // RIP-relative operand through a scratch register or a recomputed
 // displacement, TF handling of pushf/popf, PC-relative arm64 forms), or
 // refuse it with a *RefusalError wrapping ErrNotRelocatable that names the
-// reason.
+// reason. The Refuse* codes are of the project's one reason-code type, the
+// one plan.Reason names: plan passes them on as its decision reasons.
+// BoostableX86 says which x86-64 instructions can run from a slot without
+// a trap and without ever raising an exception there.
 //
 // The package does not decode (see decode), emulate (see emulate) or choose
 // a strategy (see plan).

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 func regName(r int) string { return decode.X86RegName(r) }
@@ -12,18 +13,18 @@ func regName(r int) string { return decode.X86RegName(r) }
 // differently in a way the relocation depends on (a 66 prefix on a near
 // branch or call; REX.W on a far call), so neither the copy nor its fixup
 // can be right on both.
-const RefuseVendorDependent = "vendor-dependent"
+const RefuseVendorDependent reason.Code = "vendor-dependent"
 
 // RefuseNonCanonical: a relative branch whose target is not a canonical
 // address (with 4-level paging: between 2^47 and 2^64-2^47). Taken, it
 // raises #GP at its own address; a copy cannot fault there.
-const RefuseNonCanonical = "noncanonical-target"
+const RefuseNonCanonical reason.Code = "noncanonical-target"
 
 // RefuseKernelEmulated: an instruction that Linux emulates when the CPU
 // faults on it in user mode (UMIP: sgdt, sidt, sldt, str, smsw). The
 // emulation advances the instruction pointer without raising the
 // single-step trap, so the step does not stop after the copy.
-const RefuseKernelEmulated = "kernel-emulated"
+const RefuseKernelEmulated reason.Code = "kernel-emulated"
 
 // x86Canonical48 reports whether addr is canonical with 4-level paging.
 func x86Canonical48(addr uint64) bool {
@@ -185,4 +186,44 @@ func x86Refusal(inst *decode.X86Inst) error {
 		}
 	}
 	return nil
+}
+
+// BoostableX86 reports whether a boosted copy of inst (X86Copy.Boost: run
+// from the slot without a trap, then a jump back) raises no exception in
+// user space, so that no signal is delivered with the instruction pointer
+// in the slot, where the engine cannot correct it before delivery. It
+// refuses branches, memory operands other than a RIP-relative one (into
+// the program's own data), stack accesses (push, pop, enter, leave),
+// implicit memory accesses (string instructions, xlat, maskmovq,
+// maskmovdqu), division (#DE) and x87 (whose last-instruction pointer
+// would show the slot as well). A program that unmasks floating-point
+// exceptions (feenableexcept) and makes a boosted vector instruction raise
+// one still sees its SIGFPE delivered in the slot.
+//
+// It answers for the instruction alone; whether its copy can run without
+// a trap at all is RelocateX86's (X86Copy.Boost).
+func BoostableX86(inst *decode.X86Inst) bool {
+	switch {
+	case inst.Branch != decode.BranchNone:
+		return false
+	case inst.HasModRM && inst.Mod != 3 && !inst.RIPRel:
+		return false // a memory operand that may fault
+	case inst.Read.Has(decode.RSP) || inst.Written.Has(decode.RSP):
+		return false // push, pop, enter, leave: the stack may fault
+	}
+	if inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte {
+		op := inst.Opcode
+		switch {
+		case op >= 0xA4 && op <= 0xAF, op == 0xD7, op == 0x6C, op == 0x6D, op == 0x6E, op == 0x6F:
+			return false // string instructions, xlat: implicit memory
+		case op >= 0xD8 && op <= 0xDF:
+			return false // x87
+		case (op == 0xF6 || op == 0xF7) && (inst.Reg == 6 || inst.Reg == 7):
+			return false // div, idiv: #DE
+		}
+	}
+	if inst.Map == decode.Map0F && inst.Opcode == 0xF7 {
+		return false // maskmovq, maskmovdqu: an implicit store through rdi
+	}
+	return true
 }

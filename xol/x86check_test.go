@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -33,8 +34,8 @@ func TestCheckX86(t *testing.T) {
 	tests := []struct {
 		hex    string
 		what   string
-		fixups string // Fixup.String(), or "" when refused
-		refuse string // refusal code
+		fixups string      // Fixup.String(), or "" when refused
+		refuse reason.Code // refusal code
 	}{
 		{"4889f8", "mov %rdi,%rax", "ip", ""},
 		{"55", "push %rbp", "ip", ""},
@@ -146,6 +147,52 @@ func TestScratchFree(t *testing.T) {
 				t.Errorf("%s: scratch %s is used by the instruction", h, decode.X86RegName(f.Scratch))
 			}
 			checked++
+		}
+	}
+}
+
+// TestBoostableX86 checks which instructions may run boosted: those that
+// raise no exception in user space whatever their operands.
+func TestBoostableX86(t *testing.T) {
+	tests := []struct {
+		hex, what string
+		want      bool
+	}{
+		{"90", "nop", true},
+		{"4889c3", "mov %rax,%rbx", true},
+		{"488b0510000000", "mov x(%rip),%rax", true},
+		{"4883c001", "add $1,%rax", true},
+		{"48f7d9", "neg %rcx", true},
+		{"48f7e1", "mul %rcx", true},
+		{"660fefc1", "pxor %xmm1,%xmm0", true},
+		{"c5f9efc1", "vpxor %xmm1,%xmm0,%xmm0", true},
+		{"488b18", "mov (%rax),%rbx", false},
+		{"488d18", "lea (%rax),%rbx (a ModRM memory form)", false},
+		{"c5f96f00", "vmovdqa (%rax),%xmm0", false},
+		{"55", "push %rbp", false},
+		{"5d", "pop %rbp", false},
+		{"c9", "leave", false},
+		{"c3", "ret", false},
+		{"eb00", "jmp .+2", false},
+		{"7400", "je .+2", false},
+		{"e800000000", "call .+5", false},
+		{"ffd0", "call *%rax", false},
+		{"a4", "movsb", false},
+		{"f348ab", "rep stos %rax,(%rdi)", false},
+		{"d7", "xlat", false},
+		{"6c", "insb", false},
+		{"6f", "outsl", false},
+		{"d9c9", "fxch %st(1)", false},
+		{"dec1", "faddp", false},
+		{"48f7f1", "div %rcx", false},
+		{"48f7f9", "idiv %rcx", false},
+		{"f6f1", "div %cl", false},
+		{"660ff7c1", "maskmovdqu %xmm1,%xmm0", false},
+		{"0ff7c1", "maskmovq %mm1,%mm0", false},
+	}
+	for _, tt := range tests {
+		if got := xol.BoostableX86(decodeX86(t, tt.hex)); got != tt.want {
+			t.Errorf("%s (%s): BoostableX86 = %v, want %v", tt.what, tt.hex, got, tt.want)
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 )
 
 // Refusal code of the x86-64 relocation, in addition to those of
@@ -17,7 +18,7 @@ const (
 	// be addressed through a scratch register either (Fixup.Scratch is -1:
 	// none is known to be free, or the rewrite would change the encoding's
 	// validity). A slot nearer the operand works.
-	RefuseRIPRelNoScratch = "riprel-no-scratch"
+	RefuseRIPRelNoScratch reason.Code = "riprel-no-scratch"
 )
 
 // Errors of RelocateX86 and of the step methods of X86Copy. Refusals are

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/reason"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -116,7 +117,8 @@ func TestRelocateX86Forms(t *testing.T) {
 // the same code, and the refusals of its own.
 func TestRelocateX86Refusals(t *testing.T) {
 	tests := []struct {
-		hex, what, code string
+		hex, what string
+		code      reason.Code
 	}{
 		{"0f05", "syscall", xol.RefuseSyscall},
 		{"cc", "int3", xol.RefuseTrap},

@@ -30,8 +30,9 @@ type benchTraceSite struct {
 
 // benchTraceFind locates the function of a kind in the executable: the
 // assembly body (the ".abi0" symbol), not the Go wrapper around it.
-// branches is the executable's branch index, for the plan.
-func benchTraceFind(f *elfscan.File, branches *plan.BranchIndex, kind string) (benchTraceSite, error) {
+// pf plans the executable.
+func benchTraceFind(pf *plan.File, kind string) (benchTraceSite, error) {
+	f := pf.ELF()
 	name := "main.benchTrace" + strings.ToUpper(kind[:1]) + kind[1:]
 	if kind == "rip" || kind == "sse" {
 		name = "main.benchTrace" + strings.ToUpper(kind)
@@ -64,13 +65,14 @@ func benchTraceFind(f *elfscan.File, branches *plan.BranchIndex, kind string) (b
 			return s, err
 		}
 		s.instruction = inst.Text("gnu")
-		body, err := f.Code(fn.Addr, fn.End-fn.Addr)
+		site := &elfscan.Site{Kind: elfscan.SiteEntry, Addr: fn.Addr, Func: fn}
+		d, err := pf.Decide(plan.LinuxUprobes, site, nil)
 		if err != nil {
 			return s, err
 		}
-		site := plan.Site{Arch: f.Arch, Addr: fn.Addr, Code: code, Func: plan.AnalyzeX86(fn.Addr, body, decode.X86Decoder{}), Branches: branches}
-		s.kernelPath = plan.Decide(plan.LinuxUprobes, &site, nil).Strategy
-		s.strategy = plan.Decide(plan.Probeopt, &site, &plan.Options{Live: true}).Strategy
+		s.kernelPath = d.Strategy
+		d, _ = pf.Decide(plan.Probeopt, site, &plan.Options{Live: true})
+		s.strategy = d.Strategy
 		return s, nil
 	}
 	return benchTraceSite{}, fmt.Errorf("%s: no function %s.abi0: %w", f.Path, name, elfscan.ErrNoSymbol)
@@ -95,9 +97,9 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 	}
 	rep := &benchTraceReport{XOLMethod: "in-place step"}
 	term := isTerminal(progress)
-	branches := plan.IndexELFBranches(f, decode.VendorAMD)
+	pf := plan.NewFile(f, &plan.FileOptions{Vendor: decode.VendorAMD})
 	for _, kind := range o.kinds {
-		s, err := benchTraceFind(f, branches, kind)
+		s, err := benchTraceFind(pf, kind)
 		if err != nil {
 			return nil, err
 		}

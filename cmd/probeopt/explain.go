@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -139,6 +138,7 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 	}
 	out := cmd.OutOrStdout()
 	sc := &scanner{policies: plan.Policies(), vendor: vendor, text: true}
+	pf := plan.NewFile(f, &plan.FileOptions{Vendor: vendor})
 	stderr := cmd.ErrOrStderr()
 	failed := false
 	for i := range sites {
@@ -156,7 +156,7 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 			fmt.Fprintf(stderr, "probeopt: explain %s: %v\n", specText, err)
 			continue
 		}
-		e := sc.explain(f, &sites[i])
+		e := sc.explain(pf, &sites[i])
 		if e.inside {
 			fmt.Fprintf(stderr, "probeopt: explain %s: %#x is inside the instruction at %#x, not at an instruction start: probeopt rejects a probe there\n", specText, e.Addr, e.insideStart)
 		}
@@ -184,11 +184,12 @@ func runExplain(cmd *cobra.Command, o *explainOptions, args []string) error {
 }
 
 // explain gathers everything about one site.
-func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
+func (sc *scanner) explain(pf *plan.File, s *elfscan.Site) *explained {
+	f := pf.ELF()
 	var an *plan.Function
 	e := &explained{Rules: map[string][]plan.Rule{}, decision: map[string]plan.Decision{}}
 	if fn := s.Func; fn != nil {
-		an = sc.analyze(f, fn)
+		an = pf.Function(fn)
 		ef := &explainedFunc{Name: fn.Name, Demangled: fn.Demangled(), Aliases: fn.Aliases, Addr: fn.Addr, Size: fn.End - fn.Addr,
 			Bind: strings.TrimPrefix(fn.Bind.String(), "STB_"), Source: fn.Sources.String()}
 		if an != nil {
@@ -199,7 +200,7 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 		}
 		e.Function = ef
 	}
-	e.siteResult = sc.decide(f, s, an)
+	e.siteResult = sc.decide(pf, s, an)
 	if p := s.USDT; p != nil {
 		eu := &explainedUSDT{Location: p.Location, Base: p.Base, Semaphore: p.Semaphore, Args: p.Arguments, NeedsPID: p.SemaphoreAddr != 0}
 		if p.ArgsErr != nil {
@@ -213,12 +214,11 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 			e.inside, e.insideStart = true, start
 		}
 	}
-	code, codeErr := f.Code(s.Addr, 16)
+	site, codeErr := pf.SiteWith(s, an)
 	e.codeErr = codeErr
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT,
-		Branches: sc.branches.of(f, sc.vendor)}
+	code := site.Code
 	for _, p := range sc.policies {
-		d := plan.Decide(p, &site, &plan.Options{Vendor: sc.vendor, Rules: true})
+		d := plan.Decide(p, site, &plan.Options{Vendor: sc.vendor, Rules: true})
 		e.Rules[string(p)] = d.Rules
 		e.decision[string(p)] = d
 	}
@@ -228,25 +228,6 @@ func (sc *scanner) explain(f *elfscan.File, s *elfscan.Site) *explained {
 		e.Decoded[fl.name] = fl.value
 	}
 	return e
-}
-
-// branchCache keeps the branch index of the file being decided (one file
-// at a time: a scan decides the files one after the other).
-type branchCache struct {
-	mu sync.Mutex
-	f  *elfscan.File
-	x  *plan.BranchIndex
-}
-
-// of returns the branch index of f, made on the first call for f; it is
-// built by the first decision that asks it.
-func (c *branchCache) of(f *elfscan.File, vendor decode.Vendor) *plan.BranchIndex {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.f != f || c.x == nil {
-		c.f, c.x = f, plan.IndexELFBranches(f, vendor)
-	}
-	return c.x
 }
 
 // boundaryText describes the instruction-boundary check.

@@ -292,8 +292,6 @@ type scanner struct {
 	vendor   decode.Vendor
 	traps    bool // probeopt policy without trampolines
 	text     bool // render instruction text (not needed for --summary)
-	// branches holds the branch index of the file being decided.
-	branches branchCache
 }
 
 func runScan(cmd *cobra.Command, o *scanOptions, args []string) error {
@@ -458,6 +456,7 @@ func (sc *scanner) scanFile(path string) (*fileReport, error) {
 		return nil, err
 	}
 	defer f.Close()
+	pf := plan.NewFile(f, &plan.FileOptions{Vendor: sc.vendor})
 	rep := &fileReport{Path: path, Arch: f.Arch.String(), Kind: f.Kind()}
 	funcs, err := f.Funcs()
 	switch {
@@ -510,7 +509,9 @@ func (sc *scanner) scanFile(path string) (*fileReport, error) {
 				}
 				for fi := chunks[c][0]; fi < chunks[c][1]; fi++ {
 					fn := &funcs[fi]
-					an := sc.analyze(f, fn)
+					// Each function is swept once: the sweep is
+					// not kept past its sites.
+					an := pf.Analyze(fn)
 					if an != nil && an.Err != nil && !fn.PLT {
 						if undecodable.Add(1) <= maxListed {
 							mu.Lock()
@@ -519,17 +520,17 @@ func (sc *scanner) scanFile(path string) (*fileReport, error) {
 						}
 					}
 					for _, i := range byFunc[fi].idx {
-						results[i] = sc.decide(f, &sites[i], an)
+						results[i] = sc.decide(pf, &sites[i], an)
 					}
 					if sc.sel.all && an != nil && !fn.PLT {
-						extra[c] = append(extra[c], sc.allSites(f, fn, an)...)
+						extra[c] = append(extra[c], sc.allSites(pf, fn, an)...)
 					}
 				}
 			}
 		}()
 	}
 	for _, i := range loose {
-		results[i] = sc.decide(f, &sites[i], nil)
+		results[i] = sc.decide(pf, &sites[i], nil)
 	}
 	wg.Wait()
 	rep.Undecodable = int(undecodable.Load())
@@ -593,7 +594,7 @@ func (sc *scanner) gatherSites(f *elfscan.File) (sites []elfscan.Site, warnings,
 		sites = append(sites, s...)
 	}
 	for _, sp := range sc.sel.specs {
-		if sp.Path != "" && !samePath(sp.Path, f.Path) {
+		if sp.Path != "" && !elfscan.SamePath(sp.Path, f.Path) {
 			continue
 		}
 		s, err := f.Resolve(sp)
@@ -626,31 +627,9 @@ func (sc *scanner) gatherSites(f *elfscan.File) (sites []elfscan.Site, warnings,
 	return out, warnings, errs, nil
 }
 
-// samePath reports whether two paths name the same file.
-func samePath(a, b string) bool {
-	if a == b {
-		return true
-	}
-	sa, err1 := os.Stat(a)
-	sb, err2 := os.Stat(b)
-	return err1 == nil && err2 == nil && os.SameFile(sa, sb)
-}
-
-// analyze sweeps one function, or returns nil when its bytes are not in an
-// executable segment.
-func (sc *scanner) analyze(f *elfscan.File, fn *elfscan.Func) *plan.Function {
-	code, err := f.Code(fn.Addr, fn.End-fn.Addr)
-	if err != nil || len(code) == 0 {
-		return nil
-	}
-	if f.Arch == decode.ARM64 {
-		return plan.AnalyzeARM64(fn.Addr, code)
-	}
-	return plan.AnalyzeX86(fn.Addr, code, decode.X86Decoder{Vendor: sc.vendor})
-}
-
 // allSites decides every instruction of a swept function.
-func (sc *scanner) allSites(f *elfscan.File, fn *elfscan.Func, an *plan.Function) []siteResult {
+func (sc *scanner) allSites(pf *plan.File, fn *elfscan.Func, an *plan.Function) []siteResult {
+	f := pf.ELF()
 	var out []siteResult
 	for addr := range an.Starts() {
 		kind := elfscan.SiteInst
@@ -659,13 +638,15 @@ func (sc *scanner) allSites(f *elfscan.File, fn *elfscan.Func, an *plan.Function
 		}
 		site := elfscan.Site{Kind: kind, Addr: addr, Func: fn}
 		site.Offset, site.OffsetErr = f.TextOffset(addr)
-		out = append(out, sc.decide(f, &site, an))
+		out = append(out, sc.decide(pf, &site, an))
 	}
 	return out
 }
 
-// decide plans one site under every policy.
-func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) siteResult {
+// decide plans one site under every policy; an is the sweep of its
+// function (nil when none is known).
+func (sc *scanner) decide(pf *plan.File, s *elfscan.Site, an *plan.Function) siteResult {
+	f := pf.ELF()
 	r := siteResult{File: f.Path, Kind: s.Kind, Addr: s.Addr, Offset: s.Offset, Verdicts: map[string]verdict{}}
 	if fn := s.Func; fn != nil {
 		r.Symbol, r.SymOffset = fn.Name, s.Addr-fn.Addr
@@ -684,15 +665,14 @@ func (sc *scanner) decide(f *elfscan.File, s *elfscan.Site, an *plan.Function) s
 	if an != nil && an.Err != nil {
 		r.SweepError, r.SweepStop = an.Err.Error(), an.Addr+uint64(an.Decoded)
 	}
-	code, err := f.Code(s.Addr, 16)
+	site, err := pf.SiteWith(s, an)
 	if err != nil {
 		r.Error = err.Error()
 	}
-	site := plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: an, USDT: s.Kind == elfscan.SiteUSDT, PLT: s.Func != nil && s.Func.PLT,
-		Branches: sc.branches.of(f, sc.vendor)}
+	code := site.Code
 	opts := &plan.Options{Vendor: sc.vendor, NoTrampolines: sc.traps}
 	for _, p := range sc.policies {
-		d := plan.Decide(p, &site, opts)
+		d := plan.Decide(p, site, opts)
 		r.Verdicts[string(p)] = verdict{Strategy: d.Strategy, Reason: d.Reason, Detail: d.Detail}
 	}
 	r.Len, r.Text = instText(f.Arch, sc.vendor, s.Addr, code, sc.text)

@@ -1,4 +1,4 @@
-package plan
+package elfscan
 
 import (
 	"encoding/binary"
@@ -513,4 +513,35 @@ func (p *ehParser) lsda(addr, funcStart uint64) error {
 		}
 	}
 	return r.err
+}
+
+// ExceptionTables returns what the exception tables of the file say: the
+// FDEs of .eh_frame and the landing pads their LSDAs (in
+// .gcc_except_table) list, parsed by ParseExceptionTables on the first
+// call and kept. A file without .eh_frame has none (an empty result, no
+// error). An error in the structure of .eh_frame is an *EHError.
+func (f *File) ExceptionTables() (*ExceptionTables, error) {
+	f.ehOnce.Do(func() { f.eh, f.ehErr = f.readExceptionTables() })
+	return f.eh, f.ehErr
+}
+
+func (f *File) readExceptionTables() (*ExceptionTables, error) {
+	secs, err := f.Sections()
+	if err != nil {
+		return nil, err
+	}
+	var frame EHSection
+	var data []EHSection
+	for _, s := range secs {
+		switch s.Name {
+		case ".eh_frame":
+			frame = EHSection{Name: s.Name, Addr: s.Addr, Data: s.Data}
+		case ".gcc_except_table":
+			data = append(data, EHSection{Name: s.Name, Addr: s.Addr, Data: s.Data})
+		}
+	}
+	if len(frame.Data) == 0 {
+		return &ExceptionTables{}, nil
+	}
+	return ParseExceptionTables(frame, data)
 }

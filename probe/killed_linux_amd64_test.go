@@ -98,19 +98,32 @@ func TestTracerKilled(t *testing.T) {
 	}
 }
 
-// tracerPid returns the TracerPid of process pid.
+// tracerPid returns the process (thread group) that traces process pid,
+// or 0.
 func tracerPid(t *testing.T, pid int) int {
+	t.Helper()
+	tid := statusField(t, pid, "TracerPid")
+	if tid == 0 {
+		return 0
+	}
+	// TracerPid names the tracing thread, which need not be the
+	// tracer's main thread.
+	return statusField(t, tid, "Tgid")
+}
+
+// statusField returns the numeric field key of /proc/PID/status.
+func statusField(t *testing.T, pid int, key string) int {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
 			n, _ := strconv.Atoi(strings.TrimSpace(v))
 			return n
 		}
 	}
-	t.Fatal("no TracerPid")
+	t.Fatalf("no %s in /proc/%d/status", key, pid)
 	return 0
 }

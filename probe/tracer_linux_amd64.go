@@ -27,10 +27,14 @@ import (
 	"github.com/probeopt/probeopt/proc"
 )
 
-// Tracer traces one program: the process it was given and, with
-// Options.FollowForks, the children it forks. Its methods are safe for
-// concurrent use.
-type Tracer struct {
+// tracerBackend is the linux/amd64 engine behind a Tracer (see
+// tracer.go): embedded in it, so the engine's methods take a *Tracer.
+type tracerBackend = liveTracer
+
+var _ tracerOps = (*Tracer)(nil)
+
+// liveTracer is the state of the live engine.
+type liveTracer struct {
 	opts   Options
 	vendor decode.Vendor
 	// emu is the emulator of this CPU: its vendor and address width;
@@ -182,7 +186,7 @@ func newTracer(o Options) *Tracer {
 		o.RescanInterval = time.Second
 	}
 	emu, emuOK := hostEmulator(hostcpu.Host())
-	return &Tracer{opts: o, vendor: hostVendor(), emu: emu, emuOK: emuOK, targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}
+	return &Tracer{tracerBackend{opts: o, vendor: hostVendor(), emu: emu, emuOK: emuOK, targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}}
 }
 
 // start makes p the root target: the trap handler, the modules mapped now
@@ -254,40 +258,25 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	return tg, err
 }
 
-// Pid returns the process id of the traced program.
-func (t *Tracer) Pid() int { return t.root.pid }
+func (t *Tracer) pid() int { return t.root.pid }
 
-// Resume lets the process run (after Spawn or Attach, once the probes are
-// added). Calling it again does no harm.
-func (t *Tracer) Resume() error {
+func (t *Tracer) resume() error {
 	if err := t.root.p.Resume(); err != nil {
 		return fmt.Errorf("resume %d: %w", t.root.pid, err)
 	}
 	return nil
 }
 
-// Events returns the channel of probe hits (Options.Events). It is never
-// closed; Exited tells when the process is gone.
-func (t *Tracer) Events() <-chan Event { return t.events }
+func (t *Tracer) eventCh() <-chan Event { return t.events }
 
-// Exited returns a channel closed once the process has exited or was
-// detached.
-func (t *Tracer) Exited() <-chan struct{} { return t.done }
+func (t *Tracer) exited() <-chan struct{} { return t.done }
 
-// Wait waits until the process exits and returns its status; after Detach
-// it returns an error wrapping ErrClosed.
-func (t *Tracer) Wait() (proc.ExitStatus, error) {
+func (t *Tracer) wait() (proc.ExitStatus, error) {
 	<-t.done
 	return t.status, t.waitErr
 }
 
-// Add resolves the specs in every module each traced process maps, plans
-// every site, and installs the accepted ones in one batch per process. It
-// returns the probes that were installed or wait for their modules; the
-// error joins a *SpecError for each spec that was not (it does not parse,
-// names nothing, or every site it names was refused) and any failure of a
-// batch. Refused sites of the returned probes are listed in Stats.
-func (t *Tracer) Add(specs ...string) ([]*Probe, error) {
+func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 	parsed := make([]spec, len(specs))
 	for i, s := range specs {
 		sp, err := parseSpec(s)
@@ -396,8 +385,7 @@ func (tg *target) mainModule() *module {
 	return nil
 }
 
-// Remove removes probes, in one batch per process.
-func (t *Tracer) Remove(probes ...*Probe) error {
+func (t *Tracer) remove(probes ...*Probe) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -456,8 +444,7 @@ func (t *Tracer) targetList() []*target {
 	return out
 }
 
-// Stats returns the counters of every probe.
-func (t *Tracer) Stats() Stats {
+func (t *Tracer) stats() Stats {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	st := Stats{
@@ -490,10 +477,7 @@ func (t *Tracer) Stats() Stats {
 	return st
 }
 
-// Detach removes every probe (one batch per process), lets the threads the
-// engine held go on, and detaches: the process runs on untraced, its text
-// as in its files.
-func (t *Tracer) Detach() error {
+func (t *Tracer) detach() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -510,8 +494,7 @@ func (t *Tracer) Detach() error {
 	return errors.Join(errs...)
 }
 
-// Kill kills the traced processes and waits until they are gone.
-func (t *Tracer) Kill() error {
+func (t *Tracer) kill() error {
 	t.mu.Lock()
 	list := t.targetList()
 	t.closed = true

@@ -17,20 +17,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Process is a traced process: its threads, and the children that share
-// its address space until they exec or exit. Its methods may be called from
-// any goroutine; each hands its work to the tracer thread (see the package
-// documentation).
-type Process struct {
+// processBackend is the Linux backend of a Process (see backend.go).
+type processBackend = *ptraceProcess
+
+var _ processOps = processBackend(nil)
+
+// ptraceProcess is a traced process as its tracer keeps it: the backend of
+// a Process, which it implements method by method (the exported methods
+// below are documented on Process), and the bookkeeping of the tracer.
+type ptraceProcess struct {
+	pub  *Process // the handle given to callers (Spawn, Attach, Event.Child)
 	t    *tracer
 	pid  int
 	opts Options
 
 	// Owned by the tracer goroutine.
 	threads map[int]*thread
-	sharers map[int]*Process // children sharing the address space
-	parent  *Process         // for a sharer: the process whose memory it shares
-	mem     *os.File         // /proc/PID/mem
+	sharers map[int]*ptraceProcess // children sharing the address space
+	parent  *ptraceProcess         // for a sharer: the process whose memory it shares
+	mem     *os.File               // /proc/PID/mem
 	memErr  error
 	stopped bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
 	trap    TrapHandler
@@ -50,22 +55,24 @@ type Process struct {
 	exitErr error // ErrDetached when detached rather than exited
 }
 
-func newProcess(t *tracer, pid int, opts Options) *Process {
+func newProcess(t *tracer, pid int, opts Options) *ptraceProcess {
 	n := opts.EventBuffer
 	if n <= 0 {
 		n = 1024
 	}
-	return &Process{
+	p := &ptraceProcess{
 		t: t, pid: pid, opts: opts,
 		threads: make(map[int]*thread),
-		sharers: make(map[int]*Process),
+		sharers: make(map[int]*ptraceProcess),
 		events:  make(chan Event, n),
 		exitCh:  make(chan struct{}),
 	}
+	p.pub = &Process{b: p}
+	return p
 }
 
 // emit records an event without ever blocking the tracer.
-func (p *Process) emit(e Event) bool {
+func (p *ptraceProcess) emit(e Event) bool {
 	e.Time = time.Now()
 	select {
 	case p.events <- e:
@@ -77,7 +84,7 @@ func (p *Process) emit(e Event) bool {
 }
 
 // finish marks p as exited (err nil) or detached (err ErrDetached).
-func (p *Process) finish(st ExitStatus, err error) {
+func (p *ptraceProcess) finish(st ExitStatus, err error) {
 	if p.done {
 		return
 	}
@@ -92,7 +99,7 @@ func (p *Process) finish(st ExitStatus, err error) {
 
 // keepStopped reports whether stops of p's threads are kept rather than
 // resumed at once.
-func (p *Process) keepStopped() bool {
+func (p *ptraceProcess) keepStopped() bool {
 	for q := p; q != nil; q = q.parent {
 		if q.stopped {
 			return true
@@ -102,7 +109,7 @@ func (p *Process) keepStopped() bool {
 }
 
 // root returns the process whose world p belongs to.
-func (p *Process) root() *Process {
+func (p *ptraceProcess) root() *ptraceProcess {
 	for p.parent != nil {
 		p = p.parent
 	}
@@ -110,8 +117,8 @@ func (p *Process) root() *Process {
 }
 
 // members returns p and, recursively, the children sharing its memory.
-func (p *Process) members() []*Process {
-	out := []*Process{p}
+func (p *ptraceProcess) members() []*ptraceProcess {
+	out := []*ptraceProcess{p}
 	for i := 0; i < len(out); i++ {
 		for _, c := range out[i].sharers {
 			out = append(out, c)
@@ -121,7 +128,7 @@ func (p *Process) members() []*Process {
 }
 
 // memFile returns the open /proc/PID/mem of p's address space.
-func (p *Process) memFile() (*os.File, error) {
+func (p *ptraceProcess) memFile() (*os.File, error) {
 	r := p.root()
 	if r.done {
 		return nil, ErrExited
@@ -135,7 +142,7 @@ func (p *Process) memFile() (*os.File, error) {
 	return r.mem, nil
 }
 
-func (p *Process) openMem() error {
+func (p *ptraceProcess) openMem() error {
 	if p.mem != nil {
 		p.mem.Close()
 		p.mem = nil
@@ -178,14 +185,14 @@ func Spawn(argv []string, opts *SpawnOptions) (*Process, error) {
 		}
 	}
 	t := newTracer()
-	var p *Process
+	var p *ptraceProcess
 	if derr := t.do(func() { p, err = t.spawn(path, argv, files, &o) }); derr != nil {
 		return nil, derr
 	}
 	if err != nil {
 		return nil, fmt.Errorf("spawn %s: %w", argv[0], err)
 	}
-	return p, nil
+	return p.pub, nil
 }
 
 // spawn runs on the tracer. The child asks to be traced (PTRACE_TRACEME)
@@ -194,7 +201,7 @@ func Spawn(argv []string, opts *SpawnOptions) (*Process, error) {
 // (PTRACE_INTERRUPT, PTRACE_LISTEN) without running a single instruction
 // untraced. A SIGCONT ends the job-control stop; the tracee sees it as an
 // ignored signal when it resumes.
-func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOptions) (*Process, error) {
+func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOptions) (*ptraceProcess, error) {
 	attr := &os.ProcAttr{Dir: o.Dir, Env: o.Env, Files: files, Sys: &syscall.SysProcAttr{Ptrace: true}}
 	child, err := os.StartProcess(path, argv, attr)
 	if err != nil {
@@ -202,7 +209,7 @@ func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOpt
 	}
 	pid := child.Pid
 	_ = child.Release()
-	fail := func(err error) (*Process, error) {
+	fail := func(err error) (*ptraceProcess, error) {
 		_ = unix.Kill(pid, unix.SIGKILL)
 		var ws unix.WaitStatus
 		_, _ = unix.Wait4(pid, &ws, unix.WALL, nil)
@@ -261,7 +268,7 @@ func Attach(pid int, opts *Options) (*Process, error) {
 		o = *opts
 	}
 	t := newTracer()
-	var p *Process
+	var p *ptraceProcess
 	var err error
 	if derr := t.do(func() { p, err = t.attach(pid, &o) }); derr != nil {
 		return nil, derr
@@ -269,16 +276,16 @@ func Attach(pid int, opts *Options) (*Process, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attach %d: %w", pid, err)
 	}
-	return p, nil
+	return p.pub, nil
 }
 
-func (t *tracer) attach(pid int, o *Options) (*Process, error) {
+func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
 	if pid <= 0 {
 		return nil, ErrExited
 	}
 	p := newProcess(t, pid, *o)
 	t.procs[pid] = p
-	fail := func(err error) (*Process, error) {
+	fail := func(err error) (*ptraceProcess, error) {
 		for tid := range p.threads {
 			_ = ptrace(unix.PTRACE_DETACH, tid, 0, 0)
 			delete(t.threads, tid)
@@ -333,7 +340,7 @@ func (t *tracer) attach(pid int, o *Options) (*Process, error) {
 // stopWorld stops every thread of p and of the children sharing its memory,
 // following the protocol in the package documentation. On return every
 // known thread is stopped, gone, exiting or parked in vfork.
-func (t *tracer) stopWorld(p *Process) error {
+func (t *tracer) stopWorld(p *ptraceProcess) error {
 	p.stopT0 = time.Now()
 	t.poll()
 	if p.done {
@@ -396,7 +403,7 @@ func (t *tracer) stopWorld(p *Process) error {
 }
 
 // settled reports whether no thread of the world is still running.
-func (p *Process) settled() bool {
+func (p *ptraceProcess) settled() bool {
 	for _, q := range p.members() {
 		for _, th := range q.threads {
 			if !th.stopped && !th.gone && !th.parked && !th.exiting {
@@ -411,7 +418,7 @@ func (p *Process) settled() bool {
 }
 
 // resumeWorld resumes every thread of the world that is not held.
-func (t *tracer) resumeWorld(p *Process) {
+func (t *tracer) resumeWorld(p *ptraceProcess) {
 	p.stopped = false
 	for _, q := range p.members() {
 		for _, th := range q.threads {
@@ -422,7 +429,7 @@ func (t *tracer) resumeWorld(p *Process) {
 	p.stats = StopStats{Threads: p.countThreads(), Stop: p.stopT1.Sub(p.stopT0), Pause: end.Sub(p.stopT1), Total: end.Sub(p.stopT0)}
 }
 
-func (p *Process) countThreads() int {
+func (p *ptraceProcess) countThreads() int {
 	n := 0
 	for _, q := range p.members() {
 		n += len(q.threads)
@@ -430,30 +437,24 @@ func (p *Process) countThreads() int {
 	return n
 }
 
-// Pid returns the process id.
-func (p *Process) Pid() int { return p.pid }
+// The exported methods of ptraceProcess implement processOps: each is
+// documented on the Process method of the same name (process.go).
+func (p *ptraceProcess) Pid() int { return p.pid }
 
-// Events returns the channel on which events are delivered. It is never
-// closed; use Exited to learn that the process is gone.
-func (p *Process) Events() <-chan Event { return p.events }
+func (p *ptraceProcess) Events() <-chan Event { return p.events }
 
-// DroppedEvents returns how many events found the Events channel full.
-func (p *Process) DroppedEvents() int64 { return p.dropped.Load() }
+func (p *ptraceProcess) DroppedEvents() int64 { return p.dropped.Load() }
 
-// Exited returns a channel closed when the process has exited or was
-// detached.
-func (p *Process) Exited() <-chan struct{} { return p.exitCh }
+func (p *ptraceProcess) Exited() <-chan struct{} { return p.exitCh }
 
-// Wait waits until the process exits and returns its status. It returns
-// an error wrapping ErrDetached if the process was detached instead.
-func (p *Process) Wait() (ExitStatus, error) {
+func (p *ptraceProcess) Wait() (ExitStatus, error) {
 	<-p.exitCh
 	return p.status, p.exitErr
 }
 
 // run executes fn on the tracer, failing with ErrExited (or ErrDetached)
 // when the process is gone.
-func (p *Process) run(fn func() error) error {
+func (p *ptraceProcess) run(fn func() error) error {
 	var err error
 	if derr := p.t.do(func() {
 		if p.done {
@@ -467,7 +468,7 @@ func (p *Process) run(fn func() error) error {
 	return err
 }
 
-func (p *Process) goneErr() error {
+func (p *ptraceProcess) goneErr() error {
 	select {
 	case <-p.exitCh:
 		if p.exitErr != nil {
@@ -479,9 +480,7 @@ func (p *Process) goneErr() error {
 	}
 }
 
-// Stop stops every thread (see the package documentation for the
-// protocol). The process stays stopped until Resume.
-func (p *Process) Stop() error {
+func (p *ptraceProcess) Stop() error {
 	return p.run(func() error {
 		if p.parent != nil {
 			return errors.New("stop: process shares its parent's memory; stop the parent")
@@ -493,27 +492,20 @@ func (p *Process) Stop() error {
 	})
 }
 
-// Resume lets every stopped thread run again, re-injecting the signals
-// that arrived meanwhile. Threads held by a TrapHandler stay stopped.
-func (p *Process) Resume() error {
+func (p *ptraceProcess) Resume() error {
 	return p.run(func() error {
 		p.t.resumeWorld(p)
 		return nil
 	})
 }
 
-// LastStop returns the timing of the latest stop that was resumed.
-func (p *Process) LastStop() StopStats {
+func (p *ptraceProcess) LastStop() StopStats {
 	var s StopStats
 	_ = p.run(func() error { s = p.stats; return nil })
 	return s
 }
 
-// Stopped stops the world (unless it is stopped already), runs fn on the
-// tracer thread with the World, and resumes the world if it was running
-// before. fn must not call Process methods; it uses w. The StopStats time
-// this stop (zero when the world was already stopped).
-func (p *Process) Stopped(fn func(w *World) error) (StopStats, error) {
+func (p *ptraceProcess) Stopped(fn func(w *World) error) (StopStats, error) {
 	var stats StopStats
 	err := p.run(func() error {
 		was := p.stopped
@@ -525,9 +517,9 @@ func (p *Process) Stopped(fn func(w *World) error) (StopStats, error) {
 				return fmt.Errorf("stop %d: %w", p.pid, err)
 			}
 		}
-		w := &World{t: p.t, p: p, live: true}
+		w := &World{b: ptraceWorld{t: p.t, p: p, live: true}}
 		ferr := fn(w)
-		w.live = false
+		w.b.live = false
 		if !was && !p.done {
 			p.t.resumeWorld(p)
 			stats = p.stats
@@ -537,9 +529,7 @@ func (p *Process) Stopped(fn func(w *World) error) (StopStats, error) {
 	return stats, err
 }
 
-// Threads returns the tids of the traced threads of the process (not of
-// the children sharing its memory), sorted.
-func (p *Process) Threads() ([]int, error) {
+func (p *ptraceProcess) Threads() ([]int, error) {
 	var tids []int
 	err := p.run(func() error {
 		for tid, th := range p.threads {
@@ -554,54 +544,26 @@ func (p *Process) Threads() ([]int, error) {
 }
 
 // withWorld runs fn with a World, requiring the process stopped.
-func (p *Process) withWorld(fn func(w *World) error) error {
+func (p *ptraceProcess) withWorld(fn func(w *World) error) error {
 	return p.run(func() error {
 		if !p.keepStopped() {
 			return ErrRunning
 		}
-		w := &World{t: p.t, p: p.root(), live: true}
-		defer func() { w.live = false }()
+		w := &World{b: ptraceWorld{t: p.t, p: p.root(), live: true}}
+		defer func() { w.b.live = false }()
 		return fn(w)
 	})
 }
 
-// Regs returns the registers of a thread. The process must be stopped.
-func (p *Process) Regs(tid int) (Regs, error) {
-	var r Regs
-	err := p.withWorld(func(w *World) error {
-		var err error
-		r, err = w.Regs(tid)
-		return err
-	})
-	return r, err
-}
-
-// SetRegs sets the registers of a thread. The process must be stopped.
-func (p *Process) SetRegs(tid int, r *Regs) error {
-	return p.withWorld(func(w *World) error { return w.SetRegs(tid, r) })
-}
-
-// Step single-steps one thread while the others stay stopped; timeout
-// bounds the wait (0 means 1 second).
-func (p *Process) Step(tid int, timeout time.Duration) error {
-	return p.withWorld(func(w *World) error { return w.Step(tid, timeout) })
-}
-
-// ReadMemory reads len(buf) bytes at virtual address addr through
-// /proc/PID/mem. It works whether the process runs or not.
-func (p *Process) ReadMemory(addr uint64, buf []byte) error {
+func (p *ptraceProcess) ReadMemory(addr uint64, buf []byte) error {
 	return p.run(func() error { return p.readMem(addr, buf) })
 }
 
-// WriteMemory writes data at virtual address addr through /proc/PID/mem,
-// which writes read-only text too (the kernel breaks copy-on-write; no
-// mapping changes its protection). Writing code while threads run is the
-// caller's responsibility: see package batchpatch.
-func (p *Process) WriteMemory(addr uint64, data []byte) error {
+func (p *ptraceProcess) WriteMemory(addr uint64, data []byte) error {
 	return p.run(func() error { return p.writeMem(addr, data) })
 }
 
-func (p *Process) readMem(addr uint64, buf []byte) error {
+func (p *ptraceProcess) readMem(addr uint64, buf []byte) error {
 	f, err := p.memFile()
 	if err != nil {
 		return &MemoryError{Addr: addr, Len: len(buf), Err: err}
@@ -623,7 +585,7 @@ func (p *Process) readMem(addr uint64, buf []byte) error {
 	return nil
 }
 
-func (p *Process) writeMem(addr uint64, data []byte) error {
+func (p *ptraceProcess) writeMem(addr uint64, data []byte) error {
 	f, err := p.memFile()
 	if err != nil {
 		return &MemoryError{Addr: addr, Len: len(data), Write: true, Err: err}
@@ -645,8 +607,7 @@ func (p *Process) writeMem(addr uint64, data []byte) error {
 	return nil
 }
 
-// Maps returns the parsed /proc/PID/maps.
-func (p *Process) Maps() ([]Mapping, error) {
+func (p *ptraceProcess) Maps() ([]Mapping, error) {
 	var m []Mapping
 	err := p.run(func() error {
 		var err error
@@ -668,38 +629,23 @@ func readMaps(pid int) ([]Mapping, error) {
 	return ParseMaps(f)
 }
 
-// Execs returns how many times the process has called execve since it
-// was attached: text patched before an exec is gone after it.
-func (p *Process) Execs() int {
+func (p *ptraceProcess) Execs() int {
 	n := 0
 	_ = p.run(func() error { n = p.execs; return nil })
 	return n
 }
 
-// SetExitHandler installs h, called on the tracer thread when a thread of
-// the process stops on its way out (PTRACE_EVENT_EXIT): its memory, its
-// registers and the thread id its C library keeps are still there. The
-// thread resumes when h returns; h must not call back into the Process.
-// nil removes the handler.
-func (p *Process) SetExitHandler(h func(tid int)) error {
+func (p *ptraceProcess) SetExitHandler(h func(tid int)) error {
 	return p.run(func() error { p.exiting = h; return nil })
 }
 
-// SetTrapHandler installs h for breakpoint traps of every thread (nil
-// removes it) and returns the handler it replaces, so that a caller can
-// chain to it and put it back. See TrapHandler.
-func (p *Process) SetTrapHandler(h TrapHandler) (TrapHandler, error) {
+func (p *ptraceProcess) SetTrapHandler(h TrapHandler) (TrapHandler, error) {
 	var prev TrapHandler
 	err := p.run(func() error { prev, p.trap = p.trap, h; return nil })
 	return prev, err
 }
 
-// Release resumes threads held by a TrapHandler. fn, when not nil, is
-// called first for each of them on the tracer thread; it may change the
-// registers (written back before the thread runs) and returns whether to
-// release that thread (nil releases all). Released threads stay stopped
-// while the world is stopped and run when it resumes.
-func (p *Process) Release(fn func(ctx *TrapContext) bool) error {
+func (p *ptraceProcess) Release(fn func(ctx *TrapContext) bool) error {
 	return p.run(func() error {
 		var firstErr error
 		for _, q := range p.members() {
@@ -712,7 +658,7 @@ func (p *Process) Release(fn func(ctx *TrapContext) bool) error {
 						firstErr = errors.Join(firstErr, err)
 					} else {
 						regs := th.regs
-						if !fn(&TrapContext{Pid: q.pid, Tid: th.tid, Addr: regs.PC() - breakpointPCAdjust, Regs: &regs}) {
+						if !fn(&TrapContext{Pid: q.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs}) {
 							continue
 						}
 						if regs != th.regs {
@@ -732,10 +678,7 @@ func (p *Process) Release(fn func(ctx *TrapContext) bool) error {
 	})
 }
 
-// Detach stops the world, detaches every thread (handing back pending
-// signals) and forgets the process, which runs on untraced. Text patches
-// stay as they are.
-func (p *Process) Detach() error {
+func (p *ptraceProcess) Detach() error {
 	return p.run(func() error {
 		t := p.t
 		if !p.stopped {
@@ -795,8 +738,7 @@ func (p *Process) Detach() error {
 	})
 }
 
-// Kill sends SIGKILL to the process and waits until it is reaped.
-func (p *Process) Kill() error {
+func (p *ptraceProcess) Kill() error {
 	err := p.run(func() error {
 		// Stops that still come (an exit event) must not be held.
 		for _, q := range p.members() {
@@ -817,13 +759,7 @@ func (p *Process) Kill() error {
 	return err
 }
 
-// DrainTraps waits until breakpoint traps already taken have reached the
-// TrapHandler: it waits at least grace, then until no thread has a SIGTRAP
-// queued (at most one second), handling every stop reported meanwhile. A
-// caller that removes its int3 bytes and then its handler calls it in
-// between, so that a thread which ran an int3 just before the byte changed
-// does not die of a SIGTRAP nobody handles.
-func (p *Process) DrainTraps(grace time.Duration) error {
+func (p *ptraceProcess) DrainTraps(grace time.Duration) error {
 	deadline := time.Now().Add(grace)
 	limit := deadline.Add(time.Second)
 	for {

@@ -50,19 +50,8 @@ func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {
 
 func (r *Regs) syscallResult() uint64 { return r.Rax }
 
-// syscallInsn is the x86-64 syscall instruction.
-var syscallInsn = []byte{0x0f, 0x05}
-
-const (
-	syscallInsnAlign = 1
-	remoteSyscalls   = true
-	// breakpointPCAdjust is how far past the trap instruction the PC is
-	// after an int3.
-	breakpointPCAdjust = 1
-)
-
-// isBreakpointCode reports whether si_code of a SIGTRAP means int3.
-func isBreakpointCode(code int32) bool { return code == 0x80 } // SI_KERNEL
+// hostArch is the table of the architecture the tracer runs on.
+var hostArch = archX86_64
 
 func getRegs(tid int, r *Regs) error { return unix.PtraceGetRegs(tid, &r.PtraceRegs) }
 

@@ -28,27 +28,13 @@ func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {}
 
 func (r *Regs) syscallResult() uint64 { return r.Regs[0] }
 
-// syscallInsn is svc #0.
-var syscallInsn = []byte{0x01, 0x00, 0x00, 0xd4}
-
-const (
-	syscallInsnAlign = 4
-	// remoteSyscalls is false: remote system calls are not implemented on
-	// arm64 yet.
-	remoteSyscalls = false
-	// breakpointPCAdjust: after brk the PC still points at it.
-	breakpointPCAdjust = 0
-)
-
-// isBreakpointCode reports whether si_code of a SIGTRAP means brk.
-func isBreakpointCode(code int32) bool { return code == 1 } // TRAP_BRKPT
-
-const ntPRStatus = 1
+// hostArch is the table of the architecture the tracer runs on.
+var hostArch = archARM64
 
 func getRegs(tid int, r *Regs) error {
-	return unix.PtraceGetRegSetArm64(tid, ntPRStatus, &r.PtraceRegsArm64)
+	return unix.PtraceGetRegSetArm64(tid, hostArch.regSet, &r.PtraceRegsArm64)
 }
 
 func setRegs(tid int, r *Regs) error {
-	return unix.PtraceSetRegSetArm64(tid, ntPRStatus, &r.PtraceRegsArm64)
+	return unix.PtraceSetRegSetArm64(tid, hostArch.regSet, &r.PtraceRegsArm64)
 }

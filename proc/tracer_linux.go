@@ -24,8 +24,8 @@ type tracer struct {
 	dead chan struct{} // closed when the goroutine has returned
 	sigc chan os.Signal
 
-	procs   map[int]*Process // traced processes (not the address-space sharers), by pid
-	threads map[int]*thread  // every traced task, by tid
+	procs   map[int]*ptraceProcess // traced processes (not the address-space sharers), by pid
+	threads map[int]*thread        // every traced task, by tid
 	// orphans holds stops of tasks whose creation event has not been
 	// seen yet (a new thread or child can report before its parent).
 	orphans map[int]unix.WaitStatus
@@ -35,7 +35,7 @@ type tracer struct {
 // thread is the bookkeeping of one traced task.
 type thread struct {
 	tid int
-	p   *Process
+	p   *ptraceProcess
 
 	stopped bool // in a ptrace-stop
 	gone    bool // exited, or ptrace says ESRCH; its exit status may still come
@@ -74,7 +74,7 @@ func newTracer() *tracer {
 		reqs:    make(chan func()),
 		dead:    make(chan struct{}),
 		sigc:    make(chan os.Signal, 1),
-		procs:   make(map[int]*Process),
+		procs:   make(map[int]*ptraceProcess),
 		threads: make(map[int]*thread),
 		orphans: make(map[int]unix.WaitStatus),
 	}
@@ -273,7 +273,7 @@ func (t *tracer) threadGone(th *thread, ws unix.WaitStatus) {
 }
 
 // processGone records the end of p.
-func (t *tracer) processGone(p *Process, st ExitStatus) {
+func (t *tracer) processGone(p *ptraceProcess, st ExitStatus) {
 	for tid, th := range p.threads {
 		th.gone = true
 		delete(t.threads, tid)
@@ -420,7 +420,7 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 // trapHandler returns the process's TrapHandler; a child that shares its
 // parent's address space (vfork) uses the parent's: it runs the same text,
 // with the same breakpoints.
-func (p *Process) trapHandler() TrapHandler {
+func (p *ptraceProcess) trapHandler() TrapHandler {
 	if p.trap == nil && p.parent != nil {
 		return p.parent.trap
 	}
@@ -431,14 +431,14 @@ func (p *Process) trapHandler() TrapHandler {
 // reports whether the handler took it (the signal is then not delivered).
 func (t *tracer) trapStop(th *thread) bool {
 	code, err := siginfoCode(th.tid)
-	if err != nil || !isBreakpointCode(code) {
+	if err != nil || code != hostArch.breakpointCode {
 		return false
 	}
 	if err := t.loadRegs(th); err != nil {
 		return false
 	}
 	regs := th.regs
-	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - breakpointPCAdjust, Regs: &regs}
+	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs}
 	switch th.p.trapHandler()(ctx) {
 	case TrapResume:
 		if regs != th.regs {
@@ -501,7 +501,7 @@ func (t *tracer) newChild(th *thread, event, child int) {
 	t.procs[child] = c
 	c.stopped = true
 	t.adopt(c, child)
-	p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child, Child: c})
+	p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child, Child: c.pub})
 }
 
 // sameMM asks the kernel whether two tasks share their address space.
@@ -515,7 +515,7 @@ func sameMM(a, b int) (bool, error) {
 }
 
 // adopt adds task tid to p, taking over a stop that it already reported.
-func (t *tracer) adopt(p *Process, tid int) *thread {
+func (t *tracer) adopt(p *ptraceProcess, tid int) *thread {
 	if th := t.threads[tid]; th != nil {
 		return th
 	}
@@ -565,7 +565,7 @@ func (t *tracer) onExec(th *thread, former int) bool {
 		}
 		t.procs[p.pid] = p
 		p.stopped = true
-		parent.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former, Child: p})
+		parent.emit(Event{Kind: EventExec, Pid: p.pid, Tid: former, Child: p.pub})
 		return true
 	}
 	if err := p.openMem(); err != nil {
@@ -703,7 +703,7 @@ func taskZombie(pid, tid int) bool {
 }
 
 // findProcess returns the traced process (or address-space sharer) pid.
-func (t *tracer) findProcess(pid int) *Process {
+func (t *tracer) findProcess(pid int) *ptraceProcess {
 	if p := t.procs[pid]; p != nil {
 		return p
 	}

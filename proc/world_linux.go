@@ -12,17 +12,21 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// World is the stopped process handed to the function given to
-// Process.Stopped. Its methods run directly on the tracer thread, so they
-// are cheap and may be called many times; they fail with ErrRunning once
-// that function has returned.
-type World struct {
+// worldBackend is the Linux backend of a World (see backend.go), held by
+// value: Process.Stopped allocates nothing more than before the seam.
+type worldBackend = ptraceWorld
+
+var _ worldOps = (*worldBackend)(nil)
+
+// ptraceWorld is the backend of a World: the exported methods below are
+// documented on World and run on the tracer thread.
+type ptraceWorld struct {
 	t    *tracer
-	p    *Process
+	p    *ptraceProcess
 	live bool
 }
 
-func (w *World) check() error {
+func (w *ptraceWorld) check() error {
 	if !w.live {
 		return ErrRunning
 	}
@@ -32,14 +36,13 @@ func (w *World) check() error {
 	return nil
 }
 
-// Pid returns the process id of the stopped process.
-func (w *World) Pid() int { return w.p.pid }
+// The exported methods of ptraceWorld implement worldOps: each is
+// documented on the World method of the same name (world.go).
+func (w *ptraceWorld) Pid() int { return w.p.pid }
 
-// Execs returns how many times the process has called execve since it
-// was attached.
-func (w *World) Execs() int { return w.p.execs }
+func (w *ptraceWorld) Execs() int { return w.p.execs }
 
-func (w *World) thread(tid int) (*thread, error) {
+func (w *ptraceWorld) thread(tid int) (*thread, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
@@ -51,11 +54,7 @@ func (w *World) thread(tid int) (*thread, error) {
 	return nil, &ThreadError{Tid: tid, Op: "find", Err: ErrNoThread}
 }
 
-// Refresh runs the stop protocol again, so that threads created while a
-// thread was stepped are stopped and listed too. It is part of the same
-// stop: the StopStats keep the time the world was first all stopped, so
-// the pause counts the steps made before the refresh.
-func (w *World) Refresh() error {
+func (w *ptraceWorld) Refresh() error {
 	if err := w.check(); err != nil {
 		return err
 	}
@@ -70,10 +69,7 @@ func (w *World) Refresh() error {
 	return err
 }
 
-// Threads describes every thread of the world (the process and the
-// children sharing its memory), sorted by tid. Exited threads are left
-// out; exiting and vfork-parked ones are included and flagged.
-func (w *World) Threads() ([]ThreadInfo, error) {
+func (w *ptraceWorld) Threads() ([]ThreadInfo, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
@@ -111,8 +107,7 @@ func (w *World) Threads() ([]ThreadInfo, error) {
 	return out, nil
 }
 
-// Regs returns the registers of a stopped thread.
-func (w *World) Regs(tid int) (Regs, error) {
+func (w *ptraceWorld) Regs(tid int) (Regs, error) {
 	th, err := w.thread(tid)
 	if err != nil {
 		return Regs{}, err
@@ -129,8 +124,7 @@ func (w *World) Regs(tid int) (Regs, error) {
 	return th.regs, nil
 }
 
-// SetRegs sets the registers of a stopped thread.
-func (w *World) SetRegs(tid int, r *Regs) error {
+func (w *ptraceWorld) SetRegs(tid int, r *Regs) error {
 	th, err := w.thread(tid)
 	if err != nil {
 		return err
@@ -144,38 +138,28 @@ func (w *World) SetRegs(tid int, r *Regs) error {
 	return w.t.storeRegs(th, r)
 }
 
-// ReadMemory reads len(buf) bytes at virtual address addr.
-func (w *World) ReadMemory(addr uint64, buf []byte) error {
+func (w *ptraceWorld) ReadMemory(addr uint64, buf []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	return w.p.readMem(addr, buf)
 }
 
-// WriteMemory writes data at virtual address addr.
-func (w *World) WriteMemory(addr uint64, data []byte) error {
+func (w *ptraceWorld) WriteMemory(addr uint64, data []byte) error {
 	if err := w.check(); err != nil {
 		return err
 	}
 	return w.p.writeMem(addr, data)
 }
 
-// Maps returns the parsed /proc/PID/maps.
-func (w *World) Maps() ([]Mapping, error) {
+func (w *ptraceWorld) Maps() ([]Mapping, error) {
 	if err := w.check(); err != nil {
 		return nil, err
 	}
 	return readMaps(w.p.pid)
 }
 
-// Step executes one instruction of thread tid while every other thread
-// stays stopped. If the thread does not stop again within timeout (0 means
-// one second) — it is blocked in a system call, typically — it is
-// interrupted and the error wraps ErrStepTimeout. A signal the thread held,
-// or one that reaches it before the instruction runs, is queued again when
-// the world resumes. A thread stopped at a clone, fork or exec event first
-// finishes that system call (see settle).
-func (w *World) Step(tid int, timeout time.Duration) error {
+func (w *ptraceWorld) Step(tid int, timeout time.Duration) error {
 	th, err := w.thread(tid)
 	if err != nil {
 		return err
@@ -194,10 +178,7 @@ func (w *World) Step(tid int, timeout time.Duration) error {
 	return w.step(th, timeout)
 }
 
-// StepSignals returns how many signals reached thread tid before the
-// instruction of its last Step ran: each was kept, the step made again,
-// and the signal is delivered when the world resumes.
-func (w *World) StepSignals(tid int) int {
+func (w *ptraceWorld) StepSignals(tid int) int {
 	th, err := w.thread(tid)
 	if err != nil {
 		return 0
@@ -210,7 +191,7 @@ func (w *World) StepSignals(tid int) int {
 // call, which writes its result, and stops the thread at the call's return
 // without running an instruction. Registers read or written before that
 // would be stale or overwritten.
-func (w *World) settle(th *thread) error {
+func (w *ptraceWorld) settle(th *thread) error {
 	if !th.stopped || th.event == unix.PTRACE_EVENT_VFORK || !inSyscallEvent(th.event) {
 		return nil
 	}
@@ -222,8 +203,11 @@ func (w *World) settle(th *thread) error {
 }
 
 // step single-steps a stopped thread and waits for it to stop again.
-func (w *World) step(th *thread, timeout time.Duration) error {
+func (w *ptraceWorld) step(th *thread, timeout time.Duration) error {
 	tid := th.tid
+	if !hostArch.singleStep {
+		return &ThreadError{Tid: tid, Op: "step", Err: ErrNotSupported}
+	}
 	if timeout <= 0 {
 		timeout = time.Second
 	}
@@ -262,7 +246,7 @@ func (w *World) step(th *thread, timeout time.Duration) error {
 // system call, preferring one that holds no signal and stands in user
 // mode: a thread stopped at a fork, clone or exec event is first settled
 // out of that system call.
-func (w *World) borrow() (*thread, error) {
+func (w *ptraceWorld) borrow() (*thread, error) {
 	var best *thread
 	rank := func(th *thread) int {
 		r := 0
@@ -305,7 +289,7 @@ func inSyscallEvent(event int) bool {
 // syscallSite finds a system-call instruction in executable memory (the
 // vDSO first), so that a borrowed thread can execute one without any text
 // being written.
-func (w *World) syscallSite() (uint64, error) {
+func (w *ptraceWorld) syscallSite() (uint64, error) {
 	if w.p.sysSite != 0 {
 		return w.p.sysSite, nil
 	}
@@ -320,7 +304,7 @@ func (w *World) syscallSite() (uint64, error) {
 			continue
 		}
 		for a := m.Start; a < m.End; a += uint64(len(buf)) {
-			n := min(uint64(len(buf)+len(syscallInsn)-1), m.End-a)
+			n := min(uint64(len(buf)+len(hostArch.syscallInsn)-1), m.End-a)
 			chunk := buf[:min(n, uint64(len(buf)))]
 			if n > uint64(len(buf)) {
 				chunk = make([]byte, n)
@@ -328,13 +312,13 @@ func (w *World) syscallSite() (uint64, error) {
 			if err := w.p.readMem(a, chunk); err != nil {
 				break
 			}
-			for off := 0; off+len(syscallInsn) <= len(chunk); {
-				i := bytes.Index(chunk[off:], syscallInsn)
+			for off := 0; off+len(hostArch.syscallInsn) <= len(chunk); {
+				i := bytes.Index(chunk[off:], hostArch.syscallInsn)
 				if i < 0 {
 					break
 				}
 				at := a + uint64(off+i)
-				if at%syscallInsnAlign == 0 {
+				if at%hostArch.insnAlign == 0 {
 					w.p.sysSite = at
 					return at, nil
 				}
@@ -345,18 +329,15 @@ func (w *World) syscallSite() (uint64, error) {
 	return 0, errors.New("no system-call instruction found in executable memory")
 }
 
-// Syscall makes system call nr with up to six arguments in the tracee, on
-// a borrowed stopped thread whose registers are restored afterwards. It
-// returns the call's result; a negative errno becomes a *SyscallError.
-func (w *World) Syscall(nr uint64, args ...uint64) (uint64, error) {
+func (w *ptraceWorld) Syscall(nr uint64, args ...uint64) (uint64, error) {
 	return w.syscall("syscall "+fmt.Sprint(nr), nr, args)
 }
 
-func (w *World) syscall(name string, nr uint64, args []uint64) (uint64, error) {
+func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, error) {
 	if err := w.check(); err != nil {
 		return 0, err
 	}
-	if !remoteSyscalls {
+	if !hostArch.remoteSyscalls {
 		return 0, fmt.Errorf("remote %s: %w", name, ErrNotSupported)
 	}
 	if len(args) > 6 {
@@ -398,7 +379,7 @@ func (w *World) syscall(name string, nr uint64, args []uint64) (uint64, error) {
 	if stepErr != nil {
 		return 0, fmt.Errorf("remote %s: %w", name, stepErr)
 	}
-	if pc != site+uint64(len(syscallInsn)) {
+	if pc != site+uint64(len(hostArch.syscallInsn)) {
 		return 0, fmt.Errorf("remote %s: thread %d stopped at %#x, not after the system call at %#x", name, th.tid, pc, site)
 	}
 	if res > ^uint64(4095) {
@@ -408,29 +389,21 @@ func (w *World) syscall(name string, nr uint64, args []uint64) (uint64, error) {
 	return res, nil
 }
 
-// Mmap maps memory in the tracee (mmap(2)); it returns the address.
-// Never ask for PROT_WRITE|PROT_EXEC together: map code read-write, fill
-// it, then Mprotect it read-execute.
-func (w *World) Mmap(addr, length uint64, prot, flags, fd int, offset uint64) (uint64, error) {
+func (w *ptraceWorld) Mmap(addr, length uint64, prot, flags, fd int, offset uint64) (uint64, error) {
 	return w.syscall("mmap", unix.SYS_MMAP, []uint64{addr, length, uint64(prot), uint64(flags), uint64(int64(fd)), offset})
 }
 
-// Munmap unmaps memory in the tracee (munmap(2)).
-func (w *World) Munmap(addr, length uint64) error {
+func (w *ptraceWorld) Munmap(addr, length uint64) error {
 	_, err := w.syscall("munmap", unix.SYS_MUNMAP, []uint64{addr, length})
 	return err
 }
 
-// Mprotect changes the protection of memory in the tracee (mprotect(2)).
-func (w *World) Mprotect(addr, length uint64, prot int) error {
+func (w *ptraceWorld) Mprotect(addr, length uint64, prot int) error {
 	_, err := w.syscall("mprotect", unix.SYS_MPROTECT, []uint64{addr, length, uint64(prot)})
 	return err
 }
 
-// MemfdCreate creates an anonymous file in the tracee (memfd_create(2))
-// and returns its descriptor there. The name is written briefly below the
-// borrowed thread's stack red zone and restored afterwards.
-func (w *World) MemfdCreate(name string, flags int) (int, error) {
+func (w *ptraceWorld) MemfdCreate(name string, flags int) (int, error) {
 	if err := w.check(); err != nil {
 		return -1, err
 	}
@@ -458,51 +431,4 @@ func (w *World) MemfdCreate(name string, flags int) (int, error) {
 		return -1, err
 	}
 	return int(fd), nil
-}
-
-// Syscall runs one system call in the tracee, stopping the world for it
-// if it is running. See World.Syscall.
-func (p *Process) Syscall(nr uint64, args ...uint64) (uint64, error) {
-	var res uint64
-	_, err := p.Stopped(func(w *World) error {
-		var err error
-		res, err = w.Syscall(nr, args...)
-		return err
-	})
-	return res, err
-}
-
-// Mmap maps memory in the tracee; see World.Mmap.
-func (p *Process) Mmap(addr, length uint64, prot, flags, fd int, offset uint64) (uint64, error) {
-	var res uint64
-	_, err := p.Stopped(func(w *World) error {
-		var err error
-		res, err = w.Mmap(addr, length, prot, flags, fd, offset)
-		return err
-	})
-	return res, err
-}
-
-// Munmap unmaps memory in the tracee; see World.Munmap.
-func (p *Process) Munmap(addr, length uint64) error {
-	_, err := p.Stopped(func(w *World) error { return w.Munmap(addr, length) })
-	return err
-}
-
-// Mprotect changes memory protection in the tracee; see World.Mprotect.
-func (p *Process) Mprotect(addr, length uint64, prot int) error {
-	_, err := p.Stopped(func(w *World) error { return w.Mprotect(addr, length, prot) })
-	return err
-}
-
-// MemfdCreate creates an anonymous file in the tracee; see
-// World.MemfdCreate.
-func (p *Process) MemfdCreate(name string, flags int) (int, error) {
-	fd := -1
-	_, err := p.Stopped(func(w *World) error {
-		var err error
-		fd, err = w.MemfdCreate(name, flags)
-		return err
-	})
-	return fd, err
 }

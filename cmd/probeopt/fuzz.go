@@ -71,8 +71,8 @@ The x86-64 classes (--class): ` + strings.Join(fuzz.EmuClasses(), ", ") + `;
 
 Each mismatch is printed as it is found: the bytes, the reason, the initial
 state and both final states, and a line that can be added to
-fuzz/testdata/emu/regressions.txt. At the end a summary gives the cases run,
-the cases per second and a breakdown per class. With --json the whole report
+internal/oracle/x86cpu/testdata/emu/regressions.txt. At the end a summary
+gives the cases run, the cases per second and a breakdown per class. With --json the whole report
 is one JSON object. The exit status is 1 if there was any mismatch.`,
 		Example: `  probeopt fuzz emulate
   probeopt fuzz emulate -n 10000000 --seed 42

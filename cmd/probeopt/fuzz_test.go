@@ -9,6 +9,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/fuzz"
+	"github.com/probeopt/probeopt/internal/oracle/x86cpu"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -23,7 +24,7 @@ type spoiledEmuOracle struct {
 	seen int
 }
 
-func (o *spoiledEmuOracle) Run(img *fuzz.EmuImage, cases []fuzz.EmuCase, out []fuzz.EmuCPUResult) error {
+func (o *spoiledEmuOracle) Run(img *x86cpu.EmuImage, cases []x86cpu.EmuCase, out []x86cpu.EmuCPUResult) error {
 	if err := o.emuOracle.Run(img, cases, out); err != nil {
 		return err
 	}

@@ -1,0 +1,220 @@
+//go:build linux && amd64
+
+package x86cpu
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Tuning of the emulator oracle.
+const (
+	// emuBatchTimeout bounds one batch; the child is replaced after it.
+	emuBatchTimeout = 10 * time.Second
+	// emuPoll is how often a waiting parent checks that the child lives.
+	emuPoll = 50 * time.Millisecond
+)
+
+// EmuOracle runs x86-64 instructions on the host CPU, many per round trip,
+// for comparison with the emulator.
+//
+// It keeps one child process (the current executable, stopped by ptrace
+// before its first instruction and then stripped of every mapping) that
+// runs only a small harness. The harness and the cases are shared with the
+// parent through a memory file: the parent writes a batch of cases (bytes
+// into the code windows, initial registers into records), bumps a futex
+// word and sleeps; the child runs each case with the trap flag set, so
+// that the instruction is followed by a single-step trap, or faults; a
+// signal handler in the child records the registers and the changed
+// memory, restores the data window, and starts the next case with
+// rt_sigreturn. ptrace is used only to set the child up; the batch runs
+// without a single stop, which is what makes tens of thousands of cases a
+// second possible.
+//
+// The child is started by a goroutine locked to its OS thread for the
+// oracle's whole life: ptrace requests must come from the thread that
+// forked the child, and the child is killed (PR_SET_PDEATHSIG) when that
+// thread ends, so the thread must not be handed back to the runtime.
+//
+// The methods are safe for concurrent use; batches are served one at a
+// time. If the child dies, it is replaced and the batch is run once more;
+// if it dies again, or a batch does not finish within seconds, the batch
+// fails with ErrChildDied or ErrTimeout (the child is replaced for the
+// next one).
+type EmuOracle struct {
+	oracleHost
+	harness emuHarnessCode
+}
+
+// NewEmuOracle starts the child. It fails with an error wrapping the errno
+// (EPERM, for example) when ptrace is not permitted.
+func NewEmuOracle() (*EmuOracle, error) {
+	h, err := buildEmuHarness()
+	if err != nil {
+		return nil, err
+	}
+	o := &EmuOracle{harness: h}
+	o.seqOff, o.doneOff = emuOffCtrl+x86hCtlSeq, emuOffCtrl+x86hCtlDone
+	o.timeout, o.poll = emuBatchTimeout, emuPoll
+	o.prepare = o.prepareChild
+	o.timedOut = func() error { return fmt.Errorf("oracle batch: %w", ErrTimeout) }
+	if err := o.open("probeopt-emu", emuFileSize); err != nil {
+		return nil, err
+	}
+	copy(o.mem[emuOffHarness:], h.code)
+	if err := o.spawn(); err != nil {
+		o.release()
+		return nil, err
+	}
+	return o, nil
+}
+
+// Close kills the child and releases the shared file. Calls after Close
+// fail with ErrClosed.
+func (o *EmuOracle) Close() error {
+	o.close()
+	return nil
+}
+
+// Restarts returns how many times the child had to be replaced.
+func (o *EmuOracle) Restarts() int { return o.restartCount() }
+
+// Run runs the cases on the CPU with memory image img and stores what
+// happened in out[i] (len(out) must be at least len(cases)). The cases'
+// bytes must already be placed in img (EmuImage.Place). It returns an error
+// only when the oracle itself failed.
+func (o *EmuOracle) Run(img *EmuImage, cases []EmuCase, out []EmuCPUResult) error {
+	if len(out) < len(cases) {
+		return fmt.Errorf("emulator oracle: %d results for %d cases", len(out), len(cases))
+	}
+	for i := range cases {
+		c := &cases[i]
+		if c.Init.FSBase != EmuFSBase || c.Init.GSBase != EmuGSBase {
+			return fmt.Errorf("case %d: fs/gs base %#x/%#x, the oracle has %#x/%#x", i, c.Init.FSBase, c.Init.GSBase, uint64(EmuFSBase), uint64(EmuGSBase))
+		}
+		if _, _, ok := img.window(c.Init.RIP); !ok {
+			return fmt.Errorf("case %d: rip %#x is outside the code windows", i, c.Init.RIP)
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.closed {
+		return ErrClosed
+	}
+	copy(o.mem[emuOffCodeLow:], img.CodeLow[:])
+	copy(o.mem[emuOffCodeHigh:], img.CodeHigh[:])
+	copy(o.mem[emuOffRO:], img.RO[:])
+	copy(o.mem[emuOffRW:], img.RW[:])
+	copy(o.mem[emuOffTemplate:], img.RW[:])
+	for start := 0; start < len(cases); start += emuMaxBatch {
+		end := min(start+emuMaxBatch, len(cases))
+		err := o.batch(cases[start:end], out[start:end])
+		if errors.Is(err, ErrChildDied) && !o.closed {
+			err = o.batch(cases[start:end], out[start:end])
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// batch runs at most emuMaxBatch cases.
+func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
+	le := binary.LittleEndian
+	for i := range cases {
+		c := &cases[i]
+		rec := o.mem[emuOffCases+i<<emuCaseShift:]
+		for r := 0; r < 16; r++ {
+			le.PutUint64(rec[8*x86hGregOf[r]:], c.Init.GPR[r])
+		}
+		le.PutUint64(rec[8*x86hGregRIP:], c.Init.RIP)
+		le.PutUint64(rec[8*x86hGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
+	}
+	le.PutUint64(o.mem[emuOffCtrl+x86hCtlN:], uint64(len(cases)))
+	if err := o.kick(); err != nil {
+		return err
+	}
+	for i := range cases {
+		o.result(i, &cases[i], &out[i])
+	}
+	return nil
+}
+
+// emuFlagsIn is the part of a case's RFLAGS that the case may choose.
+const emuFlagsIn = 0x8d5 | 0x400
+
+// result decodes the result record of case i.
+func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
+	le := binary.LittleEndian
+	rec := o.mem[emuOffResults+i<<emuResultShift:]
+	greg := func(k int) uint64 { return le.Uint64(rec[x86hResGregs+8*k:]) }
+	*r = EmuCPUResult{
+		Signal:  int(int32(le.Uint64(rec[x86hResSigno:]))),
+		Code:    int(int32(le.Uint64(rec[x86hResCode:]))),
+		Addr:    le.Uint64(rec[x86hResAddr:]),
+		Trap:    int(greg(x86hGregTrap)),
+		ErrCode: greg(x86hGregErr),
+	}
+	for k := 0; k < 16; k++ {
+		r.State.GPR[k] = greg(x86hGregOf[k])
+	}
+	r.State.RIP = greg(x86hGregRIP)
+	r.State.RFLAGS = greg(x86hGregFlags)
+	r.State.FSBase, r.State.GSBase = c.Init.FSBase, c.Init.GSBase
+	n := int(le.Uint64(rec[emuResNDiff:]))
+	r.WritesLost = n > emuMaxDiffs
+	for k := 0; k < min(n, emuMaxDiffs); k++ {
+		r.Writes = append(r.Writes, EmuMemWord{Addr: le.Uint64(rec[emuResDiffs+16*k:]), Val: le.Uint64(rec[emuResDiffs+16*k+8:])})
+	}
+}
+
+// prepareChild maps the areas in the stopped child, removes everything
+// else, installs the signal handler and lets the child go to its idle
+// loop.
+func (o *EmuOracle) prepareChild(ch *oracleChild) error {
+	if err := ch.mapHarness(emuCtrlAddr+emuOffHarness, emuOffHarness); err != nil {
+		return err
+	}
+	err := ch.mapAreas([]oracleArea{
+		{emuCtrlAddr, 0x1000, oracleRW, oracleShared, emuOffCtrl},
+		{emuCtrlAddr + emuOffTemplate, emuOffCodeLow - emuOffTemplate, oracleRW, oracleShared, emuOffTemplate},
+		{emuAltStack, emuAltSize, oracleRW, oracleAnon, 0},
+		{EmuCodeLow, EmuCodeSize, oracleRX, oracleShared, emuOffCodeLow},
+		{EmuCodeHigh, EmuCodeSize, oracleRX, oracleShared, emuOffCodeHigh},
+		{EmuROAddr, EmuROSize, oracleR, oracleShared, emuOffRO},
+		{EmuRWAddr, EmuRWSize, oracleRW, oracleShared, emuOffRW},
+	})
+	if err != nil {
+		return err
+	}
+	// Signal stack, handler, empty signal mask.
+	err = ch.installHandler(oracleSignals{
+		scratch:     o.mem[emuOffCtrl+x86hCtlScratch:],
+		scratchAddr: emuCtrlAddr + x86hCtlScratch,
+		altStack:    emuAltStack,
+		altSize:     emuAltSize,
+		handler:     emuCtrlAddr + emuOffHarness + uint64(o.harness.handler),
+		restorer:    emuCtrlAddr + emuOffHarness + uint64(o.harness.restorer),
+	})
+	if err != nil {
+		return err
+	}
+	// Go: idle loop, FS and GS bases for the cases.
+	o.seq = 1
+	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlSeq), 1)
+	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlDone), 0)
+	err = ch.detach(emuCtrlAddr+emuOffHarness+uint64(o.harness.idle), func(regs *unix.PtraceRegs) {
+		regs.Fs_base = EmuFSBase
+		regs.Gs_base = EmuGSBase
+	})
+	if err != nil {
+		return err
+	}
+	return o.waitDone(1)
+}

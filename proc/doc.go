@@ -57,6 +57,8 @@
 // applied as one transaction), decode instructions (decode) or handle
 // probes (probe). The real implementation is for linux/amd64; it builds on
 // linux/arm64, where registers work but remote system calls return an error
-// wrapping ErrNotSupported. On other systems every entry point returns an
-// error wrapping ErrNotSupported.
+// wrapping ErrNotSupported. The public types are defined once, over an
+// unexported backend per platform; on other systems there is no backend,
+// and Spawn and Attach return an error wrapping ErrNotSupported (so no
+// Process exists there).
 package proc

@@ -577,6 +577,7 @@ func sampleJobs() []objdumpJob {
 // TestObjdumpDifferential compares instruction lengths with GNU objdump on
 // real binaries.
 func TestObjdumpDifferential(t *testing.T) {
+	t.Parallel()
 	objdump := testenv.MustHaveTool(t, "objdump")
 	allow, err := loadObjdumpAllow("testdata/objdump-allow.txt")
 	if err != nil {

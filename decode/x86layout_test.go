@@ -30,6 +30,7 @@ func checkLayout(t testing.TB, b []byte, addr uint64) {
 // at every byte offset of a real text section (so over instructions and
 // over the garbage that starts mid-instruction) and on the vectors.
 func TestX86LayoutMatchesDecode(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -114,6 +115,7 @@ func loadVectorBytes(t testing.TB) [][]byte {
 // ModRM byte (and SIB bytes that give each base form), whatever the hot
 // path accepts.
 func TestX86HotLayout(t *testing.T) {
+	t.Parallel()
 	tails := [][]byte{
 		{0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF, 0x10},
 		{0x25, 0xF0, 0xFF, 0xFF, 0x7F, 0x80, 0x00, 0x00, 0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07},

@@ -268,6 +268,7 @@ func nmFuncs(t *testing.T, nm, path string, dynamic bool) map[string]bool {
 // ("puts@plt") are named by objdump, not nm, and are left out here; every
 // name of a merged function (aliases included) is compared.
 func TestFuncsNm(t *testing.T) {
+	t.Parallel()
 	paths := []string{}
 	for _, a := range []string{"x86_64", "aarch64"} {
 		for _, n := range fixture.ELF[a] {
@@ -456,6 +457,7 @@ func goName(n string) string {
 // names in the function table ("type:.eq.T·7", "type:.eq.T.7" in the
 // symbol table): names are compared without both.
 func TestGoFuncs(t *testing.T) {
+	t.Parallel()
 	arches := map[string]decode.Arch{"amd64": decode.X86_64, "arm64": decode.ARM64}
 	for _, goarch := range fixture.GoArches {
 		t.Run(goarch, func(t *testing.T) {

@@ -218,6 +218,7 @@ func compareObjdump(t *testing.T, x *plan.BranchIndex, want map[uint64]bool, lo,
 // file's index, and an index of the window alone, whose extra targets are
 // counted against objdump's for the same window), and the arm64 fixture.
 func TestBranchIndexObjdump(t *testing.T) {
+	t.Parallel()
 	t.Run("ls", func(t *testing.T) {
 		objdump := testenv.MustHaveTool(t, "objdump")
 		const path = "/usr/bin/ls"

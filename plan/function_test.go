@@ -26,6 +26,7 @@ var (
 // linear sweep with the instruction addresses objdump -d prints, and the
 // direct branch targets inside each function with objdump's.
 func TestSweepObjdump(t *testing.T) {
+	t.Parallel()
 	type target struct{ arch, path string }
 	var targets []target
 	for _, a := range []string{"x86_64", "aarch64"} {

@@ -54,123 +54,23 @@ func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, erro
 	if err := Validate(ps); err != nil {
 		return nil, err
 	}
-	sync := func() error { return nil }
-	if opts != nil && opts.Sync != nil {
-		sync = opts.Sync
-	}
-	spans := coalesce(ps, nil)
-	if err := readSpans(p, spans); err != nil {
-		return nil, fmt.Errorf("read text: %w", err)
-	}
-	if i, err := checkOld(ps, spans); err != nil {
-		return nil, &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
-	}
-	sites := make(map[uint64]bool, len(ps))
-	for _, q := range ps {
-		sites[q.Addr] = true
-	}
-	var chain atomic.Pointer[proc.TrapHandler] // set once SetTrapHandler returns
-	var held atomic.Int64
-	prev, err := p.SetTrapHandler(func(ctx *proc.TrapContext) proc.TrapAction {
-		if sites[ctx.Addr] {
-			held.Add(1)
-			return proc.TrapHold
-		}
-		if h := chain.Load(); h != nil && *h != nil {
-			return (*h)(ctx)
-		}
-		return proc.TrapPass
-	})
+	sf, err := newStopFree(p, ps, opts)
 	if err != nil {
-		return nil, fmt.Errorf("install trap handler: %w", err)
+		return nil, err
 	}
-	chain.Store(&prev)
-	release := func() error {
-		return p.Release(func(ctx *proc.TrapContext) bool {
-			if !sites[ctx.Addr] {
-				return false
-			}
-			ctx.Regs.SetPC(ctx.Addr) // run the site again, now whole
-			return true
-		})
+	if err := sf.hold(); err != nil {
+		return nil, err
 	}
-	// stage builds the bytes of every span for one step of the protocol.
-	stage := func(step int) [][]byte {
-		out := make([][]byte, len(spans))
-		for si, s := range spans {
-			b := append([]byte(nil), s.cur...)
-			for _, i := range s.patches {
-				q := ps[i]
-				for a := max(q.Addr, s.start); a < min(q.End(), s.start+uint64(len(b))); a++ {
-					k := a - q.Addr
-					switch {
-					case k == 0 && step < 3:
-						b[a-s.start] = int3
-					case k == 0:
-						b[a-s.start] = q.New[0]
-					case step >= 2:
-						b[a-s.start] = q.New[k]
-					}
-				}
-			}
-			out[si] = b
-		}
-		return out
-	}
-	res := &Result{}
-	write := func(bufs [][]byte) error {
-		back := make([]byte, 0, pageSize)
-		for si, s := range spans {
-			if err := p.WriteMemory(s.start, bufs[si]); err != nil {
-				return &PatchError{Index: s.patches[0], Addr: ps[s.patches[0]].Addr, Err: err}
-			}
-			res.Writes++
-			res.Bytes += len(bufs[si])
-			back = back[:len(bufs[si])]
-			if err := p.ReadMemory(s.start, back); err != nil {
-				return &PatchError{Index: s.patches[0], Addr: ps[s.patches[0]].Addr, Err: err}
-			}
-			if i, err := s.compare(ps, bufs[si], back); err != nil {
-				return &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
-			}
-		}
-		return nil
-	}
-	var failure error
-	for step := 1; step <= 3 && failure == nil; step++ {
-		if err := write(stage(step)); err != nil {
-			failure = fmt.Errorf("stage %d: %w", step, err)
-			break
-		}
-		if err := sync(); err != nil {
-			failure = fmt.Errorf("sync after stage %d: %w", step, err)
-		}
-	}
+	failure := sf.apply()
 	if failure != nil {
-		// Undo in reverse: int3 first bytes with old tails, then old bytes.
-		old := make([][]byte, len(spans))
-		for si, s := range spans {
-			old[si] = s.cur
-		}
-		if err := write(stage(1)); err == nil {
-			_ = sync()
-		}
-		if err := write(old); err != nil {
-			failure = &RollbackError{Err: failure, RestoreErr: err}
-		}
-		_ = sync()
+		failure = sf.undo(failure)
 	}
 	grace := 10 * time.Millisecond
 	if opts != nil && opts.Grace > 0 {
 		grace = opts.Grace
 	}
-	derr := p.DrainTraps(grace)
-	rerr := release()
-	_, herr := p.SetTrapHandler(prev)
-	res.Held = int(held.Load())
-	if rerr == nil {
-		rerr = derr
-	}
+	rerr, herr := sf.release(grace)
+	res := sf.res
 	if failure != nil {
 		return res, failure
 	}
@@ -182,4 +82,159 @@ func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, erro
 	}
 	res.Applied = append(res.Applied, ps...)
 	return res, nil
+}
+
+// stopFree is the state of one StopFree call.
+type stopFree struct {
+	p     *proc.Process
+	ps    []Patch
+	spans []*span
+	sites map[uint64]bool // the patches' addresses, where threads are held
+	sync  func() error
+	res   *Result
+
+	chain atomic.Pointer[proc.TrapHandler] // the previous handler, set once SetTrapHandler returns
+	prev  proc.TrapHandler
+	held  atomic.Int64 // traps held at the sites
+}
+
+// newStopFree reads the text the batch covers and checks the patches' old
+// bytes against it.
+func newStopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*stopFree, error) {
+	sf := &stopFree{p: p, ps: ps, sync: func() error { return nil }}
+	if opts != nil && opts.Sync != nil {
+		sf.sync = opts.Sync
+	}
+	sf.spans = coalesce(ps, nil)
+	if err := readSpans(p, sf.spans); err != nil {
+		return nil, fmt.Errorf("read text: %w", err)
+	}
+	if i, err := checkOld(ps, sf.spans); err != nil {
+		return nil, &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
+	}
+	sf.sites = make(map[uint64]bool, len(ps))
+	for _, q := range ps {
+		sf.sites[q.Addr] = true
+	}
+	return sf, nil
+}
+
+// hold installs the trap handler that holds a thread trapping at a site
+// and passes every other trap to the previous handler.
+func (sf *stopFree) hold() error {
+	prev, err := sf.p.SetTrapHandler(func(ctx *proc.TrapContext) proc.TrapAction {
+		if sf.sites[ctx.Addr] {
+			sf.held.Add(1)
+			return proc.TrapHold
+		}
+		if h := sf.chain.Load(); h != nil && *h != nil {
+			return (*h)(ctx)
+		}
+		return proc.TrapPass
+	})
+	if err != nil {
+		return fmt.Errorf("install trap handler: %w", err)
+	}
+	sf.prev = prev
+	sf.chain.Store(&prev)
+	sf.res = &Result{}
+	return nil
+}
+
+// apply writes the three stages of the protocol, each followed by a sync,
+// and returns the first failure.
+func (sf *stopFree) apply() error {
+	for step := 1; step <= 3; step++ {
+		if err := sf.write(sf.stage(step)); err != nil {
+			return fmt.Errorf("stage %d: %w", step, err)
+		}
+		if err := sf.sync(); err != nil {
+			return fmt.Errorf("sync after stage %d: %w", step, err)
+		}
+	}
+	return nil
+}
+
+// undo puts the old bytes back after failure, in the reverse order: int3
+// first bytes with old tails, then the old bytes. It returns failure, or a
+// *RollbackError when the old bytes could not be written.
+func (sf *stopFree) undo(failure error) error {
+	old := make([][]byte, len(sf.spans))
+	for si, s := range sf.spans {
+		old[si] = s.cur
+	}
+	if err := sf.write(sf.stage(1)); err == nil {
+		_ = sf.sync()
+	}
+	if err := sf.write(old); err != nil {
+		failure = &RollbackError{Err: failure, RestoreErr: err}
+	}
+	_ = sf.sync()
+	return failure
+}
+
+// stage builds the bytes of every span for one step of the protocol.
+func (sf *stopFree) stage(step int) [][]byte {
+	out := make([][]byte, len(sf.spans))
+	for si, s := range sf.spans {
+		b := append([]byte(nil), s.cur...)
+		for _, i := range s.patches {
+			q := sf.ps[i]
+			for a := max(q.Addr, s.start); a < min(q.End(), s.start+uint64(len(b))); a++ {
+				k := a - q.Addr
+				switch {
+				case k == 0 && step < 3:
+					b[a-s.start] = int3
+				case k == 0:
+					b[a-s.start] = q.New[0]
+				case step >= 2:
+					b[a-s.start] = q.New[k]
+				}
+			}
+		}
+		out[si] = b
+	}
+	return out
+}
+
+// write writes one buffer per span and reads each back.
+func (sf *stopFree) write(bufs [][]byte) error {
+	back := make([]byte, 0, pageSize)
+	for si, s := range sf.spans {
+		first := s.patches[0]
+		if err := sf.p.WriteMemory(s.start, bufs[si]); err != nil {
+			return &PatchError{Index: first, Addr: sf.ps[first].Addr, Err: err}
+		}
+		sf.res.Writes++
+		sf.res.Bytes += len(bufs[si])
+		back = back[:len(bufs[si])]
+		if err := sf.p.ReadMemory(s.start, back); err != nil {
+			return &PatchError{Index: first, Addr: sf.ps[first].Addr, Err: err}
+		}
+		if i, err := s.compare(sf.ps, bufs[si], back); err != nil {
+			return &PatchError{Index: i, Addr: sf.ps[i].Addr, Err: err}
+		}
+	}
+	return nil
+}
+
+// release lets late traps drain for grace, moves every held thread back to
+// its site to run it again (now whole, or old again after an undo), and
+// puts the previous trap handler back. It returns the error of the drain
+// or the release, and that of restoring the handler, and sets Result.Held.
+func (sf *stopFree) release(grace time.Duration) (rerr, herr error) {
+	derr := sf.p.DrainTraps(grace)
+	rerr = sf.p.Release(func(ctx *proc.TrapContext) bool {
+		if !sf.sites[ctx.Addr] {
+			return false
+		}
+		ctx.Regs.SetPC(ctx.Addr) // run the site again, now whole
+		return true
+	})
+	_, herr = sf.p.SetTrapHandler(sf.prev)
+	sf.res.Held = int(sf.held.Load())
+	if rerr == nil {
+		rerr = derr
+	}
+	return rerr, herr
 }

@@ -397,144 +397,125 @@ func (e *x86Exec) rel() uint64 {
 	return e.fall + e.imm()
 }
 
-// run executes op on the scratch state.
+// run executes op on the scratch state: one method per instruction
+// family.
 func (e *x86Exec) run(op x86Op) error {
-	in := e.in
-	size := int(op.size)
 	switch op.kind {
 	case kNop:
 		return nil
 	case kALU, kTest:
 		return e.alu(op)
-	case kIncDec:
-		l := e.rm(size)
-		a, err := e.getRMW(l, size)
-		if err != nil {
-			return err
-		}
-		var res, f uint64
-		if op.sub == 0 {
-			res, f = addFlags(a, 1, 0, size)
-		} else {
-			res, f = subFlags(a, 1, 0, size)
-		}
-		if err := e.put(l, size, res); err != nil {
-			return err
-		}
-		e.s.RFLAGS = e.s.RFLAGS&^(FlagsStatus&^FlagCF) | f&^FlagCF
+	case kIncDec, kNot, kNeg:
+		return e.unary(op)
+	case kShift:
+		return e.shift(op)
+	case kIMul:
+		return e.imul(op)
+	case kMov:
+		return e.mov(op)
+	case kMovZX, kMovSX, kCwd, kCdq:
+		return e.extend(op)
+	case kLea:
+		a, _ := e.ea() // the offset: lea adds no segment base
+		e.setReg(e.reg(e.regField(), int(op.size)), int(op.size), a)
 		return nil
+	case kXchg:
+		return e.xchg(op)
+	case kCmov, kSetcc:
+		return e.conditional(op)
+	case kPush:
+		return e.pushOp(op)
+	case kPop:
+		return e.pop(op)
+	case kLeave:
+		return e.leave(op)
+	case kJmp, kJcc, kCall, kCallInd, kJmpInd, kRet:
+		return e.control(op)
+	case kLoop:
+		return e.loop(op)
+	}
+	return notEmulated(e.in, "instruction not in the emulated set")
+}
+
+// unary executes inc, dec (CF unchanged), not (flags unchanged) and neg.
+func (e *x86Exec) unary(op x86Op) error {
+	size := int(op.size)
+	l := e.rm(size)
+	a, err := e.getRMW(l, size)
+	if err != nil {
+		return err
+	}
+	switch op.kind {
 	case kNot:
-		l := e.rm(size)
-		a, err := e.getRMW(l, size)
-		if err != nil {
-			return err
-		}
 		return e.put(l, size, ^a)
 	case kNeg:
-		l := e.rm(size)
-		a, err := e.getRMW(l, size)
-		if err != nil {
-			return err
-		}
 		res, f := subFlags(0, a, 0, size)
 		if err := e.put(l, size, res); err != nil {
 			return err
 		}
 		e.setStatus(f)
 		return nil
-	case kShift:
-		l := e.rm(size)
-		a, err := e.getRMW(l, size)
-		if err != nil {
-			return err
-		}
-		var cnt uint64
-		switch op.count {
-		case count1:
-			cnt = 1
-		case countCL:
-			cnt = e.s.GPR[decode.RCX] & 0xff
-		default:
-			cnt = in.Imm
-		}
-		res, f := shiftOp(int(op.sub), a, shiftCount(cnt, size), size, e.s.RFLAGS)
-		if err := e.put(l, size, res); err != nil {
-			return err
-		}
-		e.s.RFLAGS = f
-		return nil
-	case kIMul:
-		src, err := e.get(e.rm(size), size)
-		if err != nil {
-			return err
-		}
-		dst := e.reg(e.regField(), size)
-		var b uint64
-		if op.form == formGEI {
-			b = e.imm()
-		} else {
-			b, _ = e.get(dst, size)
-		}
-		res, ovf := imulOp(src, b, size)
-		e.setReg(dst, size, res)
-		f := szpFlags(res, size)
-		if ovf {
-			f |= FlagCF | FlagOF
-		}
-		e.setStatus(f)
-		return nil
-	case kMov:
-		return e.mov(op)
-	case kMovZX, kMovSX:
-		ssize := int(op.sub)
-		v, err := e.get(e.rm(ssize), ssize)
-		if err != nil {
-			return err
-		}
-		if op.kind == kMovSX {
-			v = signExtend(v, ssize)
-		}
-		e.setReg(e.reg(e.regField(), size), size, v)
-		return nil
-	case kLea:
-		a, _ := e.ea() // the offset: lea adds no segment base
-		e.setReg(e.reg(e.regField(), size), size, a)
-		return nil
-	case kXchg:
-		var a, b x86Loc
-		if op.form == formZ {
-			a, b = x86Loc{reg: decode.RAX}, x86Loc{reg: e.opcodeReg()}
-		} else {
-			a, b = e.rm(size), e.reg(e.regField(), size)
-		}
-		va, err := e.getRMW(a, size)
-		if err != nil {
-			return err
-		}
-		vb, _ := e.get(b, size)
-		if err := e.put(a, size, vb); err != nil {
-			return err
-		}
-		e.setReg(b, size, va)
-		return nil
-	case kCmov:
-		v, err := e.get(e.rm(size), size)
-		if err != nil {
-			return err
-		}
-		dst := e.reg(e.regField(), size)
-		if !condition(op.sub, e.s.RFLAGS) {
-			// A 32-bit cmov zeroes the upper half even when it does not move.
-			v, _ = e.get(dst, size)
-		}
-		e.setReg(dst, size, v)
-		return nil
-	case kSetcc:
-		var v uint64
-		if condition(op.sub, e.s.RFLAGS) {
-			v = 1
-		}
-		return e.put(e.rm(1), 1, v)
+	}
+	var res, f uint64
+	if op.sub == 0 {
+		res, f = addFlags(a, 1, 0, size)
+	} else {
+		res, f = subFlags(a, 1, 0, size)
+	}
+	if err := e.put(l, size, res); err != nil {
+		return err
+	}
+	e.s.RFLAGS = e.s.RFLAGS&^(FlagsStatus&^FlagCF) | f&^FlagCF
+	return nil
+}
+
+// shift executes rol, ror, shl, shr and sar by one, by cl or by an
+// immediate.
+func (e *x86Exec) shift(op x86Op) error {
+	size := int(op.size)
+	l := e.rm(size)
+	a, err := e.getRMW(l, size)
+	if err != nil {
+		return err
+	}
+	cnt := shiftSource(op, e.in, &e.s)
+	res, f := shiftOp(int(op.sub), a, shiftCount(cnt, size), size, e.s.RFLAGS)
+	if err := e.put(l, size, res); err != nil {
+		return err
+	}
+	e.s.RFLAGS = f
+	return nil
+}
+
+// imul executes the two- and three-operand forms of imul.
+func (e *x86Exec) imul(op x86Op) error {
+	size := int(op.size)
+	src, err := e.get(e.rm(size), size)
+	if err != nil {
+		return err
+	}
+	dst := e.reg(e.regField(), size)
+	var b uint64
+	if op.form == formGEI {
+		b = e.imm()
+	} else {
+		b, _ = e.get(dst, size)
+	}
+	res, ovf := imulOp(src, b, size)
+	e.setReg(dst, size, res)
+	f := szpFlags(res, size)
+	if ovf {
+		f |= FlagCF | FlagOF
+	}
+	e.setStatus(f)
+	return nil
+}
+
+// extend executes the moves that zero- or sign-extend: movzx, movsx and
+// movsxd into a register, cbw/cwde/cdqe within rAX, cwd/cdq/cqo into rDX.
+func (e *x86Exec) extend(op x86Op) error {
+	size := int(op.size)
+	switch op.kind {
 	case kCwd:
 		half := size / 2
 		e.setReg(x86Loc{reg: decode.RAX}, size, signExtend(e.s.GPR[decode.RAX], half))
@@ -546,32 +527,98 @@ func (e *x86Exec) run(op x86Op) error {
 		}
 		e.setReg(x86Loc{reg: decode.RDX}, size, v)
 		return nil
-	case kPush:
+	}
+	ssize := int(op.sub)
+	v, err := e.get(e.rm(ssize), ssize)
+	if err != nil {
+		return err
+	}
+	if op.kind == kMovSX {
+		v = signExtend(v, ssize)
+	}
+	e.setReg(e.reg(e.regField(), size), size, v)
+	return nil
+}
+
+// xchg exchanges rAX with an opcode register, or ModRM.rm with ModRM.reg.
+func (e *x86Exec) xchg(op x86Op) error {
+	size := int(op.size)
+	var a, b x86Loc
+	if op.form == formZ {
+		a, b = x86Loc{reg: decode.RAX}, x86Loc{reg: e.opcodeReg()}
+	} else {
+		a, b = e.rm(size), e.reg(e.regField(), size)
+	}
+	va, err := e.getRMW(a, size)
+	if err != nil {
+		return err
+	}
+	vb, _ := e.get(b, size)
+	if err := e.put(a, size, vb); err != nil {
+		return err
+	}
+	e.setReg(b, size, va)
+	return nil
+}
+
+// conditional executes cmovcc and setcc.
+func (e *x86Exec) conditional(op x86Op) error {
+	if op.kind == kSetcc {
 		var v uint64
-		switch op.form {
-		case formZ:
-			v = e.s.GPR[e.opcodeReg()]
-		case formI:
-			v = e.imm()
-		default:
-			var err error
-			if v, err = e.get(e.rm(size), size); err != nil {
-				return err
-			}
+		if condition(op.sub, e.s.RFLAGS) {
+			v = 1
 		}
-		return e.push(v, size)
-	case kPop:
-		return e.pop(op)
-	case kLeave:
-		// rsp = rbp, then pop rbp.
-		sp := e.s.GPR[decode.RBP]
-		v, err := e.load(sp, size, true, AccessRead)
-		if err != nil {
+		return e.put(e.rm(1), 1, v)
+	}
+	size := int(op.size)
+	v, err := e.get(e.rm(size), size)
+	if err != nil {
+		return err
+	}
+	dst := e.reg(e.regField(), size)
+	if !condition(op.sub, e.s.RFLAGS) {
+		// A 32-bit cmov zeroes the upper half even when it does not move.
+		v, _ = e.get(dst, size)
+	}
+	e.setReg(dst, size, v)
+	return nil
+}
+
+// pushOp executes push of an opcode register, an immediate or ModRM.rm.
+func (e *x86Exec) pushOp(op x86Op) error {
+	size := int(op.size)
+	var v uint64
+	switch op.form {
+	case formZ:
+		v = e.s.GPR[e.opcodeReg()]
+	case formI:
+		v = e.imm()
+	default:
+		var err error
+		if v, err = e.get(e.rm(size), size); err != nil {
 			return err
 		}
-		e.s.GPR[decode.RSP] = sp + uint64(size)
-		e.setReg(x86Loc{reg: decode.RBP}, size, v)
-		return nil
+	}
+	return e.push(v, size)
+}
+
+// leave executes leave: rsp = rbp, then pop rbp.
+func (e *x86Exec) leave(op x86Op) error {
+	size := int(op.size)
+	sp := e.s.GPR[decode.RBP]
+	v, err := e.load(sp, size, true, AccessRead)
+	if err != nil {
+		return err
+	}
+	e.s.GPR[decode.RSP] = sp + uint64(size)
+	e.setReg(x86Loc{reg: decode.RBP}, size, v)
+	return nil
+}
+
+// control executes the near branches: jmp, jcc, call (relative and
+// indirect), indirect jmp and ret.
+func (e *x86Exec) control(op x86Op) error {
+	switch op.kind {
 	case kJmp:
 		return e.branch(e.rel())
 	case kJcc:
@@ -581,37 +628,31 @@ func (e *x86Exec) run(op x86Op) error {
 		return nil
 	case kCall:
 		return e.call(e.rel())
-	case kCallInd:
+	case kCallInd, kJmpInd:
 		t, err := e.get(e.rm(8), 8)
 		if err != nil {
 			return err
 		}
-		return e.call(t)
-	case kJmpInd:
-		t, err := e.get(e.rm(8), 8)
-		if err != nil {
-			return err
+		if op.kind == kCallInd {
+			return e.call(t)
 		}
 		return e.branch(t)
-	case kRet:
-		sp := e.s.GPR[decode.RSP]
-		t, err := e.load(sp, 8, true, AccessRead)
-		if err != nil {
-			return err
-		}
-		if err := e.branch(t); err != nil {
-			return err
-		}
-		sp += 8
-		if in.Opcode == 0xc2 {
-			sp += in.Imm
-		}
-		e.s.GPR[decode.RSP] = sp
-		return nil
-	case kLoop:
-		return e.loop(op)
 	}
-	return notEmulated(in, "instruction not in the emulated set")
+	// ret, ret imm16
+	sp := e.s.GPR[decode.RSP]
+	t, err := e.load(sp, 8, true, AccessRead)
+	if err != nil {
+		return err
+	}
+	if err := e.branch(t); err != nil {
+		return err
+	}
+	sp += 8
+	if e.in.Opcode == 0xc2 {
+		sp += e.in.Imm
+	}
+	e.s.GPR[decode.RSP] = sp
+	return nil
 }
 
 // alu executes add, or, adc, sbb, and, sub, xor, cmp and test.

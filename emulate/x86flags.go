@@ -158,6 +158,18 @@ func shiftCount(count uint64, size int) uint {
 	return uint(count & 0x1f)
 }
 
+// shiftSource returns the unmasked count of shift op (of inst, from
+// state st): one, cl or the immediate, as its form says.
+func shiftSource(op x86Op, inst *decode.X86Inst, st *X86State) uint64 {
+	switch op.form {
+	case formE1:
+		return 1
+	case formECL:
+		return st.GPR[decode.RCX] & 0xff
+	}
+	return inst.Imm
+}
+
 // shiftOp applies shift or rotate op to a (size bytes) by the masked count
 // n, given the old flags. It returns the result and the new flags. With
 // n == 0 the flags are unchanged.
@@ -305,16 +317,7 @@ func X86UndefinedFlags(inst *decode.X86Inst, st *X86State) uint64 {
 	case kIMul:
 		return FlagSF | FlagZF | FlagAF | FlagPF
 	case kShift:
-		var cnt uint64
-		switch op.count {
-		case count1:
-			cnt = 1
-		case countCL:
-			cnt = st.GPR[decode.RCX] & 0xff
-		default:
-			cnt = inst.Imm
-		}
-		n := shiftCount(cnt, size)
+		n := shiftCount(shiftSource(op, inst, st), size)
 		if n == 0 {
 			return 0
 		}

@@ -49,22 +49,18 @@ const (
 	formI    // an immediate operand
 	formGEI  // destination ModRM.reg, sources ModRM.rm and an immediate
 	formAO   // rAX and a moffs absolute address (sub 0: load, 1: store)
+	formE1   // ModRM.rm, by one (the shifts D0, D1; C0, C1 are formEI)
+	formECL  // ModRM.rm, by cl (the shifts D2, D3)
 )
 
-// Shift count sources.
-const (
-	count1  = iota // by one
-	countCL        // by cl
-	countI         // by an immediate
-)
-
-// x86Op is the classification of an emulated instruction.
+// x86Op is the classification of an emulated instruction. It has four
+// fields, so that the compiler keeps it in registers (a larger struct is
+// copied through memory between the classifiers and the executors).
 type x86Op struct {
-	kind  x86Kind
-	sub   uint8 // meaning depends on kind
-	size  uint8 // operand size in bytes: 1, 2, 4 or 8
-	form  uint8 // operand form
-	count uint8 // shift count source
+	kind x86Kind
+	sub  uint8 // meaning depends on kind
+	size uint8 // operand size in bytes: 1, 2, 4 or 8
+	form uint8 // operand form; for a shift, where its count comes from
 }
 
 // X86Supported reports whether inst is emulated exactly: nil if so, else an
@@ -181,127 +177,100 @@ func byteOrV(inst *decode.X86Inst, opcode byte) uint8 {
 	return uint8(inst.OpSize / 8)
 }
 
-// classify1 classifies the one-byte opcode map.
+// classify1 classifies the one-byte opcode map: the rows of opcodes that
+// differ by an operation, a register or a condition in their low bits,
+// the groups whose ModRM.reg selects the operation, and single opcodes.
 func classify1(inst *decode.X86Inst, vendor decode.Vendor) (x86Op, bool) {
 	c := inst.Opcode
-	v := uint8(inst.OpSize / 8)
 	switch {
 	case c < 0x40 && c&7 < 6:
-		// add or adc sbb and sub xor cmp: Eb,Gb Ev,Gv Gb,Eb Gv,Ev AL,Ib rAX,Iz
-		op := x86Op{kind: kALU, sub: c >> 3, size: byteOrV(inst, c)}
-		switch c & 7 {
-		case 0, 1:
-			op.form = formEG
-		case 2, 3:
-			op.form = formGE
-		default:
-			op.form = formAI
-		}
-		return op, true
-	case c >= 0x50 && c <= 0x57:
-		return x86Op{kind: kPush, size: v, form: formZ}, true
-	case c >= 0x58 && c <= 0x5f:
-		return x86Op{kind: kPop, size: v, form: formZ}, true
-	case c >= 0x70 && c <= 0x7f:
-		return x86Op{kind: kJcc, sub: c & 0xf}, true
-	case c >= 0x91 && c <= 0x97:
-		return x86Op{kind: kXchg, size: v, form: formZ}, true
-	case c >= 0xb0 && c <= 0xb7:
-		return x86Op{kind: kMov, size: 1, form: formZI}, true
-	case c >= 0xb8 && c <= 0xbf:
-		return x86Op{kind: kMov, size: v, form: formZI}, true
+		return classify1ALU(inst), true
+	case c >= 0x50 && c <= 0x5f, c >= 0x70 && c <= 0x7f, c >= 0x91 && c <= 0x97, c >= 0xb0 && c <= 0xbf:
+		return classify1Row(inst), true
 	}
 	switch c {
 	case 0x63:
-		if v == 2 && vendor == decode.VendorAMD {
-			// movsxd with a 66 prefix: AMD reads a 32-bit source and
-			// writes its low 16 bits; Intel reads 16 bits.
-			return x86Op{kind: kMovSX, sub: 4, size: 2, form: formGE}, true
-		}
-		if !inst.W {
-			// Without REX.W this is a plain 32-bit (or 16-bit) move.
-			return x86Op{kind: kMov, size: v, form: formGE}, true
-		}
-		return x86Op{kind: kMovSX, sub: 4, size: 8, form: formGE}, true
-	case 0x68:
-		return x86Op{kind: kPush, size: v, form: formI}, true
-	case 0x6a:
-		return x86Op{kind: kPush, size: v, form: formI}, true
-	case 0x69, 0x6b:
-		return x86Op{kind: kIMul, size: v, form: formGEI}, true
+		return classifyMovsxd(inst, vendor), true
+	case 0x80, 0x81, 0x83, 0x8f, 0xc0, 0xc1, 0xc6, 0xc7, 0xd0, 0xd1, 0xd2, 0xd3, 0xf6, 0xf7, 0xfe, 0xff:
+		return classify1Group(inst)
+	case 0x90:
+		return classify90(inst)
+	}
+	return classify1Single(inst)
+}
+
+// classify1ALU classifies the arithmetic block 00-3F: add or adc sbb and
+// sub xor cmp with the forms Eb,Gb Ev,Gv Gb,Eb Gv,Ev AL,Ib rAX,Iz.
+func classify1ALU(inst *decode.X86Inst) x86Op {
+	c := inst.Opcode
+	op := x86Op{kind: kALU, sub: c >> 3, size: byteOrV(inst, c)}
+	switch c & 7 {
+	case 0, 1:
+		op.form = formEG
+	case 2, 3:
+		op.form = formGE
+	default:
+		op.form = formAI
+	}
+	return op
+}
+
+// classify1Row classifies the rows 50-5F (push, pop), 70-7F (jcc), 91-97
+// (xchg with rAX) and B0-BF (mov of an immediate to a register).
+func classify1Row(inst *decode.X86Inst) x86Op {
+	c := inst.Opcode
+	v := uint8(inst.OpSize / 8)
+	switch {
+	case c <= 0x57:
+		return x86Op{kind: kPush, size: v, form: formZ}
+	case c <= 0x5f:
+		return x86Op{kind: kPop, size: v, form: formZ}
+	case c <= 0x7f:
+		return x86Op{kind: kJcc, sub: c & 0xf}
+	case c <= 0x97:
+		return x86Op{kind: kXchg, size: v, form: formZ}
+	case c <= 0xb7:
+		return x86Op{kind: kMov, size: 1, form: formZI}
+	}
+	return x86Op{kind: kMov, size: v, form: formZI}
+}
+
+// classifyMovsxd classifies opcode 63.
+func classifyMovsxd(inst *decode.X86Inst, vendor decode.Vendor) x86Op {
+	v := uint8(inst.OpSize / 8)
+	if v == 2 && vendor == decode.VendorAMD {
+		// movsxd with a 66 prefix: AMD reads a 32-bit source and
+		// writes its low 16 bits; Intel reads 16 bits.
+		return x86Op{kind: kMovSX, sub: 4, size: 2, form: formGE}
+	}
+	if !inst.W {
+		// Without REX.W this is a plain 32-bit (or 16-bit) move.
+		return x86Op{kind: kMov, size: v, form: formGE}
+	}
+	return x86Op{kind: kMovSX, sub: 4, size: 8, form: formGE}
+}
+
+// classify1Group classifies the opcodes whose ModRM.reg selects the
+// operation: the immediate ALU group 80-83, pop 8F, the shifts C0-C1 and
+// D0-D3, mov C6-C7, the unary group F6-F7 and the inc/dec group FE-FF.
+func classify1Group(inst *decode.X86Inst) (x86Op, bool) {
+	c := inst.Opcode
+	v := uint8(inst.OpSize / 8)
+	switch c {
 	case 0x80, 0x81, 0x83:
 		return x86Op{kind: kALU, sub: inst.Reg, size: byteOrV(inst, c), form: formEI}, true
-	case 0x84, 0x85:
-		return x86Op{kind: kTest, size: byteOrV(inst, c), form: formEG}, true
-	case 0x86, 0x87:
-		return x86Op{kind: kXchg, size: byteOrV(inst, c), form: formEG}, true
-	case 0x88, 0x89:
-		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formEG}, true
-	case 0x8a, 0x8b:
-		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formGE}, true
-	case 0x8d:
-		if inst.Mod == 3 {
-			return x86Op{}, false
-		}
-		return x86Op{kind: kLea, size: v, form: formGE}, true
 	case 0x8f:
 		if inst.Reg != 0 {
 			return x86Op{}, false
 		}
 		return x86Op{kind: kPop, size: v, form: formE}, true
-	case 0x90:
-		switch {
-		case inst.B:
-			// xchg r8, rAX (REX.B); with F3 the CPU's choice is unclear.
-			if inst.Prefixes&pfxRep != 0 {
-				return x86Op{}, false
-			}
-			return x86Op{kind: kXchg, size: v, form: formZ}, true
-		case inst.Prefixes&decode.PrefixREPNE != 0:
-			return x86Op{}, false
-		}
-		return x86Op{kind: kNop}, true // nop, xchg ax,ax (66 90), pause (F3 90)
-	case 0x98:
-		return x86Op{kind: kCwd, size: v}, true
-	case 0x99:
-		return x86Op{kind: kCdq, size: v}, true
-	case 0xa0, 0xa1:
-		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formAO, sub: 0}, true
-	case 0xa2, 0xa3:
-		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formAO, sub: 1}, true
-	case 0xa8, 0xa9:
-		return x86Op{kind: kTest, size: byteOrV(inst, c), form: formAI}, true
 	case 0xc0, 0xc1, 0xd0, 0xd1, 0xd2, 0xd3:
-		switch inst.Reg {
-		case shRol, shRor, shShl, shShr, shSar:
-		default:
-			return x86Op{}, false // rcl, rcr, the /6 alias of shl
-		}
-		op := x86Op{kind: kShift, sub: inst.Reg, size: byteOrV(inst, c), form: formE}
-		switch c {
-		case 0xc0, 0xc1:
-			op.count = countI
-		case 0xd0, 0xd1:
-			op.count = count1
-		default:
-			op.count = countCL
-		}
-		return op, true
-	case 0xc2, 0xc3:
-		return x86Op{kind: kRet, size: 8}, true
+		return classifyShift(inst)
 	case 0xc6, 0xc7:
 		if inst.Reg != 0 {
 			return x86Op{}, false
 		}
 		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formEI}, true
-	case 0xc9:
-		return x86Op{kind: kLeave, size: v}, true
-	case 0xe0, 0xe1, 0xe2, 0xe3:
-		return x86Op{kind: kLoop, sub: c & 3}, true
-	case 0xe8:
-		return x86Op{kind: kCall, size: 8}, true
-	case 0xe9, 0xeb:
-		return x86Op{kind: kJmp}, true
 	case 0xf6, 0xf7:
 		size := byteOrV(inst, c)
 		switch inst.Reg {
@@ -327,6 +296,90 @@ func classify1(inst *decode.X86Inst, vendor decode.Vendor) (x86Op, bool) {
 		case 6:
 			return x86Op{kind: kPush, size: v, form: formE}, true
 		}
+	}
+	return x86Op{}, false
+}
+
+// classifyShift classifies the shift group C0-C1, D0-D3: rol, ror, shl,
+// shr and sar by an immediate, by one or by cl.
+func classifyShift(inst *decode.X86Inst) (x86Op, bool) {
+	c := inst.Opcode
+	switch inst.Reg {
+	case shRol, shRor, shShl, shShr, shSar:
+	default:
+		return x86Op{}, false // rcl, rcr, the /6 alias of shl
+	}
+	op := x86Op{kind: kShift, sub: inst.Reg, size: byteOrV(inst, c)}
+	switch c {
+	case 0xc0, 0xc1:
+		op.form = formEI
+	case 0xd0, 0xd1:
+		op.form = formE1
+	default:
+		op.form = formECL
+	}
+	return op, true
+}
+
+// classify90 classifies opcode 90: nop, xchg ax,ax (66 90), pause (F3 90),
+// or xchg r8, rAX with REX.B.
+func classify90(inst *decode.X86Inst) (x86Op, bool) {
+	switch {
+	case inst.B:
+		// xchg r8, rAX (REX.B); with F3 the CPU's choice is unclear.
+		if inst.Prefixes&pfxRep != 0 {
+			return x86Op{}, false
+		}
+		return x86Op{kind: kXchg, size: uint8(inst.OpSize / 8), form: formZ}, true
+	case inst.Prefixes&decode.PrefixREPNE != 0:
+		return x86Op{}, false
+	}
+	return x86Op{kind: kNop}, true
+}
+
+// classify1Single classifies the one-byte opcodes that are one
+// instruction each (given the operand size).
+func classify1Single(inst *decode.X86Inst) (x86Op, bool) {
+	c := inst.Opcode
+	v := uint8(inst.OpSize / 8)
+	switch c {
+	case 0x68, 0x6a:
+		return x86Op{kind: kPush, size: v, form: formI}, true
+	case 0x69, 0x6b:
+		return x86Op{kind: kIMul, size: v, form: formGEI}, true
+	case 0x84, 0x85:
+		return x86Op{kind: kTest, size: byteOrV(inst, c), form: formEG}, true
+	case 0x86, 0x87:
+		return x86Op{kind: kXchg, size: byteOrV(inst, c), form: formEG}, true
+	case 0x88, 0x89:
+		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formEG}, true
+	case 0x8a, 0x8b:
+		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formGE}, true
+	case 0x8d:
+		if inst.Mod == 3 {
+			return x86Op{}, false
+		}
+		return x86Op{kind: kLea, size: v, form: formGE}, true
+	case 0x98:
+		return x86Op{kind: kCwd, size: v}, true
+	case 0x99:
+		return x86Op{kind: kCdq, size: v}, true
+	case 0xa0, 0xa1:
+		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formAO, sub: 0}, true
+	case 0xa2, 0xa3:
+		return x86Op{kind: kMov, size: byteOrV(inst, c), form: formAO, sub: 1}, true
+	case 0xa8, 0xa9:
+		return x86Op{kind: kTest, size: byteOrV(inst, c), form: formAI}, true
+	case 0xc2, 0xc3:
+		return x86Op{kind: kRet, size: 8}, true
+	case 0xc9:
+		return x86Op{kind: kLeave, size: v}, true
+	case 0xe0, 0xe1, 0xe2, 0xe3:
+		return x86Op{kind: kLoop, sub: c & 3}, true
+	case 0xe8:
+		return x86Op{kind: kCall, size: 8}, true
+	case 0xe9, 0xeb:
+		return x86Op{kind: kJmp}, true
 	}
 	return x86Op{}, false
 }

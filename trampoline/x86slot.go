@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/x86enc"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -198,13 +199,28 @@ func (c *Config) returnReady() error {
 	return nil
 }
 
+// The registers the slots use, by their names in the comments (the
+// encoding numbers of package x86enc and package decode).
+const (
+	rax = x86enc.RAX
+	rcx = x86enc.RCX
+	rdx = x86enc.RDX
+	rsp = x86enc.RSP
+	rsi = x86enc.RSI
+	rdi = x86enc.RDI
+	r8  = x86enc.R8
+	r9  = x86enc.R9
+	r10 = x86enc.R10
+	r11 = x86enc.R11
+)
+
 // x86Gen generates slot code: a frame below the red zone, saved
 // registers, handlers.
 type x86Gen struct {
-	e     *x86Emitter
+	a     *x86enc.Asm
 	cfg   *Config
-	saved []x86Reg // registers pushed after rax and the flags, in order
-	frame int      // bytes pushed (flags, rax, saved)
+	saved []x86enc.Reg // registers pushed after rax and the flags, in order
+	frame int          // bytes pushed (flags, rax, saved)
 	// head is the size of the first part of the frame: 16 (rax and the
 	// flags), or 8 when the flags stay in rax (see flagsInRAX).
 	head int
@@ -223,10 +239,10 @@ type x86Gen struct {
 }
 
 // saveOrder is the order in which scratch registers are pushed.
-var saveOrder = [...]x86Reg{rcx, rdx, rsi, r10, r11}
+var saveOrder = [...]x86enc.Reg{rcx, rdx, rsi, r10, r11}
 
 // offset of a saved register from the stack pointer inside the frame.
-func (g *x86Gen) savedOff(r x86Reg) int {
+func (g *x86Gen) savedOff(r x86enc.Reg) int {
 	if r == rax {
 		if g.cfg.Flags == FlagsPushf {
 			return g.frame - 16
@@ -249,33 +265,33 @@ func (g *x86Gen) spOff() int { return g.frame + g.skip }
 // not nil, runs as soon as the flags are saved and before the other
 // registers are pushed (it may use no register): a locked increment there
 // waits for one store instead of a frame of them to drain.
-func (g *x86Gen) prologue(need map[x86Reg]bool, early func()) {
-	e := g.e
+func (g *x86Gen) prologue(need map[x86enc.Reg]bool, early func()) {
+	a := g.a
 	g.head = 16
 	if g.cfg.Flags == FlagsPushf {
-		e.pushfq()
+		a.Pushfq()
 		if early != nil {
 			early()
 		}
-		e.push(rax)
+		a.Push(rax)
 	} else {
-		e.push(rax)
-		e.lahf()
-		e.setoAL()
+		a.Push(rax)
+		a.Lahf()
+		a.Setcc(x86enc.CondO, rax)
 		if early != nil {
 			early()
 		}
 		if g.flagsInRAX {
 			g.head = 8
 		} else {
-			e.push(rax)
+			a.Push(rax)
 		}
 	}
 	g.frame = g.head
 	g.saved = g.saved[:0]
 	for _, r := range saveOrder {
 		if need[r] {
-			e.push(r)
+			a.Push(r)
 			g.saved = append(g.saved, r)
 			g.frame += 8
 		}
@@ -283,20 +299,20 @@ func (g *x86Gen) prologue(need map[x86Reg]bool, early func()) {
 }
 
 func (g *x86Gen) epilogue() {
-	e := g.e
+	a := g.a
 	for i := len(g.saved) - 1; i >= 0; i-- {
-		e.pop(g.saved[i])
+		a.Pop(g.saved[i])
 	}
 	if g.cfg.Flags == FlagsPushf {
-		e.pop(rax)
-		e.popfq()
+		a.Pop(rax)
+		a.Popfq()
 	} else {
 		if !g.flagsInRAX {
-			e.pop(rax)
+			a.Pop(rax)
 		}
-		e.addAL(0x7f)
-		e.sahf()
-		e.pop(rax)
+		a.ALUAL(x86enc.Add, 0x7f)
+		a.Sahf()
+		a.Pop(rax)
 	}
 }
 
@@ -310,114 +326,124 @@ func (g *x86Gen) emitCold() {
 }
 
 // threadPointer loads the thread pointer into r.
-func (g *x86Gen) threadPointer(r x86Reg) {
+func (g *x86Gen) threadPointer(r x86enc.Reg) {
 	switch g.cfg.ThreadPointer {
 	case ThreadFSBase:
-		g.e.rdfsbase(r)
+		g.a.Rdfsbase(r)
 	case ThreadTCB:
-		g.e.loadFS0(r)
+		g.a.Load(x86enc.S64, r, x86enc.Abs(0).FS())
 	default:
-		g.e.zero32(r)
+		g.a.ALU(x86enc.Xor, x86enc.S32, r, r)
 	}
 }
 
-// counter increments the 64-bit word at a (r11 is saved when a is beyond
-// a RIP-relative operand's reach).
-func (g *x86Gen) counter(a uint64) {
-	e := g.e
-	if reachRIP(e.pc()+9, a) {
-		e.lockInc(memRIP(a))
+// counter increments the 64-bit word at ctr (r11 is saved when ctr is
+// beyond a RIP-relative operand's reach).
+func (g *x86Gen) counter(ctr uint64) {
+	a := g.a
+	if x86enc.Reaches(a.PC()+9, ctr) {
+		a.LockIncMem(x86enc.S64, x86enc.RIP(ctr))
 		return
 	}
-	e.movImm(r11, a)
-	e.lockInc(memAt(r11, 0))
+	a.MovImm(r11, ctr)
+	a.LockIncMem(x86enc.S64, x86enc.At(r11, 0))
+}
+
+// addr loads the address v into r: lea v(%rip) when it reaches, else a
+// constant.
+func (g *x86Gen) addr(r x86enc.Reg, v uint64) {
+	if x86enc.Reaches(g.a.PC()+7, v) {
+		g.a.Lea(r, x86enc.RIP(v))
+		return
+	}
+	g.a.MovImm(r, v)
 }
 
 // counterFar reports whether a counter (or any address) at a may be
 // beyond reach of code in [at, at+64 KiB).
 func counterFar(at, a uint64) bool {
-	return !reachRIP(at, a) || !reachRIP(at+1<<16, a)
+	return !x86enc.Reaches(at, a) || !x86enc.Reaches(at+1<<16, a)
 }
 
 // eventSpec says where the fields of an event come from.
 type eventSpec struct {
 	kind  EventKind
 	id    uint32
-	idMem *x86Mem // load the id from memory instead (not rax, rdx, r10, r11 based)
-	args  bool    // store rdi rsi rdx rcx r8 r9 (else zeros)
-	ret   bool    // Ret and Ret2 from the saved rax and rdx
-	ip    uint64  // the IP field, or (ipFromSP) the word at the original stack pointer
+	idMem *x86enc.Mem // load the id from memory instead (not rax, rdx, r10, r11 based)
+	args  bool        // store rdi rsi rdx rcx r8 r9 (else zeros)
+	ret   bool        // Ret and Ret2 from the saved rax and rdx
+	ip    uint64      // the IP field, or (ipFromSP) the word at the original stack pointer
 	ipSP  bool
 }
 
 // event records one event in the ring. It clobbers rax, rdx, r10 and r11,
 // which must be saved, and the flags.
 func (g *x86Gen) event(sp eventSpec) {
-	e := g.e
+	a := g.a
 	d := g.cfg.Data
 	ring := d.RingAddr()
-	full, done, retry := e.newLabel(), e.newLabel(), e.newLabel()
-	e.addr(r11, ring)
-	e.bind(retry)
-	e.load(rax, memAt(r11, ringHead))
-	e.movRR(r10, rax)
-	e.subMem(r10, memAt(r11, ringTail))
-	e.cmpImm(r10, int32(d.RingRecords), true)
-	e.jccL(ccAE, full)
-	e.lea(r10, memAt(rax, 1))
-	e.cmpxchg(memAt(r11, ringHead), r10, true)
-	e.jccL(ccNE, retry)
+	full, done, retry := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	g.addr(r11, ring)
+	a.Bind(retry)
+	a.Load(x86enc.S64, rax, x86enc.At(r11, ringHead))
+	a.Mov(x86enc.S64, r10, rax)
+	a.ALULoad(x86enc.Sub, x86enc.S64, r10, x86enc.At(r11, ringTail))
+	a.ALUImm32(x86enc.Cmp, x86enc.S64, r10, int32(d.RingRecords))
+	a.Jcc(x86enc.CondAE, full)
+	a.Lea(r10, x86enc.At(rax, 1))
+	a.Cmpxchg(x86enc.S64, x86enc.At(r11, ringHead), r10, true)
+	a.Jcc(x86enc.CondNE, retry)
 	// rax = sequence number, r10 = commit value.
-	e.andImm(rax, int32(d.RingRecords-1))
-	e.shl(rax, recordLog)
-	e.lea(rax, memIdx(r11, rax, ringRecords))
-	args := [6]x86Reg{rdi, rsi, rdx, rcx, r8, r9}
+	a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(d.RingRecords-1))
+	a.Shl(x86enc.S64, rax, recordLog)
+	a.Lea(rax, x86enc.Indexed(r11, rax, 1, ringRecords))
+	args := [6]x86enc.Reg{rdi, rsi, rdx, rcx, r8, r9}
 	for i, r := range args {
 		if sp.args {
-			e.store(memAt(rax, int32(recArgs+8*i)), r)
+			a.Store(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), r)
 		} else {
-			e.storeImm(memAt(rax, int32(recArgs+8*i)), 0)
+			a.StoreImm(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), 0)
 		}
 	}
 	// rdx is free from here on (its value is stored or saved).
 	if sp.idMem != nil {
-		e.load32(rdx, *sp.idMem)
-		e.store32(memAt(rax, recProbe), rdx)
-		e.storeImm32(memAt(rax, recKind), int32(sp.kind))
+		a.Load(x86enc.S32, rdx, *sp.idMem)
+		a.Store(x86enc.S32, x86enc.At(rax, recProbe), rdx)
+		a.StoreImm(x86enc.S32, x86enc.At(rax, recKind), int32(sp.kind))
 	} else {
-		e.movImm(rdx, uint64(sp.kind)<<32|uint64(sp.id))
-		e.store(memAt(rax, recProbe), rdx)
+		a.MovImm(rdx, uint64(sp.kind)<<32|uint64(sp.id))
+		a.Store(x86enc.S64, x86enc.At(rax, recProbe), rdx)
 	}
 	if sp.ret {
-		e.load(rdx, memAt(rsp, int32(g.savedOff(rax))))
-		e.store(memAt(rax, recRet), rdx)
-		e.load(rdx, memAt(rsp, int32(g.savedOff(rdx))))
-		e.store(memAt(rax, recRet2), rdx)
+		a.Load(x86enc.S64, rdx, x86enc.At(rsp, int32(g.savedOff(rax))))
+		a.Store(x86enc.S64, x86enc.At(rax, recRet), rdx)
+		a.Load(x86enc.S64, rdx, x86enc.At(rsp, int32(g.savedOff(rdx))))
+		a.Store(x86enc.S64, x86enc.At(rax, recRet2), rdx)
 	} else {
-		e.storeImm(memAt(rax, recRet), 0)
-		e.storeImm(memAt(rax, recRet2), 0)
+		a.StoreImm(x86enc.S64, x86enc.At(rax, recRet), 0)
+		a.StoreImm(x86enc.S64, x86enc.At(rax, recRet2), 0)
 	}
-	e.lea(rdx, memAt(rsp, int32(g.spOff())))
-	e.store(memAt(rax, recSP), rdx)
+	a.Lea(rdx, x86enc.At(rsp, int32(g.spOff())))
+	a.Store(x86enc.S64, x86enc.At(rax, recSP), rdx)
 	if sp.ipSP {
-		e.load(rdx, memAt(rsp, int32(g.spOff())))
+		a.Load(x86enc.S64, rdx, x86enc.At(rsp, int32(g.spOff())))
 	} else {
-		e.movImm(rdx, sp.ip)
+		a.MovImm(rdx, sp.ip)
 	}
-	e.store(memAt(rax, recIP), rdx)
+	a.Store(x86enc.S64, x86enc.At(rax, recIP), rdx)
 	g.threadPointer(rdx)
-	e.store(memAt(rax, recThread), rdx)
-	e.movRR(r11, rax)
-	e.rdtsc()
-	e.shl(rdx, 32)
-	e.orRR(rax, rdx)
-	e.store(memAt(r11, recTime), rax)
+	a.Store(x86enc.S64, x86enc.At(rax, recThread), rdx)
+	a.Mov(x86enc.S64, r11, rax)
+	a.Rdtsc()
+	a.Shl(x86enc.S64, rdx, 32)
+	a.ALU(x86enc.Or, x86enc.S64, rax, rdx)
+	a.Store(x86enc.S64, x86enc.At(r11, recTime), rax)
 	// Publish: x86 stores are not reordered with earlier stores.
-	e.store(memAt(r11, recCommit), r10)
-	e.jmpL(done)
-	e.bind(full)
-	e.lockInc(memAt(r11, ringDropped))
-	e.bind(done)
+	a.Store(x86enc.S64, x86enc.At(r11, recCommit), r10)
+	a.Jmp(done)
+	a.Bind(full)
+	a.LockIncMem(x86enc.S64, x86enc.At(r11, ringDropped))
+	a.Bind(done)
 }
 
 // threadLookup finds the calling thread's slot in the thread table and
@@ -428,55 +454,55 @@ func (g *x86Gen) event(sp eventSpec) {
 // The hot path is the hash and one compare: a thread finds its own key
 // in the first slot it probes unless another thread took it first. The
 // probe sequence (and the claim of a free slot) is cold code.
-func (g *x86Gen) threadLookup(claim bool, notFound x86Label) {
-	e := g.e
+func (g *x86Gen) threadLookup(claim bool, notFound x86enc.Label) {
+	a := g.a
 	t := g.cfg.Threads
-	loop, next, found, slow, free := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	loop, next, found, slow, free := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
 	g.threadPointer(rdx)
-	e.test(rdx, true)
-	e.jccL(ccE, notFound)
+	a.Test(x86enc.S64, rdx, rdx)
+	a.Jcc(x86enc.CondE, notFound)
 	// rax = the byte offset of the first slot probed: the slot index
 	// (Threads.ThreadSlot) times ThreadSlotSize.
 	if t.Slots == 1 {
-		e.zero32(rax)
+		a.ALU(x86enc.Xor, x86enc.S32, rax, rax)
 	} else {
-		e.movImm(rax, threadHashMul)
-		e.imulRR(rax, rdx)
-		e.shr(rax, uint8(64-t.bits()-threadSlotLog))
-		e.andImm(rax, -ThreadSlotSize)
+		a.MovImm(rax, threadHashMul)
+		a.Imul(x86enc.S64, rax, rdx)
+		a.Shr(x86enc.S64, rax, uint8(64-t.bits()-threadSlotLog))
+		a.ALUImm32(x86enc.And, x86enc.S64, rax, -ThreadSlotSize)
 	}
-	e.addr(r11, t.Addr)
-	e.lea(rsi, memIdx(r11, rax, 0))
-	e.cmpMemReg(memAt(rsi, threadKey), rdx)
-	e.jccL(ccNE, slow)
-	e.bind(found)
+	g.addr(r11, t.Addr)
+	a.Lea(rsi, x86enc.Indexed(r11, rax, 1, 0))
+	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(rsi, threadKey), rdx)
+	a.Jcc(x86enc.CondNE, slow)
+	a.Bind(found)
 	g.cold = append(g.cold, func() {
 		// rsi = r11 + rax, whose key is not this thread's.
-		e.bind(slow)
-		e.movImm(rcx, uint64(t.Slots))
-		e.jmpL(free)
-		e.bind(loop)
-		e.lea(rsi, memIdx(r11, rax, 0))
-		e.cmpMemReg(memAt(rsi, threadKey), rdx)
-		e.jccL(ccE, found)
-		e.bind(free)
-		e.cmpMemImm8(memAt(rsi, threadKey), 0)
-		e.jccL(ccNE, next)
+		a.Bind(slow)
+		a.MovImm(rcx, uint64(t.Slots))
+		a.Jmp(free)
+		a.Bind(loop)
+		a.Lea(rsi, x86enc.Indexed(r11, rax, 1, 0))
+		a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(rsi, threadKey), rdx)
+		a.Jcc(x86enc.CondE, found)
+		a.Bind(free)
+		a.ALUMemImm8(x86enc.Cmp, x86enc.S64, x86enc.At(rsi, threadKey), 0)
+		a.Jcc(x86enc.CondNE, next)
 		if !claim {
-			e.jmpL(notFound)
+			a.Jmp(notFound)
 		} else {
-			e.movRR(r10, rax)
-			e.zero32(rax)
-			e.cmpxchg(memAt(rsi, threadKey), rdx, true)
-			e.jccL(ccE, found)
-			e.movRR(rax, r10)
+			a.Mov(x86enc.S64, r10, rax)
+			a.ALU(x86enc.Xor, x86enc.S32, rax, rax)
+			a.Cmpxchg(x86enc.S64, x86enc.At(rsi, threadKey), rdx, true)
+			a.Jcc(x86enc.CondE, found)
+			a.Mov(x86enc.S64, rax, r10)
 		}
-		e.bind(next)
-		e.add(rax, ThreadSlotSize)
-		e.andImm(rax, int32(uint64(t.Slots)*ThreadSlotSize-1))
-		e.dec32(rcx)
-		e.jccL(ccNE, loop)
-		e.jmpL(notFound)
+		a.Bind(next)
+		a.ALUImm32(x86enc.Add, x86enc.S64, rax, ThreadSlotSize)
+		a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(uint64(t.Slots)*ThreadSlotSize-1))
+		a.Dec(x86enc.S32, rcx)
+		a.Jcc(x86enc.CondNE, loop)
+		a.Jmp(notFound)
 	})
 }
 
@@ -497,54 +523,54 @@ func (g *x86Gen) threadLookup(claim bool, notFound x86Label) {
 // slot: its address goes to the word below the return address (the red
 // zone is free at a function's entry, and safe from signal frames while
 // the stack pointer is above it) for the exit's jmp *-16(%rsp).
-func (g *x86Gen) arm(h *Handler, enter, plain x86Label, farGate bool) {
-	e := g.e
-	retry, chained, dropMore, chk, push := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
-	e.lea(r10, memAt(rsp, int32(g.spOff())))
-	e.addr(r11, g.cfg.ReturnAddr)
-	e.bind(retry)
-	e.load(rdx, memAt(r10, 0))
-	e.load(rax, memAt(rsi, threadState))
-	e.movRR32(rcx, rax)
-	e.cmpRR(rdx, r11)
-	e.jccL(ccE, chained)
+func (g *x86Gen) arm(h *Handler, enter, plain x86enc.Label, farGate bool) {
+	a := g.a
+	retry, chained, dropMore, chk, push := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.Lea(r10, x86enc.At(rsp, int32(g.spOff())))
+	g.addr(r11, g.cfg.ReturnAddr)
+	a.Bind(retry)
+	a.Load(x86enc.S64, rdx, x86enc.At(r10, 0))
+	a.Load(x86enc.S64, rax, x86enc.At(rsi, threadState))
+	a.Mov(x86enc.S32, rcx, rax)
+	a.ALU(x86enc.Cmp, x86enc.S64, rdx, r11)
+	a.Jcc(x86enc.CondE, chained)
 	// Not chained: entries whose frame is at or below this one are dead
 	// (a longjmp or an exception left them).
-	e.test(rcx, false)
-	e.jccL(ccE, push)
-	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccBE, dropMore)
-	e.bind(push)
+	a.Test(x86enc.S32, rcx, rcx)
+	a.Jcc(x86enc.CondE, push)
+	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+	a.Jcc(x86enc.CondBE, dropMore)
+	a.Bind(push)
 	g.push(h, retry, plain)
-	e.leaL(rdx, enter)
-	e.store(memAt(r10, 0), rdx)
+	a.LeaLabel(rdx, enter)
+	a.Store(x86enc.S64, x86enc.At(r10, 0), rdx)
 	if farGate {
-		e.lea(rdx, memAt(r11, -gateLen))
-		e.store(memAt(r10, -8), rdx)
+		a.Lea(rdx, x86enc.At(r11, -gateLen))
+		a.Store(x86enc.S64, x86enc.At(r10, -8), rdx)
 	}
 	g.cold = append(g.cold, func() {
-		e.bind(dropMore)
-		e.sub32(rcx, threadEntrySize)
-		e.test(rcx, false)
-		e.jccL(ccE, push)
-		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-		e.jccL(ccBE, dropMore)
-		e.jmpL(push)
+		a.Bind(dropMore)
+		a.ALUImm8(x86enc.Sub, x86enc.S32, rcx, threadEntrySize)
+		a.Test(x86enc.S32, rcx, rcx)
+		a.Jcc(x86enc.CondE, push)
+		a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+		a.Jcc(x86enc.CondBE, dropMore)
+		a.Jmp(push)
 		// Chained (a tail call from a function whose return is armed):
 		// the return address is already the trampoline's; entries
 		// strictly below are dead, and the top one must be this frame's.
-		e.bind(chained)
-		e.test(rcx, false)
-		e.jccL(ccE, plain)
-		e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-		e.jccL(ccAE, chk)
-		e.sub32(rcx, threadEntrySize)
-		e.jmpL(chained)
-		e.bind(chk)
-		e.jccL(ccNE, plain)
-		e.load(rdx, memIdx(rsi, rcx, entRet))
+		a.Bind(chained)
+		a.Test(x86enc.S32, rcx, rcx)
+		a.Jcc(x86enc.CondE, plain)
+		a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+		a.Jcc(x86enc.CondAE, chk)
+		a.ALUImm8(x86enc.Sub, x86enc.S32, rcx, threadEntrySize)
+		a.Jmp(chained)
+		a.Bind(chk)
+		a.Jcc(x86enc.CondNE, plain)
+		a.Load(x86enc.S64, rdx, x86enc.Indexed(rsi, rcx, 1, entRet))
 		g.push(h, retry, plain)
-		e.jmpL(plain)
+		a.Jmp(plain)
 	})
 }
 
@@ -552,51 +578,51 @@ func (g *x86Gen) arm(h *Handler, enter, plain x86Label, farGate bool) {
 // rax, original return address in rdx, frame in r10) and falls through;
 // it goes to retry when a signal handler changed the shadow stack
 // meanwhile, and to full when it is full.
-func (g *x86Gen) push(h *Handler, retry, full x86Label) {
-	e := g.e
+func (g *x86Gen) push(h *Handler, retry, full x86enc.Label) {
+	a := g.a
 	r := h.Return
-	overflow := e.newLabel()
-	e.cmpImm(rcx, MaxDepth*threadEntrySize, false)
-	e.jccL(ccAE, overflow)
+	overflow := a.NewLabel()
+	a.ALUImm32(x86enc.Cmp, x86enc.S32, rcx, MaxDepth*threadEntrySize)
+	a.Jcc(x86enc.CondAE, overflow)
 	// The new entry lies at rsi + rcx + 32 (entries start at +32).
-	e.store(memIdx(rsi, rcx, threadEntries+entRet), rdx)
-	e.store(memIdx(rsi, rcx, threadEntries+entSP), r10)
+	a.Store(x86enc.S64, x86enc.Indexed(rsi, rcx, 1, threadEntries+entRet), rdx)
+	a.Store(x86enc.S64, x86enc.Indexed(rsi, rcx, 1, threadEntries+entSP), r10)
 	var flags uint64
 	if r.Event {
 		flags |= entFlagEvent
 	}
-	g.storeConst(memIdx(rsi, rcx, threadEntries+entProbe), flags<<32|uint64(h.ID))
+	g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entProbe), flags<<32|uint64(h.ID))
 	var ctr uint64
 	if r.Count {
 		ctr = g.cfg.Data.CounterAddr(r.Counter)
 	}
-	g.storeConst(memIdx(rsi, rcx, threadEntries+entCounter), ctr)
+	g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entCounter), ctr)
 	// New state: generation + 1, depth + 32; compare-and-swap (no lock:
 	// only this thread writes, and an instruction is atomic with respect
 	// to signal handlers).
-	e.movRR(rdx, rax)
-	e.shr(rdx, 32)
-	e.inc(rdx)
-	e.shl(rdx, 32)
-	e.lea(rdx, memIdx(rdx, rcx, threadEntrySize))
-	e.cmpxchg(memAt(rsi, threadState), rdx, false)
-	e.jccL(ccNE, retry)
+	a.Mov(x86enc.S64, rdx, rax)
+	a.Shr(x86enc.S64, rdx, 32)
+	a.Inc(x86enc.S64, rdx)
+	a.Shl(x86enc.S64, rdx, 32)
+	a.Lea(rdx, x86enc.Indexed(rdx, rcx, 1, threadEntrySize))
+	a.Cmpxchg(x86enc.S64, x86enc.At(rsi, threadState), rdx, false)
+	a.Jcc(x86enc.CondNE, retry)
 	g.cold = append(g.cold, func() {
-		e.bind(overflow)
-		e.incMem(memAt(rsi, threadMissed))
-		e.jmpL(full)
+		a.Bind(overflow)
+		a.IncMem(x86enc.S64, x86enc.At(rsi, threadMissed))
+		a.Jmp(full)
 	})
 }
 
 // storeConst stores the 64-bit constant v at m (through rdx when it does
 // not fit a sign-extended 32-bit immediate).
-func (g *x86Gen) storeConst(m x86Mem, v uint64) {
+func (g *x86Gen) storeConst(m x86enc.Mem, v uint64) {
 	if v == uint64(int64(int32(v))) {
-		g.e.storeImm(m, int32(v))
+		g.a.StoreImm(x86enc.S64, m, int32(v))
 		return
 	}
-	g.e.addr(rdx, v)
-	g.e.store(m, rdx)
+	g.addr(rdx, v)
+	g.a.Store(x86enc.S64, m, rdx)
 }
 
 // unhijack restores the original return address of every armed entry of
@@ -605,58 +631,59 @@ func (g *x86Gen) storeConst(m x86Mem, v uint64) {
 // the reverse: it puts the trampoline's address back where the original
 // one is. Clobbers rax, rcx, rdx, r10, r11 and the flags.
 func (g *x86Gen) unhijack(rearm bool) {
-	e := g.e
-	loop, next, done := e.newLabel(), e.newLabel(), e.newLabel()
-	e.lea(r10, memAt(rsp, int32(g.spOff())))
-	e.addr(r11, g.cfg.ReturnAddr)
-	e.load32(rcx, memAt(rsi, threadState))
-	e.bind(loop)
-	e.test(rcx, false)
-	e.jccL(ccE, done)
-	e.load(rdx, memIdx(rsi, rcx, entSP))
-	e.cmpRR(rdx, r10)
-	e.jccL(ccBE, next)
-	e.load(rax, memIdx(rsi, rcx, entRet))
+	a := g.a
+	loop, next, done := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.Lea(r10, x86enc.At(rsp, int32(g.spOff())))
+	g.addr(r11, g.cfg.ReturnAddr)
+	a.Load(x86enc.S32, rcx, x86enc.At(rsi, threadState))
+	a.Bind(loop)
+	a.Test(x86enc.S32, rcx, rcx)
+	a.Jcc(x86enc.CondE, done)
+	a.Load(x86enc.S64, rdx, x86enc.Indexed(rsi, rcx, 1, entSP))
+	a.ALU(x86enc.Cmp, x86enc.S64, rdx, r10)
+	a.Jcc(x86enc.CondBE, next)
+	a.Load(x86enc.S64, rax, x86enc.Indexed(rsi, rcx, 1, entRet))
 	if rearm {
-		e.cmpMemReg(memAt(rdx, 0), rax)
-		e.jccL(ccNE, next)
-		e.store(memAt(rdx, 0), r11)
+		a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(rdx, 0), rax)
+		a.Jcc(x86enc.CondNE, next)
+		a.Store(x86enc.S64, x86enc.At(rdx, 0), r11)
 	} else {
-		e.cmpMemReg(memAt(rdx, 0), r11)
-		e.jccL(ccNE, next)
-		e.store(memAt(rdx, 0), rax)
+		a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(rdx, 0), r11)
+		a.Jcc(x86enc.CondNE, next)
+		a.Store(x86enc.S64, x86enc.At(rdx, 0), rax)
 	}
-	e.bind(next)
-	e.sub32(rcx, threadEntrySize)
-	e.jmpL(loop)
-	e.bind(done)
+	a.Bind(next)
+	a.ALUImm8(x86enc.Sub, x86enc.S32, rcx, threadEntrySize)
+	a.Jmp(loop)
+	a.Bind(done)
 }
 
 // GenerateX86 generates the code of the slot at address slot for site s
 // and handler h. Most callers use Area.BuildX86, which also allocates the
 // slot and makes the patches.
 func GenerateX86(slot uint64, s *Site, h *Handler, cfg *Config) ([]byte, error) {
-	e := newX86Emitter(slot)
-	if err := generateInto(e, s, h, cfg); err != nil {
+	a := x86enc.New(slot)
+	if err := generateInto(a, s, h, cfg); err != nil {
 		return nil, err
 	}
-	return e.b, nil
+	return a.Bytes(), nil
 }
 
-// generateInto generates a slot with emitter e (at its base address).
-func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
+// generateInto generates a slot with a (at its base address) and checks
+// it (finishX86).
+func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 	if s == nil || h == nil {
 		return fmt.Errorf("no site or handler: %w", ErrConfig)
 	}
 	if err := cfg.validate(h); err != nil {
 		return err
 	}
-	slot := e.base
-	g := &x86Gen{e: e, cfg: cfg, skip: 128}
-	plain, enter := e.newLabel(), e.newLabel()
+	slot := a.Base()
+	g := &x86Gen{a: a, cfg: cfg, skip: 128}
+	plain, enter := a.NewLabel(), a.NewLabel()
 	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
 	if work {
-		need := map[x86Reg]bool{}
+		need := map[x86enc.Reg]bool{}
 		far := h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter))
 		if far {
 			need[r11] = true
@@ -667,7 +694,7 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 		if h.Return != nil || h.Unhijack || h.Rehijack {
 			need[rcx], need[rdx], need[rsi], need[r10], need[r11] = true, true, true, true, true
 		}
-		e.lea(rsp, memAt(rsp, -128))
+		a.Lea(rsp, x86enc.At(rsp, -128))
 		// A counter-only slot keeps the flags in rax; a counter in reach
 		// of a RIP-relative operand is incremented as soon as the flags
 		// are saved.
@@ -690,10 +717,10 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 			if rearm && !h.Rehijack || !rearm && !h.Unhijack {
 				continue
 			}
-			skip := e.newLabel()
+			skip := a.NewLabel()
 			g.threadLookup(false, skip)
 			g.unhijack(rearm)
-			e.bind(skip)
+			a.Bind(skip)
 		}
 		if h.Return != nil {
 			gate := cfg.ReturnAddr - gateLen
@@ -705,11 +732,11 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 			// instructions), the gate's call enters them and pushes the
 			// return trampoline's address in its place.
 			g.epilogue()
-			e.lea(rsp, memAt(rsp, 128+8))
+			a.Lea(rsp, x86enc.At(rsp, 128+8))
 			if farGate {
-				e.jmpMem(memAt(rsp, -16))
+				a.JmpMem(x86enc.At(rsp, -16))
 			} else {
-				e.jmpTo(gate)
+				a.JmpTo(gate)
 			}
 		}
 		// The slow paths sit before the epilogue, jumped over (or after
@@ -717,34 +744,33 @@ func generateInto(e *x86Emitter, s *Site, h *Handler, cfg *Config) error {
 		// instructions and the jump back.
 		if len(g.cold) > 0 {
 			if h.Return == nil {
-				e.jmpL(plain)
+				a.Jmp(plain)
 			}
 			g.emitCold()
 		}
-		e.bind(plain)
+		a.Bind(plain)
 		g.epilogue()
-		e.lea(rsp, memAt(rsp, 128))
+		a.Lea(rsp, x86enc.At(rsp, 128))
 	}
-	e.bind(enter)
+	a.Bind(enter)
 	if err := g.displaced(s); err != nil {
 		return err
 	}
-	_, err := e.finish()
-	return err
+	return finishX86(a)
 }
 
 // displaced appends the relocated instructions of a detour and the jump
 // back (or just the jump back for a NOP site).
 func (g *x86Gen) displaced(s *Site) error {
-	e := g.e
+	a := g.a
 	if s.Kind != SiteDetour || s.Run == 0 {
-		e.jmpTo(s.Resume())
+		a.JmpTo(s.Resume())
 		return nil
 	}
 	for i := 0; i < s.Run; i++ {
 		in := &s.Insts[i]
 		last := i == s.Run-1 || !fallsThrough(in.Branch)
-		pos := e.pc()
+		pos := a.PC()
 		c, err := relocate(in, pos)
 		if err != nil {
 			return err
@@ -755,7 +781,7 @@ func (g *x86Gen) displaced(s *Site) error {
 			if !ok {
 				return fmt.Errorf("the %s at %#x needs a %s form in the middle of the detour at %#x: %w", in.Mnemonic, in.Addr, c.Form, pos, ErrOutOfReach)
 			}
-			e.foreignCode(c.Code[:c.StepLen])
+			a.Raw(c.Code[:c.StepLen])
 			continue
 		}
 		// The last instruction run: its boost code does what the original
@@ -773,7 +799,7 @@ func (g *x86Gen) displaced(s *Site) error {
 				return err
 			}
 		}
-		e.foreignCode(c.Code[c.BoostOff:])
+		a.Raw(c.Code[c.BoostOff:])
 		return nil
 	}
 	return nil
@@ -829,15 +855,16 @@ const gateLen = 4
 // whole process, and it must stay mapped for as long as a thread may
 // return through it (in practice, for the life of the process).
 func GenerateReturnX86(addr uint64, cfg *Config) ([]byte, error) {
-	e := newX86Emitter(addr)
-	if err := generateReturnInto(e, cfg); err != nil {
+	a := x86enc.New(addr)
+	if err := generateReturnInto(a, cfg); err != nil {
 		return nil, err
 	}
-	return e.b, nil
+	return a.Bytes(), nil
 }
 
-// generateReturnInto generates the return trampoline with emitter e.
-func generateReturnInto(e *x86Emitter, cfg *Config) error {
+// generateReturnInto generates the return trampoline with a and checks it
+// (finishX86).
+func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
 	if cfg == nil {
 		return fmt.Errorf("no config: %w", ErrConfig)
 	}
@@ -853,81 +880,115 @@ func generateReturnInto(e *x86Emitter, cfg *Config) error {
 			return err
 		}
 	}
-	g := &x86Gen{e: e, cfg: cfg, skip: 8}
-	fatal, dropMore, got, each, nocount, noevent, done := e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel(), e.newLabel()
+	g := &x86Gen{a: a, cfg: cfg, skip: 8}
+	fatal, dropMore, got, each, nocount, noevent, done := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
 	// The gate, and the return trampoline 16-byte aligned after it.
 	for range ReturnEntryOffset - gateLen {
-		e.one(0xCC)
+		a.Int3()
 	}
-	e.callMem(memAt(rsp, -8))
-	if len(e.b) != ReturnEntryOffset {
-		return fmt.Errorf("the gate ends at +%d, not at +%d: %w", len(e.b), ReturnEntryOffset, ErrEncode)
+	a.CallMem(x86enc.At(rsp, -8))
+	if a.Len() != ReturnEntryOffset {
+		return fmt.Errorf("the gate ends at +%d, not at +%d: %w", a.Len(), ReturnEntryOffset, ErrEncode)
 	}
 	// The return popped the return address: the slot at rsp-8 (S) is
 	// free and receives the original return address for the final jump.
-	e.lea(rsp, memAt(rsp, -8))
-	g.prologue(map[x86Reg]bool{rcx: true, rdx: true, rsi: true, r10: true, r11: true}, nil)
+	a.Lea(rsp, x86enc.At(rsp, -8))
+	g.prologue(map[x86enc.Reg]bool{rcx: true, rdx: true, rsi: true, r10: true, r11: true}, nil)
 	g.threadLookup(false, fatal)
-	e.lea(r10, memAt(rsp, int32(g.spOff()-8)))
-	e.load32(rcx, memAt(rsi, threadState))
+	a.Lea(r10, x86enc.At(rsp, int32(g.spOff()-8)))
+	a.Load(x86enc.S32, rcx, x86enc.At(rsi, threadState))
 	// Drop the entries below S (abandoned frames, cold); the top one must
 	// then be S's.
-	e.test(rcx, false)
-	e.jccL(ccE, fatal)
-	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccB, dropMore)
-	e.jccL(ccNE, fatal)
-	e.bind(got)
-	e.load(rdx, memIdx(rsi, rcx, entRet))
-	e.store(memAt(r10, 0), rdx)
-	e.bind(each)
-	e.load(rdx, memIdx(rsi, rcx, entCounter))
-	e.test(rdx, true)
-	e.jccL(ccE, nocount)
-	e.lockInc(memAt(rdx, 0))
-	e.bind(nocount)
+	a.Test(x86enc.S32, rcx, rcx)
+	a.Jcc(x86enc.CondE, fatal)
+	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+	a.Jcc(x86enc.CondB, dropMore)
+	a.Jcc(x86enc.CondNE, fatal)
+	a.Bind(got)
+	a.Load(x86enc.S64, rdx, x86enc.Indexed(rsi, rcx, 1, entRet))
+	a.Store(x86enc.S64, x86enc.At(r10, 0), rdx)
+	a.Bind(each)
+	a.Load(x86enc.S64, rdx, x86enc.Indexed(rsi, rcx, 1, entCounter))
+	a.Test(x86enc.S64, rdx, rdx)
+	a.Jcc(x86enc.CondE, nocount)
+	a.LockIncMem(x86enc.S64, x86enc.At(rdx, 0))
+	a.Bind(nocount)
 	if ring {
-		e.testMemImm32(memIdx(rsi, rcx, entFlags), entFlagEvent)
-		e.jccL(ccE, noevent)
-		idm := memIdx(rsi, rcx, entProbe)
+		a.TestMemImm32(x86enc.S32, x86enc.Indexed(rsi, rcx, 1, entFlags), entFlagEvent)
+		a.Jcc(x86enc.CondE, noevent)
+		idm := x86enc.Indexed(rsi, rcx, 1, entProbe)
 		// The event's SP is S and its IP the original return address.
 		g.skip = 0
 		g.event(eventSpec{kind: EventReturn, idMem: &idm, ret: true, ipSP: true})
 		g.skip = 8
-		e.lea(r10, memAt(rsp, int32(g.spOff()-8)))
+		a.Lea(r10, x86enc.At(rsp, int32(g.spOff()-8)))
 	}
-	e.bind(noevent)
+	a.Bind(noevent)
 	// Entries chained by tail calls share S: run their handlers too.
-	e.sub32(rcx, threadEntrySize)
-	e.jccL(ccE, done)
-	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccE, each)
-	e.bind(done)
+	a.ALUImm8(x86enc.Sub, x86enc.S32, rcx, threadEntrySize)
+	a.Jcc(x86enc.CondE, done)
+	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+	a.Jcc(x86enc.CondE, each)
+	a.Bind(done)
 	// Pop: one 64-bit store of the generation (as read) and the new
 	// depth. A 32-bit store of the depth alone would keep the generation
 	// without reading it, but the next push's 64-bit load of the state
 	// could not be forwarded from it and would wait for it to reach the
 	// cache; see the Threads comment for why the 64-bit store is safe.
-	e.load32(rdx, memAt(rsi, threadState+4))
-	e.shl(rdx, 32)
-	e.orRR(rdx, rcx)
-	e.store(memAt(rsi, threadState), rdx)
+	a.Load(x86enc.S32, rdx, x86enc.At(rsi, threadState+4))
+	a.Shl(x86enc.S64, rdx, 32)
+	a.ALU(x86enc.Or, x86enc.S64, rdx, rcx)
+	a.Store(x86enc.S64, x86enc.At(rsi, threadState), rdx)
 	g.epilogue()
 	// The function's ret consumed the return-stack-buffer entry of the
 	// gate's call; this ret consumes the one of the original call.
-	e.ret()
-	e.bind(fatal)
-	e.ud2()
-	e.bind(dropMore)
-	e.sub32(rcx, threadEntrySize)
-	e.jccL(ccE, fatal)
-	e.cmpMemReg(memIdx(rsi, rcx, entSP), r10)
-	e.jccL(ccB, dropMore)
-	e.jccL(ccNE, fatal)
-	e.jmpL(got)
+	a.Ret()
+	a.Bind(fatal)
+	a.Ud2()
+	a.Bind(dropMore)
+	a.ALUImm8(x86enc.Sub, x86enc.S32, rcx, threadEntrySize)
+	a.Jcc(x86enc.CondE, fatal)
+	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.Indexed(rsi, rcx, 1, entSP), r10)
+	a.Jcc(x86enc.CondB, dropMore)
+	a.Jcc(x86enc.CondNE, fatal)
+	a.Jmp(got)
 	g.emitCold()
-	_, err := e.finish()
-	return err
+	return finishX86(a)
+}
+
+// finishX86 resolves the labels of a and checks every instruction it
+// wrote by decoding it again with package decode: same start, same
+// length. An error of the encoder becomes ErrOutOfReach or ErrEncode.
+func finishX86(a *x86enc.Asm) error {
+	_, err := a.Finish()
+	if err == nil {
+		err = a.Verify(x86Len)
+	}
+	if err != nil {
+		return x86Err(err)
+	}
+	return nil
+}
+
+// x86Len is the length of the instruction at the start of code.
+func x86Len(code []byte, addr uint64) (int, error) {
+	var inst decode.X86Inst
+	if err := (decode.X86Decoder{}).Decode(code, addr, &inst); err != nil {
+		return 0, err
+	}
+	return inst.Len, nil
+}
+
+// x86Err gives an error of the encoder this package's sentinel.
+func x86Err(err error) error {
+	var ee *x86enc.Error
+	if !errors.As(err, &ee) {
+		return err
+	}
+	if errors.Is(ee.Err, x86enc.ErrOutOfReach) {
+		return fmt.Errorf("%s: %w", ee.Msg, ErrOutOfReach)
+	}
+	return fmt.Errorf("%s: %w", ee.Msg, ErrEncode)
 }
 
 // x86Jump returns the bytes written at a site: jmp rel32 from at to slot,

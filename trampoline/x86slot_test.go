@@ -9,6 +9,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/internal/reason"
+	"github.com/probeopt/probeopt/internal/x86enc"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -99,12 +100,13 @@ func TestGeneratedCodeDecodes(t *testing.T) {
 					continue
 				}
 				name := fmt.Sprintf("%s/%s/%s", sname, cname, hname)
-				e := newX86Emitter(slot)
-				b, err := generate(e, s, &h, cfg)
+				a := x86enc.New(slot)
+				err := generateInto(a, s, &h, cfg)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				checkBoundaries(t, b, slot, e.starts)
+				b := a.Bytes()
+				checkBoundaries(t, b, slot, a.Starts())
 				if t.Failed() {
 					t.Fatalf("%s: % x", name, b)
 				}
@@ -112,12 +114,11 @@ func TestGeneratedCodeDecodes(t *testing.T) {
 		}
 	}
 	for cname, cfg := range genConfigs(t, slot) {
-		e := newX86Emitter(slot)
-		b, err := generateReturn(e, cfg)
-		if err != nil {
+		a := x86enc.New(slot)
+		if err := generateReturnInto(a, cfg); err != nil {
 			t.Fatalf("return trampoline %s: %v", cname, err)
 		}
-		checkBoundaries(t, b, slot, e.starts)
+		checkBoundaries(t, a.Bytes(), slot, a.Starts())
 	}
 }
 
@@ -158,14 +159,25 @@ func TestDetourRelocation(t *testing.T) {
 	}
 }
 
-func generate(e *x86Emitter, s *Site, h *Handler, cfg *Config) ([]byte, error) {
-	err := generateInto(e, s, h, cfg)
-	return e.b, err
-}
-
-func generateReturn(e *x86Emitter, cfg *Config) ([]byte, error) {
-	err := generateReturnInto(e, cfg)
-	return e.b, err
+// TestFinishX86Errors checks that finishX86 gives the encoder's errors
+// this package's sentinels: a jump or a RIP-relative operand beyond
+// +-2 GiB is ErrOutOfReach, an unbound label ErrEncode.
+func TestFinishX86Errors(t *testing.T) {
+	a := x86enc.New(0x1000)
+	a.JmpTo(0x1000 + 1<<32)
+	if err := finishX86(a); !errors.Is(err, ErrOutOfReach) {
+		t.Fatalf("jump beyond 2 GiB: %v", err)
+	}
+	a = x86enc.New(0x1000)
+	a.LockIncMem(x86enc.S64, x86enc.RIP(0x1000+1<<31+100))
+	if err := finishX86(a); !errors.Is(err, ErrOutOfReach) {
+		t.Fatalf("RIP-relative operand beyond 2 GiB: %v", err)
+	}
+	a = x86enc.New(0x1000)
+	a.Jmp(a.NewLabel())
+	if err := finishX86(a); !errors.Is(err, ErrEncode) {
+		t.Fatalf("unbound label: %v", err)
+	}
 }
 
 func TestAnalyzeX86(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/internal/reason"
+	"github.com/probeopt/probeopt/internal/x86enc"
 )
 
 // Refusal code of the x86-64 relocation, in addition to those of
@@ -223,13 +224,8 @@ type X86Copy struct {
 	pushfW   int  // bytes pushf stores
 }
 
-// x86Emitter appends instructions to a copy at a known address.
-type x86Emitter struct {
-	base uint64
-	b    []byte
-}
-
-func (e *x86Emitter) pc() uint64 { return e.base + uint64(len(e.b)) }
+// The copies are written with package x86enc; the bytes a copy takes
+// from the original instruction are appended raw.
 
 // rel32 returns the rel32 that an instruction ending at end needs to reach
 // to, and whether it fits.
@@ -240,19 +236,23 @@ func rel32(end, to uint64) (int32, bool) {
 
 // jmp appends a jump to to: jmp rel32 when it reaches, else
 // jmp *0(%rip) followed by the 64-bit target.
-func (e *x86Emitter) jmp(to uint64) {
-	if d, ok := rel32(e.pc()+5, to); ok {
-		e.b = append(e.b, 0xE9)
-		e.b = binary.LittleEndian.AppendUint32(e.b, uint32(d))
+func jmp(a *x86enc.Asm, to uint64) {
+	if x86enc.Reaches(a.PC()+5, to) {
+		a.JmpTo(to)
 		return
 	}
-	e.b = append(e.b, 0xFF, 0x25, 0, 0, 0, 0)
-	e.b = binary.LittleEndian.AppendUint64(e.b, to)
+	jmpAbs(a, to)
+}
+
+// jmpAbs appends jmp *0(%rip) followed by the 64-bit target.
+func jmpAbs(a *x86enc.Asm, to uint64) {
+	a.JmpMem(x86enc.RIP(a.PC() + 6))
+	a.Raw(binary.LittleEndian.AppendUint64(nil, to))
 }
 
 // jmpLen returns the length of the jump jmp(to) would append at pc.
 func jmpLen(pc, to uint64) int {
-	if _, ok := rel32(pc+5, to); ok {
+	if x86enc.Reaches(pc+5, to) {
 		return 5
 	}
 	return 14
@@ -309,23 +309,28 @@ func RelocateX86(inst *decode.X86Inst, slot uint64, opts *X86Options) (*X86Copy,
 		branch:   inst.Branch,
 		farWidth: 8,
 	}
-	e := &x86Emitter{base: slot}
+	a := x86enc.New(slot)
 	switch inst.Branch {
 	case decode.BranchJmp:
-		err = c.relocJmp(inst, e)
+		err = c.relocJmp(inst, a)
 	case decode.BranchJcc:
-		err = c.relocJcc(inst, e)
+		err = c.relocJcc(inst, a)
 	case decode.BranchLoop:
-		err = c.relocLoop(inst, e)
+		err = c.relocLoop(inst, a)
 	case decode.BranchCall:
-		err = c.relocCall(inst, e)
+		err = c.relocCall(inst, a)
 	default:
-		err = c.relocCopy(inst, e, fix, &o)
+		err = c.relocCopy(inst, a, fix, &o)
+	}
+	if err == nil {
+		if _, ferr := a.Finish(); ferr != nil {
+			err = fmt.Errorf("%v: %w", ferr, ErrX86Encode)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("relocate %#x: %w", inst.Addr, err)
 	}
-	c.Code = e.b
+	c.Code = a.Bytes()
 	if len(c.Code) > X86MaxCopy {
 		return nil, fmt.Errorf("relocate %#x: a copy of %d bytes: %w", inst.Addr, len(c.Code), ErrX86Encode)
 	}
@@ -358,49 +363,48 @@ func relBranchCheck(inst *decode.X86Inst) error {
 }
 
 // relocJmp: jmp rel8/rel32.
-func (c *X86Copy) relocJmp(inst *decode.X86Inst, e *x86Emitter) error {
+func (c *X86Copy) relocJmp(inst *decode.X86Inst, a *x86enc.Asm) error {
 	if err := relBranchCheck(inst); err != nil {
 		return err
 	}
 	c.target, c.direct, c.Boost = inst.Target, true, true
-	e.jmp(inst.Target)
+	jmp(a, inst.Target)
 	c.StepLen, c.Form = 5, X86FormRetarget
-	if len(e.b) > 5 {
+	if a.Len() > 5 {
 		c.StepLen, c.Form = 6, X86FormAbs
 	}
 	return nil
 }
 
 // jccCond returns the condition code of a jcc.
-func jccCond(inst *decode.X86Inst) byte { return inst.Opcode & 0xF }
+func jccCond(inst *decode.X86Inst) x86enc.Cond { return x86enc.Cond(inst.Opcode & 0xF) }
 
 // relocJcc: jcc rel8/rel32.
-func (c *X86Copy) relocJcc(inst *decode.X86Inst, e *x86Emitter) error {
+func (c *X86Copy) relocJcc(inst *decode.X86Inst, a *x86enc.Asm) error {
 	if err := relBranchCheck(inst); err != nil {
 		return err
 	}
 	c.target, c.Boost = inst.Target, true
 	cc := jccCond(inst)
-	s, t := e.base, inst.Target
+	s, t := a.Base(), inst.Target
 	// Direct: jcc rel32 to the target, then the jump back. Only when the
 	// target cannot be mistaken for an address inside the copy.
-	if d, ok := rel32(s+6, t); ok {
+	if x86enc.Reaches(s+6, t) {
 		end := s + 6 + uint64(jmpLen(s+6, c.Next))
 		if t < s || t > end {
-			e.b = append(e.b, 0x0F, 0x80|cc)
-			e.b = binary.LittleEndian.AppendUint32(e.b, uint32(d))
+			a.JccTo(cc, t)
 			c.StepLen, c.Form, c.direct = 6, X86FormRetarget, true
 			c.landings = []x86Landing{{6, c.Next}}
-			e.jmp(c.Next)
+			jmp(a, c.Next)
 			return nil
 		}
 	}
 	// Stub: jcc rel8 over the jump back to a jump to the target.
 	back := jmpLen(s+2, c.Next)
-	e.b = append(e.b, 0x70|cc, byte(back))
-	e.jmp(c.Next)
-	stub := len(e.b)
-	e.jmp(t)
+	a.JccShort(cc, s+2+uint64(back))
+	jmp(a, c.Next)
+	stub := a.Len()
+	jmp(a, t)
 	c.StepLen, c.Form = 2, X86FormStub
 	c.landings = []x86Landing{{2, c.Next}, {stub, t}}
 	return nil
@@ -408,7 +412,7 @@ func (c *X86Copy) relocJcc(inst *decode.X86Inst, e *x86Emitter) error {
 
 // relocLoop: loop, loope, loopne, jrcxz (rel8), kept with their prefixes
 // (67 selects ecx).
-func (c *X86Copy) relocLoop(inst *decode.X86Inst, e *x86Emitter) error {
+func (c *X86Copy) relocLoop(inst *decode.X86Inst, a *x86enc.Asm) error {
 	if err := relBranchCheck(inst); err != nil {
 		return err
 	}
@@ -417,12 +421,12 @@ func (c *X86Copy) relocLoop(inst *decode.X86Inst, e *x86Emitter) error {
 	}
 	c.target, c.Boost = inst.Target, true
 	n := inst.Len
-	back := jmpLen(e.base+uint64(n), c.Next)
-	e.b = append(e.b, inst.Bytes[:n-1]...)
-	e.b = append(e.b, byte(back))
-	e.jmp(c.Next)
-	stub := len(e.b)
-	e.jmp(inst.Target)
+	back := jmpLen(a.Base()+uint64(n), c.Next)
+	// The instruction with its prefixes, and a rel8 over the jump back.
+	a.Raw(append(inst.Bytes[:n-1:n-1], byte(back)))
+	jmp(a, c.Next)
+	stub := a.Len()
+	jmp(a, inst.Target)
 	c.StepLen, c.Form = n, X86FormStub
 	c.landings = []x86Landing{{n, c.Next}, {stub, inst.Target}}
 	return nil
@@ -430,21 +434,19 @@ func (c *X86Copy) relocLoop(inst *decode.X86Inst, e *x86Emitter) error {
 
 // relocCall: call rel32. The step runs a call to the target (or to a stub
 // jumping there); the boost entry pushes Next and jumps.
-func (c *X86Copy) relocCall(inst *decode.X86Inst, e *x86Emitter) error {
+func (c *X86Copy) relocCall(inst *decode.X86Inst, a *x86enc.Asm) error {
 	if err := relBranchCheck(inst); err != nil {
 		return err
 	}
 	c.target = inst.Target
-	s, t := e.base, inst.Target
-	if d, ok := rel32(s+5, t); ok {
-		e.b = append(e.b, 0xE8)
-		e.b = binary.LittleEndian.AppendUint32(e.b, uint32(d))
+	s, t := a.Base(), inst.Target
+	if x86enc.Reaches(s+5, t) {
+		a.CallTo(t)
 		c.Form, c.direct = X86FormRetarget, true
 	} else {
 		// call +0: the stub right after the call jumps to the target.
-		e.b = append(e.b, 0xE8, 0, 0, 0, 0)
-		e.b = append(e.b, 0xFF, 0x25, 0, 0, 0, 0)
-		e.b = binary.LittleEndian.AppendUint64(e.b, t)
+		a.CallTo(s + 5)
+		jmpAbs(a, t)
 		c.Form = X86FormStub
 		c.landings = []x86Landing{{5, t}}
 	}
@@ -452,21 +454,19 @@ func (c *X86Copy) relocCall(inst *decode.X86Inst, e *x86Emitter) error {
 	// Boost entry: push the original return address (push imm32
 	// sign-extends; a mov fixes the high half when it differs), then jump.
 	// The push faults, if at all, before anything changed.
-	c.Boost, c.BoostOff = true, len(e.b)
+	c.Boost, c.BoostOff = true, a.Len()
 	lo, hi := uint32(c.Next), uint32(c.Next>>32)
-	e.b = append(e.b, 0x68)
-	e.b = binary.LittleEndian.AppendUint32(e.b, lo)
+	a.PushImm32(int32(lo))
 	if uint64(int64(int32(lo))) != c.Next {
-		e.b = append(e.b, 0xC7, 0x44, 0x24, 0x04) // movl $hi, 4(%rsp)
-		e.b = binary.LittleEndian.AppendUint32(e.b, hi)
+		a.StoreImm(x86enc.S32, x86enc.At(x86enc.RSP, 4), int32(hi)) // movl $hi, 4(%rsp)
 	}
-	e.jmp(t)
+	jmp(a, t)
 	return nil
 }
 
 // relocCopy: every instruction that is not a relative branch: copied, with
 // a RIP-relative operand rewritten.
-func (c *X86Copy) relocCopy(inst *decode.X86Inst, e *x86Emitter, fix Fixup, o *X86Options) error {
+func (c *X86Copy) relocCopy(inst *decode.X86Inst, a *x86enc.Asm, fix Fixup, o *X86Options) error {
 	b := make([]byte, inst.Len)
 	copy(b, inst.Bytes[:inst.Len])
 	c.Form = X86FormCopy
@@ -474,7 +474,7 @@ func (c *X86Copy) relocCopy(inst *decode.X86Inst, e *x86Emitter, fix Fixup, o *X
 		if inst.DispSize != 4 || inst.DispOff < 1 || inst.DispOff+4 > inst.Len {
 			return fmt.Errorf("RIP-relative operand without a disp32 (offset %d, size %d): %w", inst.DispOff, inst.DispSize, ErrX86Inst)
 		}
-		d, ok := rel32(e.base+uint64(inst.Len), inst.Target)
+		d, ok := rel32(a.Base()+uint64(inst.Len), inst.Target)
 		switch {
 		case ok && (!o.ForceScratch || fix.Scratch < 0):
 			binary.LittleEndian.PutUint32(b[inst.DispOff:], uint32(d))
@@ -485,10 +485,10 @@ func (c *X86Copy) relocCopy(inst *decode.X86Inst, e *x86Emitter, fix Fixup, o *X
 			}
 			c.Form, c.Scratch, c.ScratchValue = X86FormScratch, fix.Scratch, c.Next
 		default:
-			return refuse(RefuseRIPRelNoScratch, fmt.Sprintf("its operand at %#x is beyond +-2 GiB of the slot at %#x, and it cannot be addressed through a scratch register (none is known to be free, or the rewrite would make an invalid encoding valid)", inst.Target, e.base))
+			return refuse(RefuseRIPRelNoScratch, fmt.Sprintf("its operand at %#x is beyond +-2 GiB of the slot at %#x, and it cannot be addressed through a scratch register (none is known to be free, or the rewrite would make an invalid encoding valid)", inst.Target, a.Base()))
 		}
 	}
-	e.b = append(e.b, b...)
+	a.Raw(b)
 	c.StepLen = inst.Len
 	switch inst.Branch {
 	case decode.BranchCallIndirect:
@@ -502,9 +502,9 @@ func (c *X86Copy) relocCopy(inst *decode.X86Inst, e *x86Emitter, fix Fixup, o *X
 	}
 	c.Boost = c.Scratch < 0 && !fix.Call && !fix.PopfTF
 	if c.Boost {
-		e.jmp(c.Next)
+		jmp(a, c.Next)
 	} else {
-		e.b = append(e.b, 0xCC)
+		a.Int3()
 	}
 	return nil
 }

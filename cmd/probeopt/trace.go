@@ -187,6 +187,9 @@ type traceEvent struct {
 	Ret    uint64 `json:"ret,omitempty"`
 }
 
+// runTrace runs the trace command: start the tracer with its probes, let
+// the process run until it ends or a signal arrives, then print the report
+// and say how the process ended.
 func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	out := cmd.OutOrStdout()
 	stderr := cmd.ErrOrStderr()
@@ -198,13 +201,45 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		defer f.Close()
 		out = f
 	}
-	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps}
 	// Signals that arrive while the probes are being installed wait: the
 	// process is stopped then, and is detached or killed afterwards.
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
+	tr, probes, err := startTrace(o, specs, argv, stderr)
+	if err != nil {
+		return err
+	}
+	specOf := map[int]string{}
+	for _, p := range probes {
+		specOf[p.ID] = p.Spec
+	}
+	start := time.Now()
+	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
+		tr.Kill()
+		return err
+	}
+	// A process already gone (killed while the probes were installed) is
+	// reported below like one that ends while traced.
+	detached, elapsed := followTrace(tr, o, out, stderr, sigs, specOf, start)
+	rep, waitErr := newTraceReport(tr, argv, detached, elapsed)
+	if o.json {
+		if err := json.NewEncoder(out).Encode(rep); err != nil {
+			return fmt.Errorf("write JSON: %w", err)
+		}
+	} else if err := printTraceReport(out, rep); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return traceEnd(stderr, rep, waitErr, o.pid)
+}
+
+// startTrace attaches to o.pid or spawns argv, adds the probes of specs
+// (printing why each spec or site was refused) and returns the tracer, the
+// process still stopped. With no probe it lets the process go (detached,
+// or killed when spawned) and returns errReported.
+func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer) (*probe.Tracer, []*probe.Probe, error) {
+	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps}
 	var tr *probe.Tracer
 	var err error
 	if o.pid != 0 {
@@ -213,7 +248,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		tr, err = probe.Spawn(argv, &probe.SpawnOptions{Options: opts, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 	}
 	if err != nil {
-		return traceStartError(err, o.pid)
+		return nil, nil, traceStartError(err, o.pid)
 	}
 	probes, addErr := tr.Add(specs...)
 	if addErr != nil {
@@ -227,25 +262,21 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		} else {
 			tr.Kill()
 		}
-		return errReported
+		return nil, nil, errReported
 	}
 	for _, p := range tr.Stats().Probes {
 		for _, r := range p.Refused {
 			fmt.Fprintf(stderr, "probeopt: warning: %v\n", &r)
 		}
 	}
-	specOf := map[int]string{}
-	for _, p := range probes {
-		specOf[p.ID] = p.Spec
-	}
+	return tr, probes, nil
+}
 
-	start := time.Now()
-	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
-		tr.Kill()
-		return err
-	}
-	// A process already gone (killed while the probes were installed) is
-	// reported below like one that ends while traced.
+// followTrace prints the events (with o.events) while the process runs,
+// until it exits or a signal arrives; on a signal it removes the probes and
+// detaches (detached is then true). elapsed is the time from start to the
+// exit or the signal.
+func followTrace(tr *probe.Tracer, o *traceOptions, out, stderr io.Writer, sigs <-chan os.Signal, specOf map[int]string, start time.Time) (detached bool, elapsed time.Duration) {
 	var wg sync.WaitGroup
 	stopEvents := make(chan struct{})
 	if o.events {
@@ -255,7 +286,6 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 			printEvents(out, o.json, tr.Events(), stopEvents, specOf)
 		}()
 	}
-	detached := false
 	select {
 	case <-tr.Exited():
 	case s := <-sigs:
@@ -265,12 +295,18 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		}
 		detached = true
 	}
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	close(stopEvents)
 	wg.Wait()
+	return detached, elapsed
+}
 
+// newTraceReport makes the report from the tracer's statistics and, for a
+// process that was not detached, its exit status (the error of the wait
+// is returned apart).
+func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time.Duration) (*traceReport, error) {
 	st := tr.Stats()
-	rep := traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
+	rep := &traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
 		Traps: st.Traps, Emulated: st.Emulated, Boosted: st.Boosted, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
 		Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
 	var waitErr error
@@ -292,13 +328,13 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		}
 		rep.Probes = append(rep.Probes, tp)
 	}
-	if o.json {
-		if err := json.NewEncoder(out).Encode(rep); err != nil {
-			return fmt.Errorf("write JSON: %w", err)
-		}
-	} else if err := printTraceReport(out, &rep); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
+	return rep, waitErr
+}
+
+// traceEnd says on stderr how the process ended when the counts may be
+// incomplete or the exit is news (an attached process that exited), and
+// returns errReported when the command should fail.
+func traceEnd(stderr io.Writer, rep *traceReport, waitErr error, pid int) error {
 	switch {
 	case waitErr != nil:
 		fmt.Fprintf(stderr, "probeopt: process %d: %v\n", rep.Pid, waitErr)
@@ -308,7 +344,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		fmt.Fprintf(stderr, "probeopt: process %d was killed by signal %d (%v) while traced; the counts are those until then\n",
 			rep.Pid, rep.Exit.Signal, syscall.Signal(rep.Exit.Signal))
 		return errReported
-	case rep.Exit != nil && o.pid != 0:
+	case rep.Exit != nil && pid != 0:
 		fmt.Fprintf(stderr, "probeopt: process %d exited with status %d while traced\n", rep.Pid, rep.Exit.Code)
 	}
 	return nil

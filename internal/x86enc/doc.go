@@ -1,15 +1,17 @@
 // Package x86enc is the project's one x86-64 encoder: the general-purpose
-// instruction forms that the trampoline slots (package trampoline) and the
-// in-child harnesses of the CPU oracles (package fuzz) are written in.
+// instruction forms that the trampoline slots (package trampoline), the
+// branches and stubs of relocated copies (package xol) and the in-child
+// harnesses of the CPU oracles are written in.
 //
 // An Asm appends instructions for a known address: memory operands are
 // [base + index*scale + disp] (the shortest displacement), RIP-relative to
 // an absolute address, or an absolute disp32, with an optional FS or GS
 // override; branches are rel32, to a Label of the same code or to an
-// absolute address. It records where each of its instructions starts and
-// ends, so that the result can be decoded again (Verify), and the first
-// error stays until Finish: an operand beyond the reach of a rel32 or a
-// disp32 (ErrOutOfReach), or one x86-64 cannot encode (ErrInvalid).
+// absolute address (and JccShort, a rel8 jcc to an absolute address). It
+// records where each of its instructions starts and ends, so that the
+// result can be decoded again (Verify), and the first error stays until
+// Finish: an operand beyond the reach of its rel8, rel32 or disp32
+// (ErrOutOfReach), or one x86-64 cannot encode (ErrInvalid).
 //
 // The encoding of each form is fixed: the same calls give the same bytes,
 // byte for byte, which the slots' layout relies on. Where two encodings

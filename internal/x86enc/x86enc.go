@@ -599,6 +599,59 @@ func (a *Asm) JmpTo(to uint64) {
 	a.end()
 }
 
+// JccTo: jcc rel32 to an absolute address; ErrOutOfReach when it is
+// beyond +-2 GiB.
+func (a *Asm) JccTo(cc Cond, to uint64) {
+	a.begin()
+	a.bytes(0x0F, 0x80|byte(cc&15))
+	a.relTo(to, 4, "jcc")
+	a.end()
+}
+
+// JccShort: jcc rel8 to an absolute address; ErrOutOfReach when it is
+// beyond -128..+127 bytes of the instruction's end.
+func (a *Asm) JccShort(cc Cond, to uint64) {
+	a.begin()
+	a.bytes(0x70 | byte(cc&15))
+	a.relTo(to, 1, "short jcc")
+	a.end()
+}
+
+// CallTo: call rel32 to an absolute address; ErrOutOfReach when it is
+// beyond +-2 GiB.
+func (a *Asm) CallTo(to uint64) {
+	a.begin()
+	a.bytes(0xE8)
+	a.relTo(to, 4, "call")
+	a.end()
+}
+
+// PushImm32: push $v (the imm32 form, sign-extended to 64 bits).
+func (a *Asm) PushImm32(v int32) {
+	a.begin()
+	a.bytes(0x68)
+	a.imm32(v)
+	a.end()
+}
+
+// relTo emits the rel8 (size 1) or rel32 (size 4) field that reaches to
+// from the end of the instruction, the field being its last.
+func (a *Asm) relTo(to uint64, size int, what string) {
+	from := a.base + uint64(a.start)
+	d := int64(to - (a.PC() + uint64(size)))
+	if size == 1 {
+		if d != int64(int8(d)) {
+			a.fail(ErrOutOfReach, "%s from %#x to %#x", what, from, to)
+		}
+		a.imm8(int8(d))
+		return
+	}
+	if d != int64(int32(d)) {
+		a.fail(ErrOutOfReach, "%s from %#x to %#x", what, from, to)
+	}
+	a.imm32(int32(d))
+}
+
 // Raw appends bytes made elsewhere (a relocated instruction): they are
 // in no Span, and Verify does not decode them.
 func (a *Asm) Raw(b []byte) { a.b = append(a.b, b...) }

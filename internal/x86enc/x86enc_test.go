@@ -261,6 +261,21 @@ func forms(emit func(f func(a *Asm), want ops)) {
 	emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.Jmp(l) }, o)
 	o.target = testBase + 0x7fff_0000
 	emit(func(a *Asm) { a.JmpTo(testBase + 0x7fff_0000) }, o)
+	for c := CondO; c <= CondG; c++ {
+		o := n("j"+cc[c], S64)
+		o.target = testBase - 0x1000_0000
+		emit(func(a *Asm) { a.JccTo(c, testBase-0x1000_0000) }, o)
+		o.target = testBase + 2 + 127
+		emit(func(a *Asm) { a.JccShort(c, a.PC()+2+127) }, o)
+		o.target = testBase + 2 - 128
+		emit(func(a *Asm) { a.JccShort(c, a.PC()+2-128) }, o)
+	}
+	o = n("call", S64)
+	o.target = testBase + 0x7fff_0000
+	emit(func(a *Asm) { a.CallTo(testBase + 0x7fff_0000) }, o)
+	o = n("push", S64)
+	o.imm, o.immLen = 0x8000_0000, 4 // as encoded
+	emit(func(a *Asm) { a.PushImm32(-0x8000_0000) }, o)
 	for _, f := range []struct {
 		mn   string
 		size Size
@@ -355,6 +370,10 @@ func TestErrors(t *testing.T) {
 		want error
 	}{
 		{"jump beyond 2 GiB", func(a *Asm) { a.JmpTo(testBase + 1<<32) }, ErrOutOfReach},
+		{"jcc beyond 2 GiB", func(a *Asm) { a.JccTo(CondE, testBase-1<<32) }, ErrOutOfReach},
+		{"call beyond 2 GiB", func(a *Asm) { a.CallTo(testBase + 1<<31 + 5) }, ErrOutOfReach},
+		{"short jcc beyond 127 bytes", func(a *Asm) { a.JccShort(CondE, testBase+2+128) }, ErrOutOfReach},
+		{"short jcc beyond -128 bytes", func(a *Asm) { a.JccShort(CondE, testBase+2-129) }, ErrOutOfReach},
 		{"operand beyond 2 GiB", func(a *Asm) { a.LockIncMem(S64, RIP(testBase+1<<31+100)) }, ErrOutOfReach},
 		{"unbound label", func(a *Asm) { a.Jmp(a.NewLabel()) }, ErrInvalid},
 		{"label bound twice", func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.Bind(l) }, ErrInvalid},

@@ -180,6 +180,29 @@ func (g *a64Gen) emuCase(cl string) (ARM64Case, string) {
 	s := g.state(pc, vec)
 	var w uint32
 	switch cl {
+	case "b", "bcond", "cb", "tb", "br", "adr", "literal", "literal-fp":
+		w = g.branchWord(cl, &s, pc)
+	case "addimm", "addshift", "addext", "logimm", "logshift", "movwide", "bitfield", "extr", "csel", "ccmp", "mul", "div", "shiftv", "bitop":
+		w = g.dataWord(cl, &s)
+	case "ldst", "ldst-fp":
+		w = g.ldst(&s, cl == "ldst-fp")
+	case "pair", "pair-fp":
+		w = g.pair(&s, cl == "pair-fp")
+	case "hint":
+		hints := [...]uint32{0, 0, 1, 32, 34, 36, 38, 7, 8, 10, 12, 14, 24, 25, 26, 27, 28, 29, 30, 31, 2, 4, 5, 6, 16, 20, 127}
+		w = 0xD503201F | hints[r.n(len(hints))]<<5
+	default:
+		w = uint32(r.u64())
+	}
+	return ARM64Case{State: s, Vec: vec, Code: []ARM64Patch{{pc, w}}}, cl
+}
+
+// branchWord generates the word of a branch or PC-relative class (b,
+// bcond, cb, tb, br, adr, literal) at pc, biasing s for it.
+func (g *a64Gen) branchWord(cl string, s *emulate.ARM64State, pc uint64) uint32 {
+	r := g.r
+	var w uint32
+	switch cl {
 	case "b":
 		w = 0x14000000 | r.bits(1)<<31 | a64Imm(g.branchOff(26), 26)
 	case "bcond":
@@ -225,6 +248,17 @@ func (g *a64Gen) emuCase(cl string) (ARM64Case, string) {
 			off = int64(int32(r.bits(19)<<13)) >> 11
 		}
 		w = 0x18000000 | opc<<30 | v<<26 | a64Imm(off, 19)<<5 | g.reg()
+	}
+	return w
+}
+
+// dataWord generates the word of a data-processing class (add, logic,
+// moves, bitfields, conditional select and compare, multiply, divide,
+// shifts, bit operations), biasing s for it.
+func (g *a64Gen) dataWord(cl string, s *emulate.ARM64State) uint32 {
+	r := g.r
+	var w uint32
+	switch cl {
 	case "addimm":
 		w = 0x11000000 | r.bits(3)<<29 | r.bits(1)<<22 | r.bits(12)<<10 | g.reg()<<5 | g.reg()
 	case "addshift":
@@ -290,17 +324,8 @@ func (g *a64Gen) emuCase(cl string) (ARM64Case, string) {
 		}
 	case "bitop":
 		w = 0x5AC00000 | r.bits(1)<<31 | uint32(r.n(6))<<10 | g.reg()<<5 | g.reg()
-	case "ldst", "ldst-fp":
-		w = g.ldst(&s, cl == "ldst-fp")
-	case "pair", "pair-fp":
-		w = g.pair(&s, cl == "pair-fp")
-	case "hint":
-		hints := [...]uint32{0, 0, 1, 32, 34, 36, 38, 7, 8, 10, 12, 14, 24, 25, 26, 27, 28, 29, 30, 31, 2, 4, 5, 6, 16, 20, 127}
-		w = 0xD503201F | hints[r.n(len(hints))]<<5
-	default:
-		w = uint32(r.u64())
 	}
-	return ARM64Case{State: s, Vec: vec, Code: []ARM64Patch{{pc, w}}}, cl
+	return w
 }
 
 // ldst generates a one-register load or store and points its base at a

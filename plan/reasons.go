@@ -69,6 +69,9 @@ const (
 	ReasonRTM              Reason = xol.RefuseRTM
 	ReasonRIPAddr32        Reason = xol.RefuseAddr32RIP
 	ReasonExclusiveWindow  Reason = xol.RefuseExclusiveWindow
+	ReasonVendorDependent  Reason = xol.RefuseVendorDependent
+	ReasonNonCanonical     Reason = xol.RefuseNonCanonical
+	ReasonKernelEmulated   Reason = xol.RefuseKernelEmulated
 	ReasonTrampolineNop    Reason = "trampoline-nop"
 	ReasonTrampolineDetour Reason = "trampoline-detour"
 )
@@ -128,5 +131,8 @@ func Reasons() []ReasonInfo {
 		{ReasonRTM, "probeopt", "xbegin, whose transaction a trap aborts"},
 		{ReasonRIPAddr32, "probeopt", "an EIP-relative operand (67 prefix) that cannot be rewritten through a 64-bit scratch register"},
 		{ReasonExclusiveWindow, "probeopt", "inside an arm64 load/store-exclusive sequence, where any trap makes the store-exclusive fail"},
+		{ReasonVendorDependent, "probeopt", "Intel and AMD execute it differently in a way a copy depends on (a 66 prefix on a near branch, REX.W on a far call)"},
+		{ReasonNonCanonical, "probeopt", "a relative branch to a non-canonical address, which faults at its own address when taken"},
+		{ReasonKernelEmulated, "probeopt", "sgdt, sidt, sldt, str or smsw, which Linux emulates under UMIP without the single-step trap after"},
 	}
 }

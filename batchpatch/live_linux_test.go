@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	fixtures "github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/proc"
 )
 
@@ -70,7 +71,7 @@ func expectText(t testing.TB, p *proc.Process, ps []Patch, old bool) {
 // result and exits with status 0.
 func finish(t testing.TB, f *fixture) string {
 	t.Helper()
-	if bad := f.read64(t, offBad); bad != 0 {
+	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
 		t.Errorf("workers saw %d wrong results", bad)
 	}
 	maps, err := f.p.Maps()
@@ -85,7 +86,7 @@ func finish(t testing.TB, f *fixture) string {
 	if err := unix.Kill(f.p.Pid(), unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	line, err := readLine(f.out, 20*time.Second)
+	line, err := fixtures.ReadLine(f.out, 20*time.Second)
 	if err != nil {
 		t.Fatalf("no summary line: %v", err)
 	}
@@ -206,7 +207,7 @@ func TestLiveParkedThread(t *testing.T) {
 	if err := unix.Tgkill(f.p.Pid(), parkTid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 0 }) {
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
 		t.Fatal("park thread did not leave")
 	}
 	res, err = Apply(f.p, []Patch{park}, slow)
@@ -221,11 +222,13 @@ func TestLiveParkedThread(t *testing.T) {
 // blocked in pause() at f.Park+2, and returns its tid.
 func parked(t *testing.T, f *fixture) int {
 	t.Helper()
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 1 && f.read32(t, offParkTid) != 0 }) {
+	if !fixtures.Eventually(5*time.Second, func() bool {
+		return f.read64(t, fixtures.SharedParked) == 1 && f.read32(t, fixtures.SharedParkTid) != 0
+	}) {
 		t.Fatal("park thread did not park")
 	}
 	time.Sleep(20 * time.Millisecond) // let it enter pause()
-	return int(f.read32(t, offParkTid))
+	return int(f.read32(t, fixtures.SharedParkTid))
 }
 
 // unpark wakes the park thread with SIGUSR1 and waits until it has left
@@ -235,7 +238,7 @@ func unpark(t *testing.T, f *fixture, tid int) {
 	if err := unix.Tgkill(f.p.Pid(), tid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offParked) == 0 }) {
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
 		t.Fatal("park thread did not leave")
 	}
 }
@@ -432,7 +435,7 @@ func TestLiveThreadExitsDuringPass(t *testing.T) {
 			t.Errorf("refused %v: the thread in the way had exited", res.Refused)
 		}
 	}
-	if !eventually(5*time.Second, func() bool {
+	if !fixtures.Eventually(5*time.Second, func() bool {
 		tids, _ := f.p.Threads()
 		for _, x := range tids {
 			if x == tid {
@@ -542,9 +545,9 @@ func TestLiveRollback(t *testing.T) {
 // counted exactly.
 func TestLiveSignalsDuringPause(t *testing.T) {
 	f := startFixture(t, nil)
-	if !eventually(5*time.Second, func() bool {
+	if !fixtures.Eventually(5*time.Second, func() bool {
 		for w := 0; w < 8; w++ {
-			if f.read32(t, offWorkerTd+4*uint64(w)) == 0 {
+			if f.read32(t, fixtures.SharedWorkerTd+4*uint64(w)) == 0 {
 				return false
 			}
 		}
@@ -554,7 +557,7 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 	}
 	var tids []int
 	for w := 0; w < 8; w++ {
-		tids = append(tids, int(f.read32(t, offWorkerTd+4*uint64(w))))
+		tids = append(tids, int(f.read32(t, fixtures.SharedWorkerTd+4*uint64(w))))
 	}
 	ps := patches(f, 256, aPatch)
 	_, err := f.p.Stopped(func(w *proc.World) error {
@@ -572,7 +575,7 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 		var b [8]byte
-		if err := w.ReadMemory(f.Shared+offSig2, b[:]); err != nil {
+		if err := w.ReadMemory(f.Shared+fixtures.SharedSig2, b[:]); err != nil {
 			return err
 		}
 		if b != [8]byte{} {
@@ -583,8 +586,8 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offSig2) == int64(len(tids)) }) {
-		t.Fatalf("SIGUSR2 handled %d times after the pause, want %d", f.read64(t, offSig2), len(tids))
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedSig2) == int64(len(tids)) }) {
+		t.Fatalf("SIGUSR2 handled %d times after the pause, want %d", f.read64(t, fixtures.SharedSig2), len(tids))
 	}
 	expectText(t, f.p, ps, false)
 	finish(t, f)

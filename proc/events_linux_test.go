@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	fixtures "github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -211,15 +212,15 @@ func TestGroupStopAndSignals(t *testing.T) {
 	if err := f.p.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	a := f.read64(t, offCalls)
+	a := f.read64(t, fixtures.SharedCalls)
 	time.Sleep(100 * time.Millisecond)
-	if b := f.read64(t, offCalls); b != a {
+	if b := f.read64(t, fixtures.SharedCalls); b != a {
 		t.Errorf("workers ran while the process was job-control stopped (%d -> %d)", a, b)
 	}
 	if err := unix.Kill(f.p.Pid(), unix.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offCalls) > a }) {
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > a }) {
 		t.Errorf("workers did not resume after SIGCONT")
 	}
 }
@@ -229,16 +230,16 @@ func TestGroupStopAndSignals(t *testing.T) {
 // so the parent keeps forking, and the world still stops and resumes.
 func TestUnfollowedForks(t *testing.T) {
 	f := startFixture(t, nil, "fork")
-	if !eventually(10*time.Second, func() bool { return f.read64(t, offForks) >= 20 }) {
-		t.Fatalf("only %d forks", f.read64(t, offForks))
+	if !fixtures.Eventually(10*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) >= 20 }) {
+		t.Fatalf("only %d forks", f.read64(t, fixtures.SharedForks))
 	}
 	for i := 0; i < 20; i++ {
 		if _, err := f.p.Stopped(func(w *World) error { _, err := w.Threads(); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n := f.read64(t, offForks)
-	if !eventually(10*time.Second, func() bool { return f.read64(t, offForks) > n+5 }) {
+	n := f.read64(t, fixtures.SharedForks)
+	if !fixtures.Eventually(10*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) > n+5 }) {
 		t.Fatalf("forking stopped at %d", n)
 	}
 	tids, _ := f.p.Threads()

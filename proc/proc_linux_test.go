@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	fixtures "github.com/probeopt/probeopt/internal/fixture"
 )
 
 // TestSpawnStopResume spawns the 8-thread fixture, stops and resumes it
@@ -17,7 +19,7 @@ import (
 func TestSpawnStopResume(t *testing.T) {
 	f := startFixture(t, nil)
 	p := f.p
-	if !eventually(5*time.Second, func() bool { tids, _ := p.Threads(); return len(tids) == 9 }) {
+	if !fixtures.Eventually(5*time.Second, func() bool { tids, _ := p.Threads(); return len(tids) == 9 }) {
 		tids, _ := p.Threads()
 		t.Fatalf("threads = %v, want 9 (main + 8 workers)", tids)
 	}
@@ -44,11 +46,11 @@ func TestSpawnStopResume(t *testing.T) {
 			t.Errorf("stats %+v", st)
 		}
 	}
-	before := f.read64(t, offCalls)
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offCalls) > before }) {
+	before := f.read64(t, fixtures.SharedCalls)
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
 		t.Errorf("worker 0 made no progress after the stops")
 	}
-	if bad := f.read64(t, offBad); bad != 0 {
+	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
 		t.Errorf("bad results: %d", bad)
 	}
 }
@@ -170,7 +172,7 @@ func TestRemoteSyscalls(t *testing.T) {
 		t.Errorf("mapping still there after munmap")
 	}
 	// The workers computed correctly through all this.
-	if bad := f.read64(t, offBad); bad != 0 {
+	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
 		t.Errorf("bad results: %d", bad)
 	}
 }
@@ -246,11 +248,11 @@ func TestStepWithPendingSignal(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
-	before := f.read64(t, offCalls)
-	if !eventually(5*time.Second, func() bool { return f.read64(t, offCalls) > before }) {
+	before := f.read64(t, fixtures.SharedCalls)
+	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
 		t.Errorf("worker 0 made no progress after the steps")
 	}
-	if bad := f.read64(t, offBad); bad != 0 {
+	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
 		t.Errorf("bad results: %d", bad)
 	}
 }

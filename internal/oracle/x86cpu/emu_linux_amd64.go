@@ -36,10 +36,8 @@ const (
 // without a single stop, which is what makes tens of thousands of cases a
 // second possible.
 //
-// The child is started by a goroutine locked to its OS thread for the
-// oracle's whole life: ptrace requests must come from the thread that
-// forked the child, and the child is killed (PR_SET_PDEATHSIG) when that
-// thread ends, so the thread must not be handed back to the runtime.
+// The child is spawned and set up through proc, then detached: it runs
+// untraced and dies with this process (see oracleHost).
 //
 // The methods are safe for concurrent use; batches are served one at a
 // time. If the child dies, it is replaced and the batch is run once more;
@@ -63,26 +61,11 @@ func NewEmuOracle() (*EmuOracle, error) {
 	o.timeout, o.poll = emuBatchTimeout, emuPoll
 	o.prepare = o.prepareChild
 	o.timedOut = func() error { return fmt.Errorf("oracle batch: %w", ErrTimeout) }
-	if err := o.open("probeopt-emu", emuFileSize); err != nil {
-		return nil, err
-	}
-	copy(o.mem[emuOffHarness:], h.code)
-	if err := o.spawn(); err != nil {
-		o.release()
+	if err := o.start("probeopt-emu", emuFileSize, emuOffHarness, h.code); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
-
-// Close kills the child and releases the shared file. Calls after Close
-// fail with ErrClosed.
-func (o *EmuOracle) Close() error {
-	o.close()
-	return nil
-}
-
-// Restarts returns how many times the child had to be replaced.
-func (o *EmuOracle) Restarts() int { return o.restartCount() }
 
 // Run runs the cases on the CPU with memory image img and stores what
 // happened in out[i] (len(out) must be at least len(cases)). The cases'

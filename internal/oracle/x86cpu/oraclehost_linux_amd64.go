@@ -77,6 +77,31 @@ func (h *oracleHost) open(name string, size int) error {
 	return nil
 }
 
+// start creates the shared file (open), puts the harness code at offset
+// harnessOff in it and spawns the first child; on failure everything is
+// released.
+func (h *oracleHost) start(name string, size, harnessOff int, code []byte) error {
+	if err := h.open(name, size); err != nil {
+		return err
+	}
+	copy(h.mem[harnessOff:], code)
+	if err := h.spawn(); err != nil {
+		h.release()
+		return err
+	}
+	return nil
+}
+
+// Close kills the child and releases the shared file. Calls after Close
+// fail with ErrClosed.
+func (h *oracleHost) Close() error {
+	h.close()
+	return nil
+}
+
+// Restarts returns how many times the child had to be replaced.
+func (h *oracleHost) Restarts() int { return h.restartCount() }
+
 // close kills the child and releases the shared file.
 func (h *oracleHost) close() {
 	h.mu.Lock()

@@ -32,9 +32,8 @@ const (
 // signal frame, restores the data and vector state, and starts the next
 // run with rt_sigreturn. ptrace is used only to set the child up.
 //
-// The child is started by a goroutine locked to its OS thread for the
-// oracle's life (ptrace requests must come from the thread that forked
-// the child, which is killed when that thread ends).
+// The child is spawned and set up through proc, then detached: it runs
+// untraced and dies with this process (see oracleHost).
 //
 // The methods are safe for concurrent use; batches run one at a time. A
 // child that dies is replaced and the batch run once more; if it dies
@@ -61,25 +60,11 @@ func NewXOLX86Oracle() (*XOLX86Oracle, error) {
 	o.timeout, o.poll = xoBatchTimeout, xoPoll
 	o.prepare, o.spawned = o.prepareChild, o.capture
 	o.timedOut = func() error { return &XOLX86TimeoutError{Run: int(o.ctl(x86hCtlCur))} }
-	if err := o.open("probeopt-xol", xoFileSize); err != nil {
-		return nil, err
-	}
-	copy(o.mem[xoOffHarness:], h.code)
-	if err := o.spawn(); err != nil {
-		o.release()
+	if err := o.start("probeopt-xol", xoFileSize, xoOffHarness, h.code); err != nil {
 		return nil, err
 	}
 	return o, nil
 }
-
-// Close kills the child and releases the shared file.
-func (o *XOLX86Oracle) Close() error {
-	o.close()
-	return nil
-}
-
-// Restarts returns how many times the child had to be replaced.
-func (o *XOLX86Oracle) Restarts() int { return o.restartCount() }
 
 // Run runs the runs with memory image img and stores what happened in
 // out[i] (len(out) >= len(runs)). It returns an error only when the oracle

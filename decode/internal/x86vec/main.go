@@ -299,15 +299,18 @@ func fixupRole(kind string) string {
 	return ""
 }
 
+// job is a template being assembled: its base text, its placeholders and
+// the texts with each placeholder's second value.
+type job struct {
+	t     tmpl
+	base  string
+	ps    []place
+	alts  []string
+	first int // index of the base text in the lines given to llvm-mc
+}
+
 // assemble turns templates into vectors.
 func assemble(ts []tmpl, log io.Writer) ([]*vector, error) {
-	type job struct {
-		t     tmpl
-		base  string
-		ps    []place
-		alts  []string
-		first int // index of the base text in lines
-	}
 	var jobs []job
 	var lines []string
 	for _, t := range ts {
@@ -359,37 +362,12 @@ func assemble(ts []tmpl, log io.Writer) ([]*vector, error) {
 				fill++
 			}
 		}
-		ok := true
-		for pi, p := range j.ps {
-			ae := encs[j.first+1+pi]
-			if ae == nil || ae.n != 1 || len(ae.bytes) != len(be.bytes) {
-				bad = append(bad, fmt.Sprintf("%q: second value changes the encoding", j.alts[pi]))
-				ok = false
-				break
-			}
-			lo, hi := -1, -1
-			for k := range be.bytes {
-				if be.bytes[k] != ae.bytes[k] {
-					if lo < 0 {
-						lo = k
-					} else if hi != k-1 {
-						lo = -2
-						break
-					}
-					hi = k
-				}
-			}
-			if lo < 0 || hi-lo+1 != p.size {
-				bad = append(bad, fmt.Sprintf("%q: placeholder %d changes bytes %d..%d, want a %d-byte field", j.base, pi, lo, hi, p.size))
-				ok = false
-				break
-			}
-			name := map[byte]string{'i': "imm", 'j': "imm2", 'd': "disp"}[p.role]
-			fields = append(fields, fmt.Sprintf("%s=%d:%d", name, lo+shift, p.size))
-		}
-		if !ok {
+		pf, problem := placeholderFields(j, be, encs, shift)
+		if problem != "" {
+			bad = append(bad, problem)
 			continue
 		}
+		fields = append(fields, pf...)
 		if !hasRIP {
 			fields = append(fields, "rip=-")
 		}
@@ -426,6 +404,37 @@ func assemble(ts []tmpl, log io.Writer) ([]*vector, error) {
 		return nil, fmt.Errorf("%d templates failed:\n  %s", len(bad), strings.Join(bad, "\n  "))
 	}
 	return vecs, nil
+}
+
+// placeholderFields finds the field of each placeholder of j: the bytes
+// that change between the base encoding be and the encoding of the text
+// with the placeholder's second value, which must be one run of the
+// placeholder's size. problem says why a placeholder has no such field.
+func placeholderFields(j job, be *encoding, encs []*encoding, shift int) (fields []string, problem string) {
+	for pi, p := range j.ps {
+		ae := encs[j.first+1+pi]
+		if ae == nil || ae.n != 1 || len(ae.bytes) != len(be.bytes) {
+			return nil, fmt.Sprintf("%q: second value changes the encoding", j.alts[pi])
+		}
+		lo, hi := -1, -1
+		for k := range be.bytes {
+			if be.bytes[k] != ae.bytes[k] {
+				if lo < 0 {
+					lo = k
+				} else if hi != k-1 {
+					lo = -2
+					break
+				}
+				hi = k
+			}
+		}
+		if lo < 0 || hi-lo+1 != p.size {
+			return nil, fmt.Sprintf("%q: placeholder %d changes bytes %d..%d, want a %d-byte field", j.base, pi, lo, hi, p.size)
+		}
+		name := map[byte]string{'i': "imm", 'j': "imm2", 'd': "disp"}[p.role]
+		fields = append(fields, fmt.Sprintf("%s=%d:%d", name, lo+shift, p.size))
+	}
+	return fields, ""
 }
 
 // order is the order of fields on a line.

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -20,26 +19,6 @@ import (
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
-
-// buildCXX compiles testdata/src/throws.cc (throws, cleanups, catches,
-// cold parts) to assembly (the oracle's source) and to an executable that
-// keeps the assembler's local labels (.L5...) as symbols.
-func buildCXX(t *testing.T) (asm, exe string) {
-	t.Helper()
-	gxx := testenv.MustHaveTool(t, "g++")
-	dir := t.TempDir()
-	src := filepath.Join(fixture.Dir(t), "src", "throws.cc")
-	asm, exe = filepath.Join(dir, "eh.s"), filepath.Join(dir, "eh")
-	for _, args := range [][]string{
-		{"-O2", "-S", "-o", asm, src},
-		{"-O2", "-Wa,-L", "-Wl,--discard-none", "-o", exe, asm},
-	} {
-		if b, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
-			t.Fatalf("g++ %q: %v\n%s", args, err, b)
-		}
-	}
-	return asm, exe
-}
 
 // ehSections reads .eh_frame and .gcc_except_table of the file at path.
 func ehSections(t testing.TB, path string) (elfscan.EHSection, []elfscan.EHSection) {
@@ -117,7 +96,7 @@ func asmLandingPads(t *testing.T, asm string) []string {
 // the FDE).
 func TestExceptionTablesGCC(t *testing.T) {
 	objdump := testenv.MustHaveTool(t, "objdump")
-	asm, exe := buildCXX(t)
+	asm, exe := fixture.ThrowsCXX(t)
 	frame, data := ehSections(t, exe)
 	if len(data) == 0 {
 		t.Fatal("no .gcc_except_table")

@@ -3,44 +3,21 @@ package plan_test
 import (
 	"errors"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
-	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 )
-
-// buildCXX compiles testdata/src/throws.cc (throws, cleanups, catches,
-// cold parts) to assembly (the oracle's source) and to an executable that
-// keeps the assembler's local labels (.L5...) as symbols.
-func buildCXX(t *testing.T) (asm, exe string) {
-	t.Helper()
-	gxx := testenv.MustHaveTool(t, "g++")
-	dir := t.TempDir()
-	src := filepath.Join(fixture.Dir(t), "src", "throws.cc")
-	asm, exe = filepath.Join(dir, "eh.s"), filepath.Join(dir, "eh")
-	for _, args := range [][]string{
-		{"-O2", "-S", "-o", asm, src},
-		{"-O2", "-Wa,-L", "-Wl,--discard-none", "-o", exe, asm},
-	} {
-		if b, err := exec.Command(gxx, args...).CombinedOutput(); err != nil {
-			t.Fatalf("g++ %q: %v\n%s", args, err, b)
-		}
-	}
-	return asm, exe
-}
 
 // TestLandingPadBarsDetour checks that a detour whose replaced bytes hold a
 // landing pad of the fixture is refused, with the rule saying so: every
 // instruction start just before a landing pad whose detour, judged without
 // the exception tables, would cover it.
 func TestLandingPadBarsDetour(t *testing.T) {
-	_, exe := buildCXX(t)
+	_, exe := fixture.ThrowsCXX(t)
 	f, err := elfscan.Open(exe)
 	if err != nil {
 		t.Fatal(err)

@@ -21,6 +21,7 @@
 // readelf and nm print); offsets are byte offsets in the file (what a
 // kernel uprobe takes).
 //
-// The package does not decode instructions beyond the PLT stubs it names
-// (see decode) and does not decide how to probe anything (see plan).
+// The package decodes no instructions itself (what a NOP or a PLT stub is,
+// it asks decode: NopLen, StubSlot) and does not decide how to probe
+// anything (see plan).
 package elfscan

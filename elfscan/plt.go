@@ -9,9 +9,9 @@ import (
 )
 
 // pltStubs names the PLT stubs of the file after the functions they jump
-// to, as objdump does ("puts@plt"). A stub is recognized by decoding it: on
-// x86-64 an indirect jmp through a RIP-relative GOT slot (after an optional
-// endbr64 and bnd prefix), on arm64 adrp x16 + ldr x17, [x16, #off]. The GOT
+// to, as objdump does ("puts@plt"). A stub is recognized by the GOT slot it
+// jumps through (decode.StubSlot: on x86-64 jmp *disp(%rip) after an
+// optional endbr64, on arm64 adrp x16 + ldr x17, [x16, #off]). The GOT
 // slot is then looked up in the JUMP_SLOT and GLOB_DAT relocations. Stubs
 // that cannot be named (the PLT header, lazy-binding entries of an IBT PLT)
 // are skipped.
@@ -43,7 +43,7 @@ func (f *File) pltStubs() []rawSym {
 		}
 		for off := uint64(0); off+step <= uint64(len(data)); off += step {
 			addr := s.Addr + off
-			slot, ok := f.stubSlot(data[off:off+step], addr)
+			slot, ok := decode.StubSlot(f.Arch, data[off:off+step], addr)
 			if !ok {
 				continue
 			}
@@ -55,36 +55,6 @@ func (f *File) pltStubs() []rawSym {
 		}
 	}
 	return out
-}
-
-// stubSlot returns the GOT slot a PLT stub jumps through.
-func (f *File) stubSlot(code []byte, addr uint64) (uint64, bool) {
-	if f.Arch == decode.ARM64 {
-		if len(code) < 8 {
-			return 0, false
-		}
-		adrp, err1 := decode.DecodeARM64(code, addr)
-		ldr, err2 := decode.DecodeARM64(code[4:], addr+4)
-		if err1 != nil || err2 != nil || adrp.Mnemonic != "adrp" || !ldr.Load || ldr.Rn != adrp.Rd || ldr.Writeback {
-			return 0, false
-		}
-		return adrp.Target + uint64(ldr.Disp), true
-	}
-	var inst decode.X86Inst
-	var dec decode.X86Decoder
-	for off := 0; off < len(code); off += inst.Len {
-		if err := dec.Decode(code[off:], addr+uint64(off), &inst); err != nil {
-			return 0, false
-		}
-		switch {
-		case inst.Map == decode.Map0F && inst.Opcode == 0x1E && inst.MandPrefix == 0xF3:
-			continue // endbr64
-		case inst.Map == decode.Map1Byte && inst.Opcode == 0xFF && inst.Reg == 4 && inst.RIPRel:
-			return inst.Target, true
-		}
-		return 0, false
-	}
-	return 0, false
 }
 
 // gotSlots maps the GOT slots of JUMP_SLOT and GLOB_DAT relocations (and

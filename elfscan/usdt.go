@@ -195,50 +195,29 @@ func allZero(b []byte) bool {
 }
 
 // ClassifySite names the instruction at the start of code, as a USDT site:
-// nop, nop5, nop10, nop+nop5, nop+nop10 or other.
+// nop, nop5, nop10, nop+nop5, nop+nop10 or other (decode.NopLen says what
+// a NOP is).
 func ClassifySite(arch decode.Arch, code []byte) SiteInsn {
+	n := decode.NopLen(arch, code)
 	if arch == decode.ARM64 {
-		if len(code) >= 4 && binary.LittleEndian.Uint32(code) == 0xD503201F {
+		if n > 0 {
 			return SiteNop
 		}
 		return SiteOther
 	}
-	n := x86NopLen(code)
 	switch n {
 	case 1:
-		switch x86NopLen(code[1:]) {
+		switch decode.NopLen(arch, code[1:]) {
 		case 5:
 			return SiteNopNop5
 		case 10:
 			return SiteNopNop10
 		}
-		if code[0] == 0x90 {
-			return SiteNop
-		}
+		return SiteNop
 	case 5:
 		return SiteNop5
 	case 10:
 		return SiteNop10
 	}
 	return SiteOther
-}
-
-// x86NopLen returns the length of the x86-64 NOP at the start of code, or 0
-// when code does not start with one. NOPs are 90 without REX.B or F3 (not
-// xchg, not pause) and the 0F 1F /0 forms.
-func x86NopLen(code []byte) int {
-	var inst decode.X86Inst
-	if err := (decode.X86Decoder{}).Decode(code, 0, &inst); err != nil {
-		return 0
-	}
-	if inst.Encoding != decode.EncLegacy {
-		return 0
-	}
-	switch {
-	case inst.Map == decode.Map1Byte && inst.Opcode == 0x90 && !inst.B && inst.Prefixes&decode.PrefixREP == 0:
-		return inst.Len
-	case inst.Map == decode.Map0F && inst.Opcode == 0x1F && inst.HasModRM && inst.Reg == 0:
-		return inst.Len
-	}
-	return 0
 }

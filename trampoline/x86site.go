@@ -128,27 +128,14 @@ func AnalyzeX86(addr uint64, code []byte, opts *SiteOptions) (*Site, error) {
 	return detourSite(dec, addr, code, o)
 }
 
-// nopLen returns the length of the NOP instruction at the start of code,
-// or 0: 90 without REX.B or F3 (pause), or 0F 1F /0.
+// nopLen returns the length of the NOP instruction at the start of code
+// (decode.X86Inst.IsNop), or 0.
 func nopLen(dec decode.X86Decoder, code []byte) int {
 	var in decode.X86Inst
-	if dec.Decode(code, 0, &in) != nil || !isNop(&in) {
+	if dec.Decode(code, 0, &in) != nil || !in.IsNop() {
 		return 0
 	}
 	return in.Len
-}
-
-func isNop(in *decode.X86Inst) bool {
-	if in.Encoding != decode.EncLegacy || in.Prefixes&(decode.PrefixLock|decode.PrefixREP|decode.PrefixREPNE) != 0 {
-		return false
-	}
-	switch in.Map {
-	case decode.Map1Byte:
-		return in.Opcode == 0x90 && !in.B
-	case decode.Map0F:
-		return in.Opcode == 0x1F && in.Reg == 0
-	}
-	return false
 }
 
 func nopSite(dec decode.X86Decoder, addr uint64, code []byte) *Site {

@@ -62,10 +62,11 @@ func (pf *File) Analyze(fn *elfscan.Func) *Function {
 	if err != nil || len(code) == 0 {
 		return nil
 	}
-	if pf.f.Arch == decode.ARM64 {
-		return AnalyzeARM64(fn.Addr, code)
+	in := isaOf(pf.f.Arch)
+	if in == nil {
+		return nil
 	}
-	return AnalyzeX86(fn.Addr, code, decode.X86Decoder{Vendor: pf.vendor})
+	return in.analyze(fn.Addr, code, pf.vendor)
 }
 
 // Function returns the sweep of fn, made on the first call for it and
@@ -97,11 +98,11 @@ func (pf *File) Function(fn *elfscan.Func) *Function {
 func (pf *File) Branches() *BranchIndex {
 	pf.branchesOnce.Do(func() {
 		load := func() (*BranchCode, error) { return ELFBranchCode(pf.f) }
-		if pf.f.Arch == decode.ARM64 {
-			pf.branches = IndexARM64Branches(load)
-		} else {
-			pf.branches = IndexX86Branches(load, decode.X86Decoder{Vendor: pf.vendor})
+		in := isaOf(pf.f.Arch)
+		if in == nil {
+			in = isaX86 // elfscan opens x86-64 and arm64 files only
 		}
+		pf.branches = in.index(load, pf.vendor)
 	})
 	return pf.branches
 }

@@ -198,17 +198,15 @@ func Decide(p Policy, s *Site, o *Options) Decision {
 }
 
 func decide(p Policy, s *Site, o *Options) Decision {
+	in := isaOf(s.Arch)
+	if in == nil {
+		in = isaX86 // the zero Arch has always meant x86-64 here
+	}
 	switch p {
 	case LinuxUprobes:
-		if s.Arch == decode.ARM64 {
-			return linuxARM64(s, o)
-		}
-		return linuxX86(s, o)
+		return in.linux(s, o)
 	case Probeopt:
-		if s.Arch == decode.ARM64 {
-			return probeoptARM64(s, o)
-		}
-		return probeoptX86(s, o)
+		return in.probeopt(s, o)
 	}
 	d := newDecision(p, o)
 	return d.finish(Reject, ReasonUnknownPolicy, "unknown policy %q", p)

@@ -377,9 +377,8 @@ func branchesText(x *BranchIndex, target uint64) string {
 		where = "in " + b.Func
 	}
 	kind := b.Kind.String()
-	if x.Arch() == decode.ARM64 {
-		kind = map[decode.BranchKind]string{decode.BranchJmp: "b", decode.BranchCall: "bl", decode.BranchJcc: "b.cond",
-			decode.BranchCompare: "cbz", decode.BranchTest: "tbz"}[b.Kind]
+	if in := isaOf(x.Arch()); in != nil {
+		kind = in.branchName(b.Kind)
 	}
 	if len(brs) == 1 {
 		return fmt.Sprintf("a %s at %#x (%s) lands at %#x", kind, b.From, where, target)

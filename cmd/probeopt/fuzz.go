@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
@@ -49,6 +48,25 @@ var fuzzEmulateRunners = map[string]func(cmd *cobra.Command, o *fuzzEmulateOptio
 	"x86-64": runFuzzEmulateX86,
 }
 
+// campaignRunE is the body of a campaign command: it picks a random seed
+// unless --seed was given, checks --arch against runners and -n, and runs
+// the campaign of --arch. unit names what -n counts.
+func campaignRunE(o *fuzzEmulateOptions, runners map[string]func(*cobra.Command, *fuzzEmulateOptions) error, unit string) func(*cobra.Command, []string) error {
+	return runE(func(cmd *cobra.Command, args []string) error {
+		if !cmd.Flags().Changed("seed") {
+			o.seed = rand.Uint64()
+		}
+		run, ok := runners[o.arch]
+		if !ok {
+			return usagef("invalid --arch %q: want %s", o.arch, strings.Join(slices.Sorted(maps.Keys(runners)), " or "))
+		}
+		if o.n <= 0 {
+			return usagef("invalid -n %d: want a positive number of %s", o.n, unit)
+		}
+		return run(cmd, o)
+	})
+}
+
 func newFuzzEmulateCmd() *cobra.Command {
 	var o fuzzEmulateOptions
 	cmd := &cobra.Command{
@@ -78,19 +96,7 @@ is one JSON object. The exit status is 1 if there was any mismatch.`,
   probeopt fuzz emulate -n 10000000 --seed 42
   probeopt fuzz emulate --class shift -n 200000 --json`,
 		Args: argsRange(0, 0, ""),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("seed") {
-				o.seed = rand.Uint64()
-			}
-			run, ok := fuzzEmulateRunners[o.arch]
-			if !ok {
-				return usagef("invalid --arch %q: want %s", o.arch, strings.Join(slices.Sorted(maps.Keys(fuzzEmulateRunners)), " or "))
-			}
-			if o.n <= 0 {
-				return usagef("invalid -n %d: want a positive number of cases", o.n)
-			}
-			return run(cmd, &o)
-		}),
+		RunE: campaignRunE(&o, fuzzEmulateRunners, "cases"),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.arch, "arch", "x86-64", "emulator to check: `ARCH` x86-64 or arm64")
@@ -209,10 +215,10 @@ var startEmuOracle = func() (emuOracle, error) {
 
 // runFuzzEmulateX86 runs the x86-64 emulator campaign.
 func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
-	if o.class != "" && !slices.Contains(fuzz.EmuClasses(), o.class) {
-		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.EmuClasses(), ", "))
+	out, err := newCampaignOutput(cmd, o, "fuzz emulate", "cases", fuzz.EmuClasses())
+	if err != nil {
+		return err
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	vendor, err := fuzz.HostVendor()
 	if err != nil {
 		return fmt.Errorf("host cpu: %w", err)
@@ -223,11 +229,6 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	}
 	defer oracle.Close()
 	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []fuzzMismatch{}}
-	var prog *fuzzProgress
-	if isTerminal(stderr) {
-		prog = &fuzzProgress{w: stderr, total: o.n, last: time.Now()}
-	}
-	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	c := fuzz.EmuCampaign{
 		Cases:  o.n,
 		Seed:   o.seed,
@@ -236,14 +237,14 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 		OnMismatch: func(m *fuzz.EmuMismatch) bool {
 			return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, mismatchJSON(m)) })
 		},
-		Progress: prog.update,
+		Progress: out.prog.update,
 	}
 	res, err := c.Run(oracle)
 	if err := out.ended(err); err != nil {
 		return err
 	}
 	rep.EmuReport, rep.Stopped = res, out.stopped
-	return out.report(&rep, func() { printFuzzEmulateReport(stdout, &rep) }, res.Mismatches, "between the emulator and the cpu")
+	return out.report(&rep, func() { printFuzzEmulateReport(out.stdout, &rep) }, res.Mismatches, "between the emulator and the cpu")
 }
 
 // campaignOutput is what every campaign command does around its campaign:
@@ -253,13 +254,22 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 type campaignOutput struct {
 	o              *fuzzEmulateOptions
 	stdout, stderr io.Writer
-	// prog draws the progress line; a nil pointer in it draws nothing.
-	prog interface {
-		update(done int)
-		done()
+	prog           *progress // nil when stderr is no terminal: draws nothing
+	found          int
+	stopped        bool // --stop-after ended the campaign
+}
+
+// newCampaignOutput checks --class against classes and returns the output
+// of a campaign whose progress line reads "label: done/total unit".
+func newCampaignOutput(cmd *cobra.Command, o *fuzzEmulateOptions, label, unit string, classes []string) (*campaignOutput, error) {
+	if o.class != "" && !slices.Contains(classes, o.class) {
+		return nil, usagef("invalid --class %q: want one of %s", o.class, strings.Join(classes, ", "))
 	}
-	found   int
-	stopped bool // --stop-after ended the campaign
+	out := &campaignOutput{o: o, stdout: cmd.OutOrStdout(), stderr: cmd.ErrOrStderr()}
+	if isTerminal(out.stderr) {
+		out.prog = newProgress(out.stderr, label, unit, o.n)
+	}
+	return out, nil
 }
 
 // mismatch handles mismatch m: with --json keep is called to add it to the
@@ -324,6 +334,12 @@ func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
 	fmt.Fprintf(tw, "class\t%s\n", class)
 	fmt.Fprintf(tw, "cases\t%d (%d completed, %d faulted; %d skipped: they touched the oracle's memory)\n", r.Cases, r.Completed, r.Faulted, r.Skipped)
+	if r.CanonicalRSP {
+		fmt.Fprintf(tw, "rsp\tcanonical only: this host cannot return to user mode with a non-canonical stack pointer\n")
+	}
+	if r.NotRun > 0 {
+		fmt.Fprintf(tw, "not run\t%d: their rsp is not canonical, and this host cannot return to user mode with such a stack pointer\n", r.NotRun)
+	}
 	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
 	if rep.Stopped {
 		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
@@ -340,34 +356,4 @@ func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 		}
 	}
 	tw.Flush()
-}
-
-// fuzzProgress draws "fuzz emulate: done/total cases" on one terminal line,
-// at most ten times a second. A nil *fuzzProgress draws nothing.
-type fuzzProgress struct {
-	w     io.Writer
-	total int
-	last  time.Time
-	drawn bool
-}
-
-// update records that done cases are finished.
-func (p *fuzzProgress) update(done int) {
-	if p == nil {
-		return
-	}
-	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond {
-		p.last = now
-		p.drawn = true
-		fmt.Fprintf(p.w, "\rfuzz emulate: %d/%d cases (%d%%)", done, p.total, 100*done/max(p.total, 1))
-	}
-}
-
-// done erases the progress line.
-func (p *fuzzProgress) done() {
-	if p == nil || !p.drawn {
-		return
-	}
-	fmt.Fprint(p.w, "\r\033[K")
-	p.drawn = false
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -64,19 +63,7 @@ report is one JSON object. The exit status is 1 if there was any mismatch.`,
   probeopt fuzz xol --arch arm64 -n 1000000 --seed 42
   probeopt fuzz xol --arch arm64 --class bcond --json`,
 		Args: argsRange(0, 0, ""),
-		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			if !cmd.Flags().Changed("seed") {
-				o.seed = rand.Uint64()
-			}
-			run, ok := fuzzXOLRunners[o.arch]
-			if !ok {
-				return usagef("invalid --arch %q: want %s", o.arch, strings.Join(slices.Sorted(maps.Keys(fuzzXOLRunners)), " or "))
-			}
-			if o.n <= 0 {
-				return usagef("invalid -n %d: want a positive number of runs", o.n)
-			}
-			return run(cmd, &o)
-		}),
+		RunE: campaignRunE(&o, fuzzXOLRunners, "runs"),
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.arch, "arch", "x86-64", "relocator to check: `ARCH` x86-64 or arm64")
@@ -160,29 +147,24 @@ var startARM64Oracle = func(seed uint64) (arm64Oracle, error) {
 // and progress callbacks it is given, and prints the report.
 func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit string, classes []string,
 	run func(q fuzz.ARM64Runner, on func(*fuzz.ARM64Mismatch) bool, prog func(int)) (*fuzz.ARM64Report, error)) error {
-	if o.class != "" && !slices.Contains(classes, o.class) {
-		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(classes, ", "))
+	out, err := newCampaignOutput(cmd, o, "fuzz "+kind, unit, classes)
+	if err != nil {
+		return err
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	q, err := startARM64Oracle(o.seed)
 	if err != nil {
 		return fmt.Errorf("start the qemu oracle: %w", err)
 	}
 	defer q.Close()
 	rep := arm64FuzzReport{Campaign: kind, Arch: o.arch, Seed: o.seed, Class: o.class, MismatchList: []arm64FuzzMismatch{}}
-	var prog *progress
-	if isTerminal(stderr) {
-		prog = newProgress(stderr, "fuzz "+kind, unit, o.n)
-	}
-	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	res, err := run(q, func(m *fuzz.ARM64Mismatch) bool {
 		return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, arm64MismatchJSON(m)) })
-	}, prog.update)
+	}, out.prog.update)
 	if err := out.ended(err); err != nil {
 		return err
 	}
 	rep.ARM64Report, rep.Stopped = res, out.stopped
-	return out.report(&rep, func() { printARM64FuzzReport(stdout, &rep, unit, classes) }, res.Mismatches, "against qemu-aarch64")
+	return out.report(&rep, func() { printARM64FuzzReport(out.stdout, &rep, unit, classes) }, res.Mismatches, "against qemu-aarch64")
 }
 
 // runFuzzEmulateARM64 runs the arm64 emulator campaign.

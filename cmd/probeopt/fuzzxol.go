@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -49,10 +48,10 @@ type xolX86Mismatch struct {
 
 // runFuzzXOLX86 runs the x86-64 relocation campaign on the host CPU.
 func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
-	if o.class != "" && !slices.Contains(fuzz.XOLX86Classes, o.class) {
-		return usagef("invalid --class %q: want one of %s", o.class, strings.Join(fuzz.XOLX86Classes, ", "))
+	out, err := newCampaignOutput(cmd, o, "fuzz xol", "cases", fuzz.XOLX86Classes)
+	if err != nil {
+		return err
 	}
-	stdout, stderr := cmd.OutOrStdout(), cmd.ErrOrStderr()
 	vendor, err := fuzz.HostVendor()
 	if err != nil {
 		return fmt.Errorf("host cpu: %w", err)
@@ -63,11 +62,6 @@ func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	}
 	defer oracle.Close()
 	rep := xolX86Report{Campaign: "xol", Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []xolX86Mismatch{}}
-	var prog *progress
-	if isTerminal(stderr) {
-		prog = newProgress(stderr, "fuzz xol", "cases", o.n)
-	}
-	out := &campaignOutput{o: o, stdout: stdout, stderr: stderr, prog: prog}
 	c := fuzz.XOLX86Campaign{
 		Cases:  o.n,
 		Seed:   o.seed,
@@ -81,14 +75,14 @@ func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 				})
 			})
 		},
-		Progress: prog.update,
+		Progress: out.prog.update,
 	}
 	res, err := c.Run(oracle)
 	if err := out.ended(err); err != nil {
 		return err
 	}
 	rep.XOLX86Report, rep.Stopped = res, out.stopped
-	return out.report(&rep, func() { printXOLX86Report(stdout, &rep) }, res.Mismatches, "between original instructions and their relocated copies")
+	return out.report(&rep, func() { printXOLX86Report(out.stdout, &rep) }, res.Mismatches, "between original instructions and their relocated copies")
 }
 
 // printXOLX86Report prints the summary as tables.
@@ -105,6 +99,9 @@ func printXOLX86Report(w io.Writer, rep *xolX86Report) {
 	fmt.Fprintf(tw, "class\t%s\n", class)
 	fmt.Fprintf(tw, "generated\t%d cases\n", r.Generated)
 	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted; %d also boosted)\n", r.Compared, r.Completed, r.Faulted, r.Boosted)
+	if r.Unboosted > 0 {
+		fmt.Fprintf(tw, "not boosted\t%d: the instruction left rsp non-canonical, and this host cannot resume a thread there\n", r.Unboosted)
+	}
 	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
 	if rep.Stopped {
 		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)

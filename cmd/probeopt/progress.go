@@ -61,4 +61,5 @@ func (p *progress) done() {
 		return
 	}
 	fmt.Fprint(p.w, "\r\033[K")
+	p.drawn = false
 }

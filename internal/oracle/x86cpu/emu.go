@@ -46,6 +46,11 @@ type EmuCPUResult struct {
 	// than the harness records.
 	Writes     []EmuMemWord
 	WritesLost bool
+	// NotRun is set when the case could not be started: its rsp is not
+	// canonical and this host does not enter user mode with such a stack
+	// pointer (HostEntersNoncanonicalRSP). The rest says nothing of the
+	// instruction then.
+	NotRun bool
 }
 
 // Trap vectors and signals the oracle distinguishes.

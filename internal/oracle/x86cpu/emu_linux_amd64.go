@@ -47,6 +47,9 @@ const (
 type EmuOracle struct {
 	oracleHost
 	harness emuHarnessCode
+	// noncanonical is HostEntersNoncanonicalRSP: without it a case whose
+	// rsp is not canonical is not run (EmuCPUResult.NotRun).
+	noncanonical bool
 }
 
 // NewEmuOracle starts the child. It fails with an error wrapping the errno
@@ -57,6 +60,9 @@ func NewEmuOracle() (*EmuOracle, error) {
 		return nil, err
 	}
 	o := &EmuOracle{harness: h}
+	if o.noncanonical, err = HostEntersNoncanonicalRSP(); err != nil {
+		return nil, err
+	}
 	o.seqOff, o.doneOff = emuOffCtrl+x86hCtlSeq, emuOffCtrl+x86hCtlDone
 	o.timeout, o.poll = emuBatchTimeout, emuPoll
 	o.prepare = o.prepareChild
@@ -116,6 +122,11 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 		for r := 0; r < 16; r++ {
 			le.PutUint64(rec[8*x86hGregOf[r]:], c.Init.GPR[r])
 		}
+		if o.notRun(c) {
+			// Not started with its own rsp (see noncanonical_linux_amd64.go):
+			// it runs with rsp 0 instead, and its result is not used.
+			le.PutUint64(rec[8*x86hGregRSP:], 0)
+		}
 		le.PutUint64(rec[8*x86hGregRIP:], c.Init.RIP)
 		le.PutUint64(rec[8*x86hGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
 	}
@@ -127,6 +138,17 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 		o.result(i, &cases[i], &out[i])
 	}
 	return nil
+}
+
+// EntersNoncanonicalRSP reports whether the oracle can start a case whose
+// rsp is not canonical: whether this host returns to user mode with such
+// a stack pointer (HostEntersNoncanonicalRSP).
+func (o *EmuOracle) EntersNoncanonicalRSP() bool { return o.noncanonical }
+
+// notRun reports whether case c cannot be started on this host: its rsp
+// is not canonical and the host does not enter user mode with one.
+func (o *EmuOracle) notRun(c *EmuCase) bool {
+	return !o.noncanonical && !hostCanonical(c.Init.GPR[4]) // rsp
 }
 
 // emuFlagsIn is the part of a case's RFLAGS that the case may choose.
@@ -150,6 +172,7 @@ func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
 	r.State.RIP = greg(x86hGregRIP)
 	r.State.RFLAGS = greg(x86hGregFlags)
 	r.State.FSBase, r.State.GSBase = c.Init.FSBase, c.Init.GSBase
+	r.NotRun = o.notRun(c)
 	n := int(le.Uint64(rec[emuResNDiff:]))
 	r.WritesLost = n > emuMaxDiffs
 	for k := 0; k < min(n, emuMaxDiffs); k++ {

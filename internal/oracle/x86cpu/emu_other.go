@@ -28,3 +28,6 @@ func (o *EmuOracle) Restarts() int { return 0 }
 
 // Close does nothing.
 func (o *EmuOracle) Close() error { return nil }
+
+// EntersNoncanonicalRSP returns false: no case is started in this build.
+func (o *EmuOracle) EntersNoncanonicalRSP() bool { return false }

@@ -156,6 +156,7 @@ const (
 	emuCompleted emuVerdict = iota // both completed, same state
 	emuFaulted                     // both faulted the same way
 	emuSkipped                     // the case touched the oracle's areas
+	emuNotRun                      // the host could not start the case (EmuCPUResult.NotRun)
 	emuMismatched
 )
 
@@ -171,6 +172,9 @@ var emulateX86 = emulate.X86.Step
 // CPU did. inst is the decoded case. It returns the verdict and, for a
 // mismatch, the report.
 func checkEmu(c *EmuCase, inst *decode.X86Inst, img *EmuImage, cpu *EmuCPUResult, x emulate.X86) (emuVerdict, *EmuMismatch) {
+	if cpu.NotRun {
+		return emuNotRun, nil
+	}
 	model := emuModel{img: img}
 	st := c.Init
 	err := emulateX86(x, inst, &st, &model)

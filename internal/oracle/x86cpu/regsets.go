@@ -212,6 +212,9 @@ func regsetReachesOracle(ranges []regsetRange) string {
 // deterministic for a seed and not safe for concurrent use.
 type regsetGen struct {
 	r *rand.Rand
+	// canonicalRSP makes every stack pointer canonical, for a host that
+	// cannot start a case with another (EmuOracle.EntersNoncanonicalRSP).
+	canonicalRSP bool
 }
 
 // newRegsetGen returns a generator seeded with seed.
@@ -336,6 +339,9 @@ func (g *regsetGen) state(inst *decode.X86Inst, rip uint64) emulate.X86State {
 	st.FSBase, st.GSBase = EmuFSBase, EmuGSBase
 	if r.IntN(5) < 3 {
 		g.aim(inst, &st)
+	}
+	for g.canonicalRSP && !canonical48(st.GPR[decode.RSP]) {
+		st.GPR[decode.RSP] = g.value()
 	}
 	return st
 }

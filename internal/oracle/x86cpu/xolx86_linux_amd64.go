@@ -46,7 +46,13 @@ type XOLX86Oracle struct {
 	fpBase  []byte    // the XSAVE image captured from the child
 	xfeat   uint64    // state components in the image
 	comp    [8][2]int // offset and size of components 2..7 (cpuid leaf 0xd)
+	// noncanonical is HostEntersNoncanonicalRSP.
+	noncanonical bool
 }
+
+// EntersNoncanonicalRSP reports whether a run may start or go on with a
+// non-canonical rsp on this host (HostEntersNoncanonicalRSP).
+func (o *XOLX86Oracle) EntersNoncanonicalRSP() bool { return o.noncanonical }
 
 // NewXOLX86Oracle starts the child. It fails with an error wrapping the
 // errno (EPERM, for example) when ptrace is not permitted.
@@ -56,6 +62,9 @@ func NewXOLX86Oracle() (*XOLX86Oracle, error) {
 		return nil, err
 	}
 	o := &XOLX86Oracle{harness: h}
+	if o.noncanonical, err = HostEntersNoncanonicalRSP(); err != nil {
+		return nil, err
+	}
 	o.seqOff, o.doneOff = xoOffCtrl+x86hCtlSeq, xoOffCtrl+x86hCtlDone
 	o.timeout, o.poll = xoBatchTimeout, xoPoll
 	o.prepare, o.spawned = o.prepareChild, o.capture

@@ -27,3 +27,6 @@ func (o *XOLX86Oracle) Restarts() int { return 0 }
 
 // Close does nothing.
 func (o *XOLX86Oracle) Close() error { return nil }
+
+// EntersNoncanonicalRSP returns false: nothing runs in this build.
+func (o *XOLX86Oracle) EntersNoncanonicalRSP() bool { return false }

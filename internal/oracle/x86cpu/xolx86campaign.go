@@ -47,11 +47,15 @@ type XOLX86Campaign struct {
 
 // XOLX86Report sums up a campaign.
 type XOLX86Report struct {
-	Generated  int `json:"generated"`  // cases generated
-	Compared   int `json:"compared"`   // relocated and run
-	Completed  int `json:"completed"`  // the original completed (single-step trap)
-	Faulted    int `json:"faulted"`    // the original faulted or trapped otherwise
-	Boosted    int `json:"boosted"`    // also run through the boost entry
+	Generated int `json:"generated"` // cases generated
+	Compared  int `json:"compared"`  // relocated and run
+	Completed int `json:"completed"` // the original completed (single-step trap)
+	Faulted   int `json:"faulted"`   // the original faulted or trapped otherwise
+	Boosted   int `json:"boosted"`   // also run through the boost entry
+	// Unboosted counts the boost runs not compared because the
+	// instruction left rsp non-canonical and the runner cannot resume a
+	// thread there (HostEntersNoncanonicalRSP).
+	Unboosted  int `json:"unboosted,omitempty"`
 	Mismatches int `json:"mismatches"` // disagreements
 	// Refused counts the cases the relocator refused, by refusal code
 	// (and "undecodable").
@@ -116,6 +120,7 @@ func (c *XOLX86Campaign) Run(r XOLX86Runner) (*XOLX86Report, error) {
 		size = XOLX86BatchCases
 	}
 	rep := &XOLX86Report{Refused: map[string]int{}, Forms: map[string]int{}, Classes: map[string]*XOLX86ClassReport{}}
+	canonical := canonicalOnly(r)
 	start := time.Now()
 	// The next batch is generated while the current one runs.
 	type made struct{ b *xoBatch }
@@ -145,6 +150,7 @@ func (c *XOLX86Campaign) Run(r XOLX86Runner) (*XOLX86Report, error) {
 			return rep, err
 		}
 		for _, p := range b.preps {
+			p.canonicalOnly = canonical
 			if !c.account(rep, p, b.img, out) {
 				rep.finish(start)
 				return rep, nil
@@ -214,10 +220,13 @@ func (c *XOLX86Campaign) account(rep *XOLX86Report, p *xoPrepared, img *XOLX86Im
 			rep.Faulted++
 			cr.Faulted++
 		}
-		if p.run[2] >= 0 {
+		m = p.compare(img, out)
+		switch {
+		case p.unboosted:
+			rep.Unboosted++
+		case p.run[2] >= 0:
 			rep.Boosted++
 		}
-		m = p.compare(img, out)
 	}
 	if m == nil {
 		return true
@@ -258,9 +267,17 @@ func CheckXOLX86Cases(r XOLX86Runner, cases []XOLX86Case, vendor decode.Vendor) 
 			bad = append(bad, p.bad)
 			continue
 		}
+		p.canonicalOnly = canonicalOnly(r)
 		if m := p.compare(img, out); m != nil {
 			bad = append(bad, m)
 		}
 	}
 	return bad, nil
+}
+
+// canonicalOnly reports whether r says it cannot start or resume a thread
+// whose rsp is not canonical (EntersNoncanonicalRSP).
+func canonicalOnly(r any) bool {
+	h, ok := r.(noncanonicalEntry)
+	return ok && !h.EntersNoncanonicalRSP()
 }

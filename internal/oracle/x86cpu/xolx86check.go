@@ -47,6 +47,11 @@ type xoPrepared struct {
 	refused string // refusal code when the relocator refused
 	bad     *XOLX86Mismatch
 	run     [3]int // original, copy step, boost: indices into the runs, -1 none
+	// canonicalOnly is set when the runner cannot resume a thread whose
+	// rsp is not canonical (HostEntersNoncanonicalRSP); unboosted is set
+	// by compare when the boost run could not be compared for that
+	// reason.
+	canonicalOnly, unboosted bool
 }
 
 // prepareXOL decodes and relocates case c, places its bytes in img and
@@ -303,6 +308,12 @@ func (p *xoPrepared) compare(img *XOLX86Image, res []XOLX86Result) *XOLX86Mismat
 		return p.mismatch("step", why, want.String(), got.String())
 	}
 	if p.run[2] < 0 {
+		return nil
+	}
+	if p.canonicalOnly && xoCompleted(r0) && !canonical48(r0.Regs.GPR[decode.RSP]) {
+		// The boost run goes on after the instruction, so the thread
+		// would resume with a non-canonical rsp: this host cannot.
+		p.unboosted = true
 		return nil
 	}
 	// Boost: run to the end of the copy; completed runs compare as they

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -199,28 +198,12 @@ func (o *EmuOracle) prepareChild(ch *oracleChild) error {
 	if err != nil {
 		return err
 	}
-	// Signal stack, handler, empty signal mask.
-	err = ch.installHandler(oracleSignals{
-		scratch:     o.mem[emuOffCtrl+x86hCtlScratch:],
-		scratchAddr: emuCtrlAddr + x86hCtlScratch,
-		altStack:    emuAltStack,
-		altSize:     emuAltSize,
-		handler:     emuCtrlAddr + emuOffHarness + uint64(o.harness.handler),
-		restorer:    emuCtrlAddr + emuOffHarness + uint64(o.harness.restorer),
-	})
-	if err != nil {
-		return err
-	}
-	// Go: idle loop, FS and GS bases for the cases.
-	o.seq = 1
-	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlSeq), 1)
-	atomic.StoreUint32(o.word(emuOffCtrl+x86hCtlDone), 0)
-	err = ch.detach(emuCtrlAddr+emuOffHarness+uint64(o.harness.idle), func(regs *unix.PtraceRegs) {
+	// FS and GS bases for the cases.
+	return o.launch(ch, childLayout{
+		ctrl: emuCtrlAddr, ctrlOff: emuOffCtrl, harness: emuCtrlAddr + emuOffHarness, entries: o.harness.x86hEntries,
+		altStack: emuAltStack, altSize: emuAltSize,
+	}, func(regs *unix.PtraceRegs) {
 		regs.Fs_base = EmuFSBase
 		regs.Gs_base = EmuGSBase
 	})
-	if err != nil {
-		return err
-	}
-	return o.waitDone(1)
 }

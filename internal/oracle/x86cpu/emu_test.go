@@ -14,19 +14,25 @@ import (
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
-// newTestEmuOracle starts an EmuOracle for a test and closes it at the end.
-// It skips where the oracle does not exist (not Linux on amd64) and skips
-// (fails under CI) when the machine does not allow ptrace.
+// newTestEmuOracle starts an EmuOracle for a test (startTestOracle).
 func newTestEmuOracle(t testing.TB) *EmuOracle {
 	t.Helper()
-	o, err := NewEmuOracle()
+	return startTestOracle(t, "emulator", NewEmuOracle)
+}
+
+// startTestOracle starts an oracle for a test and closes it at the end. It
+// skips where the oracle does not exist (not Linux on amd64) and skips
+// (fails under CI) when the machine does not allow ptrace.
+func startTestOracle[O interface{ Close() error }](t testing.TB, what string, start func() (O, error)) O {
+	t.Helper()
+	o, err := start()
 	switch {
 	case errors.Is(err, ErrNotSupported):
-		t.Skipf("no emulator oracle here: %v", err)
+		t.Skipf("no %s oracle here: %v", what, err)
 	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOSYS):
 		testenv.Unavailable(t, "ptrace: %v", err)
 	case err != nil:
-		t.Fatalf("NewEmuOracle: %v", err)
+		t.Fatalf("start the %s oracle: %v", what, err)
 	}
 	t.Cleanup(func() {
 		if err := o.Close(); err != nil {

@@ -3,6 +3,7 @@
 package x86cpu
 
 import (
+	"encoding/binary"
 	"fmt"
 	"os"
 	"sync"
@@ -234,4 +235,41 @@ func (h *oracleHost) setup() error {
 		return err
 	}
 	return nil
+}
+
+// childLayout is where an oracle placed, in its child, what the shared
+// harness needs: the control page (at ctrl, from file offset ctrlOff),
+// the harness code and its entry points, and the signal stack.
+type childLayout struct {
+	ctrl, ctrlOff     uint64
+	harness           uint64
+	entries           x86hEntries
+	altStack, altSize uint64
+}
+
+// launch ends the preparation of a child whose areas are mapped: it
+// installs the harness's signal handler (signal stack, empty signal mask),
+// resets the control words, lets the child go to the idle loop with the
+// registers edit sets (nil: as they are), and waits until it reports the
+// empty first batch done.
+func (h *oracleHost) launch(ch *oracleChild, l childLayout, edit func(*unix.PtraceRegs)) error {
+	err := ch.installHandler(oracleSignals{
+		scratch:     h.mem[l.ctrlOff+x86hCtlScratch:],
+		scratchAddr: l.ctrl + x86hCtlScratch,
+		altStack:    l.altStack,
+		altSize:     l.altSize,
+		handler:     l.harness + uint64(l.entries.handler),
+		restorer:    l.harness + uint64(l.entries.restorer),
+	})
+	if err != nil {
+		return err
+	}
+	h.seq = 1
+	atomic.StoreUint32(h.word(int(l.ctrlOff)+x86hCtlSeq), 1)
+	atomic.StoreUint32(h.word(int(l.ctrlOff)+x86hCtlDone), 0)
+	binary.LittleEndian.PutUint64(h.mem[l.ctrlOff+x86hCtlRunning:], 0)
+	if err := ch.detach(l.harness+uint64(l.entries.idle), edit); err != nil {
+		return err
+	}
+	return h.waitDone(1)
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"time"
 )
 
@@ -251,23 +250,8 @@ func (o *XOLX86Oracle) prepareChild(ch *oracleChild) error {
 		}
 		o.comp[c] = [2]int{int(ebx), int(eax)}
 	}
-	err := ch.installHandler(oracleSignals{
-		scratch:     o.mem[xoOffCtrl+x86hCtlScratch:],
-		scratchAddr: xoCtrlAddr + x86hCtlScratch,
-		altStack:    xoAltStack,
-		altSize:     xoAltSize,
-		handler:     xoCtrlAddr + xoOffHarness + uint64(o.harness.handler),
-		restorer:    xoCtrlAddr + xoOffHarness + uint64(o.harness.restorer),
-	})
-	if err != nil {
-		return err
-	}
-	o.seq = 1
-	atomic.StoreUint32(o.word(xoOffCtrl+x86hCtlSeq), 1)
-	atomic.StoreUint32(o.word(xoOffCtrl+x86hCtlDone), 0)
-	binary.LittleEndian.PutUint64(o.mem[xoOffCtrl+x86hCtlRunning:], 0)
-	if err := ch.detach(xoCtrlAddr+xoOffHarness+uint64(o.harness.idle), nil); err != nil {
-		return err
-	}
-	return o.waitDone(1)
+	return o.launch(ch, childLayout{
+		ctrl: xoCtrlAddr, ctrlOff: xoOffCtrl, harness: xoCtrlAddr + xoOffHarness, entries: o.harness.x86hEntries,
+		altStack: xoAltStack, altSize: xoAltSize,
+	}, nil)
 }

@@ -1,12 +1,10 @@
 package x86cpu
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
@@ -14,26 +12,10 @@ import (
 	"github.com/probeopt/probeopt/xol"
 )
 
-// newTestXOLOracle starts an XOLX86Oracle for a test and closes it at the
-// end. It skips where the oracle does not exist (not Linux on amd64) and
-// skips (fails under CI) when the machine does not allow ptrace.
+// newTestXOLOracle starts an XOLX86Oracle for a test (startTestOracle).
 func newTestXOLOracle(t testing.TB) *XOLX86Oracle {
 	t.Helper()
-	o, err := NewXOLX86Oracle()
-	switch {
-	case errors.Is(err, ErrNotSupported):
-		t.Skipf("no relocation oracle here: %v", err)
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOSYS):
-		testenv.Unavailable(t, "ptrace: %v", err)
-	case err != nil:
-		t.Fatalf("NewXOLX86Oracle: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := o.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return o
+	return startTestOracle(t, "relocation", NewXOLX86Oracle)
 }
 
 // TestXOLX86Campaign is the relocation campaign continuous integration

@@ -69,6 +69,15 @@ func (r xoRand) n(k int) int        { return r.IntN(k) }
 func (r xoRand) chance(k int) bool  { return r.IntN(k) == 0 }
 func (r xoRand) pick(b []byte) byte { return b[r.IntN(len(b))] }
 
+// or returns v, or a random number below k when v is negative (a form's
+// "any" field).
+func (r xoRand) or(v, k int) int {
+	if v < 0 {
+		return r.IntN(k)
+	}
+	return v
+}
+
 // NewXOLX86Image returns the memory image of seed: code windows filled
 // with int3, and data with code pointers, far pointers, return frames,
 // addresses of the data windows and random and edge values.
@@ -594,18 +603,9 @@ var vexForms = []vexForm{
 func (g *xoBatchGen) ripVEX(c *XOLX86Case) []byte {
 	r := g.r
 	f := vexForms[r.n(len(vexForms))]
-	reg := f.reg
-	if reg < 0 {
-		reg = r.n(16)
-	}
-	w := f.w
-	if w < 0 {
-		w = r.n(2)
-	}
-	l := f.l
-	if l < 0 {
-		l = r.n(2)
-	}
+	reg := r.or(f.reg, 16)
+	w := r.or(f.w, 2)
+	l := r.or(f.l, 2)
 	vvvv := 0
 	if f.vvvv {
 		vvvv = r.n(16)
@@ -665,14 +665,8 @@ var evexForms = []evexForm{
 func (g *xoBatchGen) ripEVEX(c *XOLX86Case) []byte {
 	r := g.r
 	f := evexForms[r.n(len(evexForms))]
-	reg := f.reg
-	if reg < 0 {
-		reg = r.n(32)
-	}
-	w := f.w
-	if w < 0 {
-		w = r.n(2)
-	}
+	reg := r.or(f.reg, 32)
+	w := r.or(f.w, 2)
 	vvvv := 0
 	if f.vvvv {
 		vvvv = r.n(32)
@@ -731,10 +725,7 @@ func (g *xoBatchGen) ripX87(c *XOLX86Case) []byte {
 		{0xDE, -1, 2}, {0xDF, 0, 2}, {0xDF, 1, 2}, {0xDF, 3, 2}, {0xDF, 4, 10}, {0xDF, 5, 8}, {0xDF, 6, 10}, {0xDF, 7, 8},
 	}
 	f := forms[r.n(len(forms))]
-	reg := f.reg
-	if reg < 0 {
-		reg = r.n(8)
-	}
+	reg := r.or(f.reg, 8)
 	e := g.legacyRIP(0, nil, f.op, reg, 0, 2, false, false)
 	return e.finish(c.Regs.RIP, g.dataTarget(f.size, 8))
 }

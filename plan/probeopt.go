@@ -27,30 +27,42 @@ func probeoptX86(s *Site, o *Options) Decision {
 		return r
 	}
 
-	// One trap: emulation.
-	if err := (emulate.X86{Vendor: o.Vendor}).Supported(&inst); err == nil {
-		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
-		switch {
-		case isRealNop(&inst):
-			return d.finish(Emulate, ReasonEmulatedNop, "a NOP, emulated (one trap per hit)")
-		case inst.Branch != decode.BranchNone && inst.Branch.Relative():
-			return d.finish(Emulate, ReasonEmulatedBranch, "a direct %s, emulated (one trap per hit)", inst.Branch)
-		case inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte && inst.Opcode >= 0x50 && inst.Opcode <= 0x57:
-			return d.finish(Emulate, ReasonEmulatedPush, "a push of a register, emulated (one trap per hit)")
-		}
-		return d.finish(Emulate, ReasonEmulated, "%s, emulated (one trap per hit)", inst.Mnemonic)
-	} else {
-		d.rule("emulate", Fail, "%v", err)
-	}
+	// One trap: emulation; two: the out-of-line step.
+	reason, what := x86EmulationKind(&inst)
+	return emulatedOrXOL(&d, inst.Mnemonic, (emulate.X86{Vendor: o.Vendor}).Supported(&inst), reason, what,
+		func() (xol.Fixup, error) { return xol.CheckX86(&inst) })
+}
 
-	// Two traps: the out-of-line step.
-	fix, err := xol.CheckX86(&inst)
+// x86EmulationKind names the kind of an emulated x86-64 instruction for
+// its decision.
+func x86EmulationKind(inst *decode.X86Inst) (Reason, string) {
+	switch {
+	case isRealNop(inst):
+		return ReasonEmulatedNop, "a NOP"
+	case inst.Branch != decode.BranchNone && inst.Branch.Relative():
+		return ReasonEmulatedBranch, "a direct " + inst.Branch.String()
+	case inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte && inst.Opcode >= 0x50 && inst.Opcode <= 0x57:
+		return ReasonEmulatedPush, "a push of a register"
+	}
+	return ReasonEmulated, inst.Mnemonic
+}
+
+// emulatedOrXOL finishes the decision of a site that takes a trap:
+// emulated when emuErr is nil (reason and what say what kind of
+// instruction it is), otherwise stepped out of line as check allows.
+func emulatedOrXOL(d *Decision, mnemonic string, emuErr error, reason Reason, what string, check func() (xol.Fixup, error)) Decision {
+	if emuErr == nil {
+		d.rule("emulate", Pass, "the emulator executes %s exactly", mnemonic)
+		return d.finish(Emulate, reason, "%s, emulated (one trap per hit)", what)
+	}
+	d.rule("emulate", Fail, "%v", emuErr)
+	fix, err := check()
 	if err != nil {
 		d.rule("xol", Fail, "%v", err)
-		return refusal(&d, err)
+		return refusal(d, err)
 	}
 	d.rule("xol", Pass, "fixups: %s", fix)
-	return xolDecision(&d, fix, "emulation is not available for it")
+	return xolDecision(d, fix, "emulation is not available for it")
 }
 
 func probeoptARM64(s *Site, o *Options) Decision {
@@ -81,26 +93,16 @@ func probeoptARM64(s *Site, o *Options) Decision {
 	if r, ok := trampolineARM64(&d, s, o); ok {
 		return r
 	}
-	// One trap: emulation.
-	if err := emulate.ARM64Supported(&inst); err == nil {
-		d.rule("emulate", Pass, "the emulator executes %s exactly", inst.Mnemonic)
-		switch {
-		case inst.Word == 0xD503201F:
-			return d.finish(Emulate, ReasonEmulatedNop, "a NOP, emulated (one trap per hit)")
-		case inst.Branch != decode.BranchNone && inst.Branch.Relative():
-			return d.finish(Emulate, ReasonEmulatedBranch, "a direct %s, emulated (one trap per hit)", inst.Branch)
-		}
-		return d.finish(Emulate, ReasonEmulated, "%s, emulated (one trap per hit)", inst.Mnemonic)
-	} else {
-		d.rule("emulate", Fail, "%v", err)
+	// One trap: emulation; two: the out-of-line step.
+	reason, what := ReasonEmulated, inst.Mnemonic
+	switch {
+	case decode.NopLen(decode.ARM64, s.Code) == 4:
+		reason, what = ReasonEmulatedNop, "a NOP"
+	case inst.Branch != decode.BranchNone && inst.Branch.Relative():
+		reason, what = ReasonEmulatedBranch, "a direct "+inst.Branch.String()
 	}
-	fix, err := xol.CheckARM64(&inst)
-	if err != nil {
-		d.rule("xol", Fail, "%v", err)
-		return refusal(&d, err)
-	}
-	d.rule("xol", Pass, "fixups: %s", fix)
-	return xolDecision(&d, fix, "emulation is not available for it")
+	return emulatedOrXOL(&d, inst.Mnemonic, emulate.ARM64Supported(&inst), reason, what,
+		func() (xol.Fixup, error) { return xol.CheckARM64(&inst) })
 }
 
 // trampolineARM64 decides whether the arm64 site can be rewritten into a b

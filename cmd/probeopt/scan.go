@@ -684,8 +684,6 @@ func (sc *scanner) decide(pf *plan.File, s *elfscan.Site, an *plan.Function) sit
 	return r
 }
 
-var arm64TextMu sync.Mutex
-
 // instText returns the length of the instruction at the start of code and,
 // when text is set, its assembly text.
 func instText(arch decode.Arch, vendor decode.Vendor, addr uint64, code []byte, text bool) (int, string) {
@@ -697,11 +695,7 @@ func instText(arch decode.Arch, vendor decode.Vendor, addr uint64, code []byte, 
 		if !text {
 			return inst.Len, ""
 		}
-		// arm64asm, behind Text, records which of its forms matched in a
-		// package variable without a lock: one goroutine at a time.
-		arm64TextMu.Lock()
-		defer arm64TextMu.Unlock()
-		return inst.Len, inst.Text()
+		return inst.Len, inst.Text() // safe for concurrent use (decode serializes arm64asm)
 	}
 	var inst decode.X86Inst
 	if err := (decode.X86Decoder{Vendor: vendor}).Decode(code, addr, &inst); err != nil {

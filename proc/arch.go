@@ -23,6 +23,12 @@ type arch struct {
 	// user_single_step_report, which arm64 uses; x86-64 reports
 	// TRAP_BRKPT): such a trap ends the step, it was sent by no process.
 	stepOverSyscallSIUser bool
+	// rewindsSyscalls is set when the registers cannot tell a thread
+	// stopped in a system call (arm64 keeps the call's number outside
+	// user_pt_regs, and rewinds the PC of an interrupted restartable call
+	// to its svc before the stop): World.Threads then reports InSyscall
+	// for a thread whose PC is at a system-call instruction.
+	rewindsSyscalls bool
 	// syscallInsn is the system-call instruction a remote system call
 	// runs; it is looked for at multiples of insnAlign.
 	syscallInsn []byte
@@ -62,6 +68,7 @@ var archARM64 = arch{
 	breakpointPCAdjust:    0,                              // the PC still points at the brk
 	singleStep:            true,
 	stepOverSyscallSIUser: true,
+	rewindsSyscalls:       true,
 	syscallInsn:           []byte{0x01, 0x00, 0x00, 0xd4}, // svc #0
 	insnAlign:             4,
 	remoteSyscalls:        true,

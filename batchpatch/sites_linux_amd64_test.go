@@ -50,18 +50,7 @@ func setSyscall(r *proc.Regs, nr, a0 uint64) { r.Rax, r.Rdi = nr, a0 }
 func TestLiveParkedThreadPCAndRestartPC(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	tid := parked(t, f)
-	var info proc.ThreadInfo
-	if _, err := f.p.Stopped(func(w *proc.World) error {
-		ths, err := w.Threads()
-		for _, th := range ths {
-			if th.Tid == tid {
-				info = th
-			}
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	info := f.threadInfo(t, tid)
 	if info.PC != f.Park+2 || info.RestartPC != f.Park {
 		t.Fatalf("park thread %+v: want PC %#x and restart PC %#x", info, f.Park+2, f.Park)
 	}

@@ -81,18 +81,7 @@ func setSyscall(r *proc.Regs, nr, a0 uint64) { r.Regs[8], r.Regs[0] = nr, a0 }
 func TestLiveParkedThreadPC(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	tid := parked(t, f)
-	var info proc.ThreadInfo
-	if _, err := f.p.Stopped(func(w *proc.World) error {
-		ths, err := w.Threads()
-		for _, th := range ths {
-			if th.Tid == tid {
-				info = th
-			}
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	info := f.threadInfo(t, tid)
 	if info.PC != f.Park || info.RestartPC != 0 || !info.InSyscall {
 		t.Fatalf("park thread %+v: want PC %#x, no restart PC, in a system call", info, f.Park)
 	}

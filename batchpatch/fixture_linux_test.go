@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package batchpatch
 
@@ -76,4 +76,22 @@ func (f *fixture) read64(t testing.TB, off uint64) int64 {
 func (f *fixture) read32(t testing.TB, off uint64) int32 {
 	t.Helper()
 	return fixtures.Shared{Addr: f.Shared, Read: f.p.ReadMemory}.Int32(t, off)
+}
+
+// threadInfo returns what a stop of the world says of thread tid.
+func (f *fixture) threadInfo(t testing.TB, tid int) proc.ThreadInfo {
+	t.Helper()
+	var info proc.ThreadInfo
+	if _, err := f.p.Stopped(func(w *proc.World) error {
+		ths, err := w.Threads()
+		for _, th := range ths {
+			if th.Tid == tid {
+				info = th
+			}
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return info
 }

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package batchpatch
 
@@ -19,24 +19,6 @@ import (
 
 // nSites is the number of functions of each kind in the fixture.
 const nSites = 4096
-
-// aPatch replaces the two-instruction range of A function i (mov, add K)
-// by lea M(%rdi),%eax and a 2-byte nop: the function then returns x+M.
-func aPatch(f *fixture, i int) Patch {
-	k, m := byte(i&63), byte(64+i&63)
-	return Patch{
-		Addr: f.A + 16*uint64(i),
-		Old:  []byte{0x89, 0xf8, 0x83, 0xc0, k},
-		New:  []byte{0x8d, 0x47, m, 0x66, 0x90},
-	}
-}
-
-// bPatch replaces the single instruction mov $K,%eax of B function i by
-// mov $M,%eax.
-func bPatch(f *fixture, i int) Patch {
-	k, m := byte(i&63), byte(64+i&63)
-	return Patch{Addr: f.B + 16*uint64(i), Old: []byte{0xb8, k, 0, 0, 0}, New: []byte{0xb8, m, 0, 0, 0}}
-}
 
 // patches returns n patches of one kind spread evenly over the sites.
 func patches(f *fixture, n int, mk func(*fixture, int) Patch) []Patch {
@@ -169,14 +151,14 @@ func TestLive4096x100(t *testing.T) {
 		rounds, passes, steps, refused, maxPause, line)
 }
 
-// TestLiveParkedThread parks a thread in a system call whose instruction
-// starts a 5-byte range, so its PC is at addr+2. The patch must be refused
+// TestLiveParkedThread parks a thread in a system call whose PC is
+// strictly inside the range of parkPatch. The patch must be refused
 // (and not written) while it is there, the rest of the batch applied, and
 // the patch applied once the thread has left.
 func TestLiveParkedThread(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	parkTid := parked(t, f)
-	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	park := parkPatch(f)
 	other := aPatch(f, 7)
 	batch := []Patch{other, park}
 	Sort(batch)
@@ -187,8 +169,8 @@ func TestLiveParkedThread(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(res.Refused) != 1 || res.Refused[0].Addr != park.Addr || res.Refused[0].Tid != parkTid || res.Refused[0].PC != park.Addr+2 {
-		t.Fatalf("refused = %v, want the park patch blocked by thread %d at %#x", res.Refused, parkTid, park.Addr+2)
+	if len(res.Refused) != 1 || res.Refused[0].Addr != park.Addr || res.Refused[0].Tid != parkTid || res.Refused[0].PC != parkPC(f) {
+		t.Fatalf("refused = %v, want the park patch blocked by thread %d at %#x", res.Refused, parkTid, parkPC(f))
 	}
 	if !strings.Contains(res.Refused[0].Reason, "system call") {
 		t.Errorf("reason %q does not name the system call", res.Refused[0].Reason)
@@ -219,7 +201,8 @@ func TestLiveParkedThread(t *testing.T) {
 }
 
 // parked waits until the park thread of a fixture started with "park" is
-// blocked in pause() at f.Park+2, and returns its tid.
+// blocked in its system call at fx_park_site (its PC is then parkPC), and
+// returns its tid.
 func parked(t *testing.T, f *fixture) int {
 	t.Helper()
 	if !fixtures.Eventually(5*time.Second, func() bool {
@@ -269,7 +252,7 @@ func expectRefused(t *testing.T, res *Result, tid int, want map[uint64]uint64) {
 func TestLiveParkedThreadInSharedGuard(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	tid := parked(t, f)
-	gate := []Range{{f.Park, f.Park + 5}}
+	gate := []Range{parkGate(f)}
 	g1, g2, free := aPatch(f, 3), aPatch(f, 11), aPatch(f, 20)
 	g1.Guard, g2.Guard = gate, gate
 	batch := []Patch{g1, g2, free}
@@ -278,7 +261,7 @@ func TestLiveParkedThreadInSharedGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	expectRefused(t, res, tid, map[uint64]uint64{g1.Addr: f.Park + 2, g2.Addr: f.Park + 2})
+	expectRefused(t, res, tid, map[uint64]uint64{g1.Addr: parkPC(f), g2.Addr: parkPC(f)})
 	expectText(t, f.p, []Patch{g1}, true)
 	expectText(t, f.p, []Patch{g2}, true)
 	expectText(t, f.p, []Patch{free}, false)
@@ -291,56 +274,6 @@ func TestLiveParkedThreadInSharedGuard(t *testing.T) {
 	finish(t, f)
 }
 
-// TestLiveParkedThreadPCAndRestartPC parks a thread in pause(): its PC is
-// f.Park+2, after the syscall instruction, and the kernel restarts the
-// call at f.Park. One patch covers the PC and another the restart PC;
-// neither may be written while the thread is there.
-func TestLiveParkedThreadPCAndRestartPC(t *testing.T) {
-	f := startFixture(t, nil, "park")
-	tid := parked(t, f)
-	var info proc.ThreadInfo
-	if _, err := f.p.Stopped(func(w *proc.World) error {
-		ths, err := w.Threads()
-		for _, th := range ths {
-			if th.Tid == tid {
-				info = th
-			}
-		}
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if info.PC != f.Park+2 || info.RestartPC != f.Park {
-		t.Fatalf("park thread %+v: want PC %#x and restart PC %#x", info, f.Park+2, f.Park)
-	}
-	// fx_park_call is b8 22 00 00 00 (mov $34,%eax), 0f 05 (syscall) at
-	// f.Park, then nops. restart covers the mov's immediate and the first
-	// byte of the syscall, so f.Park is strictly inside it (its new bytes
-	// make the call getpid); pc covers the second byte of the syscall and
-	// the first nop, so f.Park+2 is strictly inside it (66 90 is a nop
-	// too).
-	restart := Patch{Addr: f.Park - 4, Old: []byte{0x22, 0x00, 0x00, 0x00, 0x0f}, New: []byte{0x27, 0x00, 0x00, 0x00, 0x0f}}
-	pc := Patch{Addr: f.Park + 1, Old: []byte{0x05, 0x90}, New: []byte{0x05, 0x66}}
-	free := aPatch(f, 5)
-	batch := []Patch{restart, pc, free}
-	Sort(batch)
-	slow := &Options{StepTimeout: 100 * time.Millisecond}
-	res, err := Apply(f.p, batch, slow)
-	if err != nil {
-		t.Fatal(err)
-	}
-	expectRefused(t, res, tid, map[uint64]uint64{restart.Addr: f.Park, pc.Addr: f.Park + 2})
-	expectText(t, f.p, []Patch{restart, pc}, true)
-	expectText(t, f.p, []Patch{free}, false)
-	unpark(t, f, tid)
-	res, err = Apply(f.p, []Patch{restart, pc}, slow)
-	if err != nil || len(res.Refused) != 0 {
-		t.Fatalf("after the thread left: %v, refused %v", err, res.Refused)
-	}
-	expectText(t, f.p, []Patch{restart, pc}, false)
-	finish(t, f)
-}
-
 // TestLivePauseCountsSteps checks that the pause a pass reports includes
 // the time spent stepping a thread while the others stay stopped: the
 // parked thread's step times out after 50 ms, and the refresh that
@@ -348,7 +281,7 @@ func TestLiveParkedThreadPCAndRestartPC(t *testing.T) {
 func TestLivePauseCountsSteps(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	tid := parked(t, f)
-	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	park := parkPatch(f)
 	const timeout = 50 * time.Millisecond
 	res, err := Apply(f.p, []Patch{aPatch(f, 7), park}, &Options{StepTimeout: timeout})
 	if err != nil {
@@ -387,7 +320,7 @@ func (w *exitingWorld) Threads() ([]proc.ThreadInfo, error) {
 		return ths, nil
 	}
 	r.SetPC(w.site)
-	r.Rax, r.Rdi = unix.SYS_EXIT, 0
+	setSyscall(&r, unix.SYS_EXIT, 0)
 	if err := w.World.SetRegs(w.victim, &r); err != nil {
 		w.err = err
 		return ths, nil
@@ -404,7 +337,7 @@ func (w *exitingWorld) Threads() ([]proc.ThreadInfo, error) {
 func TestLiveThreadExitsDuringPass(t *testing.T) {
 	f := startFixture(t, nil, "park")
 	tid := parked(t, f)
-	park := Patch{Addr: f.Park, Old: []byte{0x0f, 0x05, 0x90, 0x90, 0x90}, New: []byte{0x0f, 0x05, 0x0f, 0x1f, 0x00}}
+	park := parkPatch(f)
 	batch := append(patches(f, 256, aPatch), park)
 	w := &exitingWorld{victim: tid, site: f.Park}
 	var res *Result
@@ -448,11 +381,11 @@ func TestLiveThreadExitsDuringPass(t *testing.T) {
 	}
 	var left []Patch
 	for _, q := range batch {
-		var b [5]byte
-		if err := f.p.ReadMemory(q.Addr, b[:]); err != nil {
+		b := make([]byte, len(q.Old))
+		if err := f.p.ReadMemory(q.Addr, b); err != nil {
 			t.Fatal(err)
 		}
-		if bytes.Equal(b[:], q.Old) {
+		if bytes.Equal(b, q.Old) {
 			left = append(left, q)
 		}
 	}
@@ -527,7 +460,7 @@ func TestLiveRollback(t *testing.T) {
 	}
 	// A wrong old byte: nothing is written, the patch is named.
 	bad := patches(f, 16, aPatch)
-	bad[9].Old = []byte{1, 2, 3, 4, 5}
+	bad[9].Old = bytes.Repeat([]byte{1}, len(bad[9].Old))
 	_, err := Apply(f.p, bad, nil)
 	var pe *PatchError
 	var me *MismatchError
@@ -620,9 +553,9 @@ func TestLiveForkRace(t *testing.T) {
 				for _, q := range ps {
 					off := q.Addr - f.A
 					switch {
-					case bytes.Equal(buf[off:off+5], q.Old):
+					case bytes.Equal(buf[off:off+uint64(len(q.Old))], q.Old):
 						nOld++
-					case bytes.Equal(buf[off:off+5], q.New):
+					case bytes.Equal(buf[off:off+uint64(len(q.New))], q.New):
 						nNew++
 					}
 				}
@@ -690,6 +623,9 @@ func TestLiveForkRace(t *testing.T) {
 // int3-first protocol while the workers run, and reverts them, 10 times;
 // some worker must have been caught on an int3 meanwhile.
 func TestLiveStopFree(t *testing.T) {
+	if err := stopFreeSupported(); err != nil {
+		t.Skipf("%v (TestStopFreeRefused checks the refusal)", err)
+	}
 	f := startFixture(t, nil)
 	ps := patches(f, nSites, bPatch)
 	inv := make([]Patch, len(ps))

@@ -46,9 +46,10 @@ type StopFreeOptions struct {
 // would run a mix. Use Apply for those. The batch's old bytes are checked
 // against the process's text first, as in Apply. StopFree installs its
 // own TrapHandler for its duration, chaining to the previous one for
-// traps that are not its own.
+// traps that are not its own. It works on linux/amd64 only (ErrNotSupported
+// elsewhere).
 func StopFree(p *proc.Process, ps []Patch, opts *StopFreeOptions) (*Result, error) {
-	if err := supported(); err != nil {
+	if err := stopFreeSupported(); err != nil {
 		return nil, err
 	}
 	if err := Validate(ps); err != nil {

@@ -17,6 +17,18 @@ type arch struct {
 	// singleStep is set when PTRACE_SINGLESTEP executes one instruction
 	// (World.Step fails with ErrNotSupported otherwise).
 	singleStep bool
+	// stepOverSyscallSIUser is set when a single step over a system-call
+	// instruction ends, at the system call's exit, with a SIGTRAP whose
+	// si_code is SI_USER and si_pid 0 (the kernel's generic
+	// user_single_step_report, which arm64 uses; x86-64 reports
+	// TRAP_BRKPT): such a trap ends the step, it was sent by no process.
+	stepOverSyscallSIUser bool
+	// rewindsSyscalls is set when the registers cannot tell a thread
+	// stopped in a system call (arm64 keeps the call's number outside
+	// user_pt_regs, and rewinds the PC of an interrupted restartable call
+	// to its svc before the stop): World.Threads then reports InSyscall
+	// for a thread whose PC is at a system-call instruction.
+	rewindsSyscalls bool
 	// syscallInsn is the system-call instruction a remote system call
 	// runs; it is looked for at multiples of insnAlign.
 	syscallInsn []byte
@@ -47,18 +59,19 @@ var archX86_64 = arch{
 	regsSize:           27 * 8,
 }
 
-// archARM64 is arm64: struct user_pt_regs through NT_PRSTATUS. Remote
-// system calls are not implemented yet: the system-call number is not in
-// user_pt_regs (it is the NT_ARM_SYSTEM_CALL register set).
+// archARM64 is arm64: struct user_pt_regs through NT_PRSTATUS; remote
+// system calls run svc #0 with the number in x8.
 var archARM64 = arch{
-	name:               "arm64",
-	breakpoint:         []byte{0x00, 0x00, 0x20, 0xd4}, // brk #0
-	breakpointCode:     1,                              // TRAP_BRKPT
-	breakpointPCAdjust: 0,                              // the PC still points at the brk
-	singleStep:         true,
-	syscallInsn:        []byte{0x01, 0x00, 0x00, 0xd4}, // svc #0
-	insnAlign:          4,
-	remoteSyscalls:     false,
-	regSet:             ntPRStatus,
-	regsSize:           34 * 8, // x0-x30, sp, pc, pstate
+	name:                  "arm64",
+	breakpoint:            []byte{0x00, 0x00, 0x20, 0xd4}, // brk #0
+	breakpointCode:        1,                              // TRAP_BRKPT
+	breakpointPCAdjust:    0,                              // the PC still points at the brk
+	singleStep:            true,
+	stepOverSyscallSIUser: true,
+	rewindsSyscalls:       true,
+	syscallInsn:           []byte{0x01, 0x00, 0x00, 0xd4}, // svc #0
+	insnAlign:             4,
+	remoteSyscalls:        true,
+	regSet:                ntPRStatus,
+	regsSize:              34 * 8, // x0-x30, sp, pc, pstate
 }

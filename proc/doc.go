@@ -55,10 +55,10 @@
 //
 // proc does not decide what to write where (see batchpatch for text patches
 // applied as one transaction), decode instructions (decode) or handle
-// probes (probe). The real implementation is for linux/amd64; it builds on
-// linux/arm64, where registers work but remote system calls return an error
-// wrapping ErrNotSupported. The public types are defined once, over an
-// unexported backend per platform; on other systems there is no backend,
-// and Spawn and Attach return an error wrapping ErrNotSupported (so no
-// Process exists there).
+// probes (probe). The real implementation is for linux/amd64 and
+// linux/arm64 (its tests run on arm64 in the guest of internal/vm; what
+// differs between the two is the arch table and the register files). The
+// public types are defined once, over an unexported backend per platform;
+// on other systems there is no backend, and Spawn and Attach return an
+// error wrapping ErrNotSupported (so no Process exists there).
 package proc

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package proc
 
@@ -230,7 +230,7 @@ func TestGroupStopAndSignals(t *testing.T) {
 // so the parent keeps forking, and the world still stops and resumes.
 func TestUnfollowedForks(t *testing.T) {
 	f := startFixture(t, nil, "fork")
-	if !fixtures.Eventually(10*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) >= 20 }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) >= 20 }) {
 		t.Fatalf("only %d forks", f.read64(t, fixtures.SharedForks))
 	}
 	for i := 0; i < 20; i++ {

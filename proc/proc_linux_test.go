@@ -1,8 +1,9 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package proc
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"strings"
@@ -77,14 +78,14 @@ func TestRegsAndMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Text is read-only in the mappings and still writable through mem.
-	text := make([]byte, 6)
+	text := make([]byte, len(site5))
 	if err := p.ReadMemory(f.A+16*5, text); err != nil {
 		t.Fatal(err)
 	}
-	if string(text) != "\x89\xf8\x83\xc0\x05\xc3" {
-		t.Fatalf("site 5 = % x", text)
+	if !bytes.Equal(text, site5) {
+		t.Fatalf("site 5 = % x, want % x", text, site5)
 	}
-	if err := p.WriteMemory(f.A+16*5+4, []byte{0x05}); err != nil {
+	if err := p.WriteMemory(f.A+16*5+uint64(site5Imm), site5[site5Imm:site5Imm+1]); err != nil {
 		t.Fatal(err)
 	}
 	maps, err := p.Maps()
@@ -124,7 +125,7 @@ func TestRemoteSyscalls(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if err := w.WriteMemory(addr, []byte{0xc3}); err != nil {
+		if err := w.WriteMemory(addr, retInsn); err != nil {
 			return err
 		}
 		if err := w.Mprotect(addr, 8192, unix.PROT_READ|unix.PROT_EXEC); err != nil {
@@ -204,8 +205,8 @@ func TestStepWithPendingSignal(t *testing.T) {
 				return err
 			}
 			defer w.Munmap(page, 4096)
-			// Three one-byte nops and an endless loop.
-			if err := w.WriteMemory(page, []byte{0x90, 0x90, 0x90, 0xeb, 0xfe}); err != nil {
+			// Three nops and an endless loop.
+			if err := w.WriteMemory(page, nopsThenLoop); err != nil {
 				return err
 			}
 			if err := w.Mprotect(page, 4096, unix.PROT_READ|unix.PROT_EXEC); err != nil {
@@ -238,8 +239,8 @@ func TestStepWithPendingSignal(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				if got.PC() != page+uint64(i) {
-					t.Errorf("round %d, step %d: PC %#x, want %#x", round, i, got.PC(), page+uint64(i))
+				if want := page + uint64(i*nopLen); got.PC() != want {
+					t.Errorf("round %d, step %d: PC %#x, want %#x", round, i, got.PC(), want)
 				}
 			}
 			return w.SetRegs(tid, &saved)

@@ -18,13 +18,28 @@ func (r *Regs) SetPC(pc uint64) { r.Pc = pc }
 // SP returns the stack pointer.
 func (r *Regs) SP() uint64 { return r.Sp }
 
-// The system-call number is not part of user_pt_regs (it lives in the
-// NT_ARM_SYSTEM_CALL register set), so these report nothing on arm64.
+// inSyscall reports nothing on arm64: the system-call number is not part
+// of user_pt_regs (it is the NT_ARM_SYSTEM_CALL register set), and a
+// thread interrupted in a system call has left it before the tracer sees
+// it (see restartPC).
 func (r *Regs) inSyscall() bool { return false }
 
+// restartPC reports nothing on arm64: for a system call interrupted with
+// one of the ERESTART* codes the kernel moves the PC back to the svc and
+// puts the first argument back in x0 before the thread stops (so that
+// the tracer sees the registers the call restarts with), so the PC is
+// already the restart PC.
 func (r *Regs) restartPC() (uint64, bool) { return 0, false }
 
-func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {}
+// prepareSyscall sets the registers to run system call nr at site (an
+// svc #0): x8 is the number, x0-x5 the arguments. A pending restart of
+// the call the thread was interrupted in is not applied to them: the
+// kernel restarts only a thread that resumes at the svc it rewound to.
+func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {
+	r.Regs[8] = nr
+	copy(r.Regs[0:6], a[:])
+	r.Pc = site
+}
 
 func (r *Regs) syscallResult() uint64 { return r.Regs[0] }
 

@@ -3,6 +3,7 @@
 package proc
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -298,13 +299,21 @@ func isStopSignal(sig int) bool {
 
 // siginfoCode returns si_code of the signal that stopped tid.
 func siginfoCode(tid int) (int32, error) {
+	code, _, err := siginfo(tid)
+	return code, err
+}
+
+// siginfo returns si_code and si_pid of the signal that stopped tid.
+func siginfo(tid int) (code, pid int32, err error) {
 	info := make([]byte, 128) // on the heap, so its address stays put
 	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETSIGINFO, uintptr(tid), 0, uintptr(unsafe.Pointer(&info[0])), 0, 0)
 	if e != 0 {
-		return 0, e
+		return 0, 0, e
 	}
-	// struct siginfo: si_signo, si_errno, si_code (int32 each).
-	return int32(uint32(info[8]) | uint32(info[9])<<8 | uint32(info[10])<<16 | uint32(info[11])<<24), nil
+	// struct siginfo: si_signo, si_errno, si_code (int32 each), then on
+	// 64-bit systems the union at offset 16, whose first field for a
+	// signal sent by a process is si_pid.
+	return int32(binary.LittleEndian.Uint32(info[8:])), int32(binary.LittleEndian.Uint32(info[16:])), nil
 }
 
 // maxStepRestarts bounds how often one step is reissued because of
@@ -327,15 +336,20 @@ func isAsyncSignal(tid, sig int) bool {
 // a process (kill, tgkill, sigqueue: si_code <= 0) rather than raised by
 // the kernel for the thread's own execution.
 func isUserSignal(tid int) bool {
-	code, err := siginfoCode(tid)
-	return err == nil && code <= 0
+	code, pid, err := siginfo(tid)
+	return err == nil && code <= 0 && !(hostArch.stepOverSyscallSIUser && code == siUser && pid == 0)
 }
 
-// isStepTrap reports whether the SIGTRAP that stopped tid comes from the
-// trap flag (si_code TRAP_BRKPT or TRAP_TRACE), as single steps do.
+// siUser is SI_USER, the si_code of kill(2).
+const siUser = 0
+
+// isStepTrap reports whether the SIGTRAP that stopped tid ends a single
+// step: the trap flag's (si_code TRAP_BRKPT or TRAP_TRACE), or the report
+// of a step over a system-call instruction where the kernel makes it
+// look sent (arch.stepOverSyscallSIUser).
 func isStepTrap(tid int) bool {
-	code, err := siginfoCode(tid)
-	return err == nil && (code == 1 || code == 2)
+	code, pid, err := siginfo(tid)
+	return err == nil && (code == 1 || code == 2 || hostArch.stepOverSyscallSIUser && code == siUser && pid == 0)
 }
 
 // onStop handles a ptrace-stop of a known thread.

@@ -107,7 +107,10 @@ type ThreadInfo struct {
 	// call that the kernel will restart on resume: the thread then runs the
 	// system-call instruction at RestartPC again instead of PC.
 	RestartPC uint64
-	// InSyscall is set when the thread stopped inside a system call.
+	// InSyscall is set when the thread stopped inside a system call. On
+	// arm64, where the registers do not say so, it is set when the thread
+	// stands at an svc #0: where the kernel leaves a thread interrupted in
+	// a restartable call (PC is then the restart PC, and RestartPC 0).
 	InSyscall bool
 	// Parked is set for a thread blocked in vfork: it was not interrupted,
 	// cannot run user code before the child releases it, and cannot be

@@ -97,6 +97,13 @@ func (w *ptraceWorld) Threads() ([]ThreadInfo, error) {
 			}
 			info.PC = r.PC()
 			info.InSyscall = r.inSyscall()
+			if !info.InSyscall && hostArch.rewindsSyscalls && !th.parked {
+				// The kernel moved a thread interrupted in a system call
+				// back to its svc: standing on one, it is in the call as
+				// far as a step goes (the step enters it again).
+				insn := make([]byte, len(hostArch.syscallInsn))
+				info.InSyscall = q.readMem(info.PC, insn) == nil && bytes.Equal(insn, hostArch.syscallInsn)
+			}
 			if pc, ok := r.restartPC(); ok {
 				info.RestartPC = pc
 			}

@@ -118,7 +118,9 @@ type Options struct {
 	// full is dropped and counted, per probe and per thread
 	// (SiteStats.Dropped, Stats.ThreadDrops). Each ring takes RingSize*64
 	// bytes of memory in the tracee and the tracer, as the thread first
-	// records an event.
+	// records an event. 128 threads get rings of their own (fewer when
+	// the rings would take more than 1 GiB together: 64 with 2^18 events
+	// each, 16 with 2^20); the others record into a shared ring.
 	RingSize int
 	// OnEvents, when set with Events, receives the events in batches
 	// instead of the Events channel: it is called on the reader's

@@ -58,6 +58,9 @@ const (
 	// trampStripeCounters is the number of counters each stripe holds:
 	// the first trampStripeCounters/2 sites count per thread.
 	trampStripeCounters = 1024
+	// trampThreadRings bounds the memory of the per-thread rings of a
+	// target, in bytes: with large rings there are fewer stripes.
+	trampThreadRings = 1 << 30
 )
 
 // trampState is the trampoline machinery of one target.
@@ -138,7 +141,13 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	if tg.t.opts.Events {
 		threadRing = tg.t.opts.RingSize
 	}
-	if err := data.SetThreads(trampStripes, trampStripeCounters, threadRing); err != nil {
+	// The data area must lie within reach of the sites: large rings
+	// leave fewer stripes (the other threads count in the shared words).
+	stripes := trampStripes
+	for stripes > 1 && uint64(stripes)*uint64(threadRing)*trampoline.ThreadRecordSize > trampThreadRings {
+		stripes /= 2
+	}
+	if err := data.SetThreads(stripes, trampStripeCounters, threadRing); err != nil {
 		return nil, fmt.Errorf("ring size: %w", err)
 	}
 	fd, mem, err := dataMemfd(w, tg.pid, data.Size())

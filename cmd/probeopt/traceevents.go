@@ -30,6 +30,7 @@ type eventSink struct {
 	bin    *probe.EventWriter
 	specOf map[int][]byte // the JSON string of each probe's spec
 	line   []byte
+	n      uint64 // events written
 	err    error
 }
 
@@ -70,6 +71,7 @@ func (s *eventSink) write(evs []probe.Event) {
 	if s.err != nil {
 		return
 	}
+	s.n += uint64(len(evs))
 	switch {
 	case s.bin != nil:
 		s.err = s.bin.Write(evs...)
@@ -82,6 +84,13 @@ func (s *eventSink) write(evs []probe.Event) {
 			}
 		}
 	}
+}
+
+// written returns the number of events handed to the sink.
+func (s *eventSink) written() uint64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.n
 }
 
 // flush writes what is buffered and returns the first error.

@@ -1,6 +1,6 @@
-// The thread-scaling fixture.
+// The thread-scaling workload.
 //
-//   scale THREADS CALLS [signal]
+//   scale THREADS CALLS [signal | RATE]
 //
 // starts THREADS threads that each call hot() and hot2() CALLS times and
 // prints, per thread, its thread id and how often it called each, then
@@ -9,10 +9,19 @@
 // where a trampoline replaces nothing but the NOP.
 //
 // With "signal", a timer of each thread's own (timer_create, delivered
-// to the thread) interrupts it every 20 us; the handler calls hot() too and counts, per thread, its calls
-// and how often it interrupted the thread outside the program's own text
+// to the thread) interrupts it every 100 us; the handler calls hot() too
+// and counts, per thread, its calls and how often it interrupted the
+// thread outside the program's own text
 // (inside a probe's slot, when hot is probed by a trampoline: the loop
 // runs nothing else outside the text). Each thread prints those counts.
+//
+// With a RATE, each thread paces its loop to RATE iterations per second
+// (checking the clock every 256 iterations).
+//
+// With SCALE_STOP=1 in the environment, the process stops itself
+// (SIGSTOP) once its threads exist and before they start, so that a
+// tracer can count each thread's hits with kernel uprobes from the first;
+// the threads start when it continues (SIGCONT).
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <signal.h>
@@ -36,8 +45,10 @@ __attribute__((noinline)) long hot2(long x) {
 
 extern char __executable_start[], etext[];
 
-static long calls;
+static long calls, rate;
 static int with_signal;
+static int stop_first;
+static pthread_barrier_t start;
 static __thread volatile long sig_calls, sig_outside;
 static volatile long sink;
 
@@ -70,15 +81,28 @@ static void *worker(void *arg) {
 		sev.sigev_notify = SIGEV_THREAD_ID;
 		sev.sigev_signo = SIGPROF;
 		sev.sigev_notify_thread_id = gettid();
-		struct itimerspec its = {{0, 20000}, {0, 20000}};
+		struct itimerspec its = {{0, 100000}, {0, 100000}};
 		if (timer_create(CLOCK_MONOTONIC, &sev, &timer) != 0 || timer_settime(timer, 0, &its, NULL) != 0) {
 			perror("scale: timer");
 			exit(1);
 		}
 	}
+	if (stop_first)
+		pthread_barrier_wait(&start);
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (long i = 0; i < calls; i++) {
 		s += hot(i);
 		s += hot2(i);
+		if (rate > 0 && (i & 255) == 255) {
+			long long due = (long long)((double)(i + 1) * 1e9 / (double)rate);
+			for (;;) {
+				struct timespec t;
+				clock_gettime(CLOCK_MONOTONIC, &t);
+				if ((long long)(t.tv_sec - t0.tv_sec) * 1000000000LL + (t.tv_nsec - t0.tv_nsec) >= due)
+					break;
+			}
+		}
 	}
 	if (with_signal)
 		timer_delete(timer);
@@ -98,6 +122,8 @@ int main(int argc, char **argv) {
 	int n = atoi(argv[1]);
 	calls = atol(argv[2]);
 	with_signal = argc > 3 && strcmp(argv[3], "signal") == 0;
+	if (argc > 3 && !with_signal)
+		rate = atol(argv[3]);
 	if (n < 1 || n > 1024 || calls < 0) {
 		fprintf(stderr, "scale: bad arguments\n");
 		return 2;
@@ -112,12 +138,22 @@ int main(int argc, char **argv) {
 	pthread_t th[1024];
 	struct result res[1024];
 	struct timespec t0, t1;
+	stop_first = getenv("SCALE_STOP") != NULL && strcmp(getenv("SCALE_STOP"), "1") == 0;
+	if (stop_first)
+		pthread_barrier_init(&start, NULL, n + 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	for (int i = 0; i < n; i++)
-		if (pthread_create(&th[i], NULL, worker, &res[i]) != 0) {
-			fprintf(stderr, "scale: pthread_create failed\n");
+	for (int i = 0; i < n; i++) {
+		int err = pthread_create(&th[i], NULL, worker, &res[i]);
+		if (err != 0) {
+			fprintf(stderr, "scale: pthread_create: %s\n", strerror(err));
 			return 1;
 		}
+	}
+	if (stop_first) {
+		raise(SIGSTOP);
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		pthread_barrier_wait(&start);
+	}
 	for (int i = 0; i < n; i++)
 		pthread_join(th[i], NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);

@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/trampoline/internal/native"
 )
@@ -85,7 +87,9 @@ func BenchmarkProbeHit(b *testing.B) {
 // (each thread's stripe and ring, see Data.SetThreads). ns/hit is the
 // time of one call including the hit, per thread (the mean of the
 // threads' own times in native code, the ring reads between chunks left
-// out); Mhit/s the hits of all threads per second of the slowest.
+// out); cpu-ns/hit the same in the threads' CPU time, which other work on
+// the machine does not inflate; Mhit/s the hits of all threads per second
+// of the slowest.
 //
 //	go test ./trampoline -run '^$' -bench ThreadHit
 func BenchmarkThreadHit(b *testing.B) {
@@ -111,6 +115,7 @@ func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
 	prev := runtime.GOMAXPROCS(max(threads, prev0()))
 	defer runtime.GOMAXPROCS(prev)
 	elapsed := make([]time.Duration, threads)
+	cpu := make([]int64, threads)
 	var mu sync.Mutex // one reader of the shared ring at a time
 	var wg, ready sync.WaitGroup
 	ready.Add(threads)
@@ -129,9 +134,10 @@ func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
 				<-start
 				for done := 0; done < b.N; {
 					n := min(b.N-done, chunk)
-					t0 := time.Now()
+					t0, c0 := time.Now(), threadCPU()
 					native.Loop(uintptr(e.sym("bench_target")), &r, stack, uint64(n))
 					elapsed[i] += time.Since(t0)
+					cpu[i] += threadCPU() - c0
 					done += n
 					if !event {
 						continue
@@ -165,12 +171,27 @@ func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
 		slowest = max(slowest, d)
 	}
 	b.ReportMetric(float64(sum.Nanoseconds())/float64(threads*b.N), "ns/hit")
+	var cpuSum int64
+	for _, c := range cpu {
+		cpuSum += c
+	}
+	b.ReportMetric(float64(cpuSum)/float64(threads*b.N), "cpu-ns/hit")
 	if slowest > 0 {
 		b.ReportMetric(float64(threads*b.N)/slowest.Seconds()/1e6, "Mhit/s")
 	}
 	if event {
 		b.ReportMetric(float64(e.view.Dropped()), "dropped")
 	}
+}
+
+// threadCPU returns the CPU time of the calling thread in nanoseconds
+// (other work on the machine does not inflate it).
+func threadCPU() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }
 
 // prev0 is GOMAXPROCS as it is.

@@ -37,19 +37,23 @@ type benchScaleRow struct {
 	Threads int    `json:"threads"`
 	Mode    string `json:"mode"` // untraced, counts, events, kernel
 	// Calls is the calls of the probed function per thread; ElapsedNs the
-	// time of the loop (all threads, the workload's own clock).
+	// time of the loop (all threads, the workload's own clock); CPUNs the
+	// mean over the threads of the CPU time of their loops (which other
+	// work on the machine does not inflate, unlike the elapsed time).
 	Calls     int   `json:"calls"`
 	ElapsedNs int64 `json:"elapsed_ns"`
-	// NsPerCall is the time of one iteration of a thread's loop (it calls
-	// hot, probed, and hot2, not probed); NsPerHit the part of it the
-	// probe adds (the untraced row's subtracted).
+	CPUNs     int64 `json:"cpu_ns"`
+	// NsPerCall is the CPU time of one iteration of a thread's loop (it
+	// calls hot, probed, and hot2, not probed); NsPerHit the part of it
+	// the probe adds (the untraced row's subtracted).
 	NsPerCall float64 `json:"ns_per_call"`
 	NsPerHit  float64 `json:"ns_per_hit"`
-	// ThreadRate is the hits per second of one thread, TotalRate of all;
-	// Ratio is ThreadRate over the same mode's 1-thread row.
-	ThreadRate float64 `json:"thread_hits_per_s"`
-	TotalRate  float64 `json:"total_hits_per_s"`
+	// ThreadRate is the hits per second of CPU time of one thread, Ratio
+	// it over the same mode's 1-thread row; TotalRate the hits of all
+	// threads per second of elapsed time.
+	ThreadRate float64 `json:"thread_hits_per_cpu_s"`
 	Ratio      float64 `json:"ratio_to_1_thread"`
+	TotalRate  float64 `json:"total_hits_per_s"`
 	// Hits is what the mode counted (the kernel's uprobe count, or
 	// probeopt's); Events the events delivered and Dropped those dropped.
 	Hits    uint64 `json:"hits"`
@@ -70,6 +74,12 @@ type benchDrainRow struct {
 	Dropped   uint64  `json:"dropped"`
 	WrittenPS float64 `json:"written_per_s"`
 	Bytes     int64   `json:"bytes"`
+	// TracerCPUNs is the CPU time probeopt's process spent over the run
+	// (user and system: draining, converting, writing, and the tracer's
+	// other work); PerCPUSecond the events written per second of it, the
+	// rate one tracer thread sustains when it has a CPU to itself.
+	TracerCPUNs  int64   `json:"tracer_cpu_ns"`
+	PerCPUSecond float64 `json:"written_per_cpu_s"`
 }
 
 // benchScaleReport is what "bench scale --json" prints.
@@ -96,15 +106,18 @@ many as the machine has CPUs, and twice that (or the --threads given):
   kernel     a kernel uprobe (the uprobe PMU, perf_event_open, counting) on
              hot in each thread, the entry instruction emulated by the kernel
 
-Each row gives the time of one iteration of a thread's loop, the part the
-probe adds (ns/hit, the untraced row subtracted), the hits per second of one
-thread and of all, and the ratio of the per-thread rate to the same mode's
-1-thread row (1.00: the hit path scales with the threads).
+Each row gives the CPU time of one iteration of a thread's loop (the mean
+over the threads of their own CPU clocks: other work on the machine does not
+inflate it), the part the probe adds (ns/hit, the untraced row subtracted),
+the hits per CPU-second of one thread and the ratio of that rate to the same
+mode's 1-thread row (1.00: a hit costs no more when other threads hit at the
+same time), and the hits of all threads per second of elapsed time.
 
 Then the drain: the threads record events paced to --rate per second in all
 for --seconds, which probeopt writes to a file in the binary event format,
 and again as fast as they can, in binary and as JSON lines: the events
-written per second by one tracer thread, and the events dropped.
+written per second, the events dropped, and the events written per second of
+the tracer's CPU time (what one tracer thread sustains on a CPU of its own).
 
 Needs Linux on x86-64, gcc, ptrace and kernel uprobes (root). Other work on
 the machine changes the figures: run it on a quiet machine.`,
@@ -184,28 +197,28 @@ func scaleRatios(rows []benchScaleRow) {
 // printBenchScale prints the tables of a report.
 func printBenchScale(w io.Writer, rep *benchScaleReport) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "THREADS\tMODE\tNS/CALL\tNS/HIT\tPER-THREAD M/s\tTOTAL M/s\tVS 1 THREAD\tHITS\tDROPPED\t")
+	fmt.Fprintln(tw, "THREADS\tMODE\tCPU NS/CALL\tNS/HIT\tPER-THREAD M/CPU-s\tVS 1 THREAD\tTOTAL M/s\tELAPSED s\tHITS\tDROPPED\t")
 	for _, r := range rep.Rows {
 		hit := fmt.Sprintf("%.1f", r.NsPerHit)
 		if r.Mode == "untraced" {
 			hit = "-"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.1f\t%.1f\t%.2f\t%d\t%d\t\n", r.Threads, r.Mode, r.NsPerCall, hit,
-			r.ThreadRate/1e6, r.TotalRate/1e6, r.Ratio, r.Hits, r.Dropped)
+		fmt.Fprintf(tw, "%d\t%s\t%.2f\t%s\t%.1f\t%.2f\t%.1f\t%.3f\t%d\t%d\t\n", r.Threads, r.Mode, r.NsPerCall, hit,
+			r.ThreadRate/1e6, r.Ratio, r.TotalRate/1e6, float64(r.ElapsedNs)/1e9, r.Hits, r.Dropped)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, "\n%d CPUs; rings of %d events per thread\n\n", rep.CPUs, rep.RingSize)
 	tw = tabwriter.NewWriter(w, 0, 8, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "DRAIN\tTHREADS\tASKED/s\tSECONDS\tHITS\tWRITTEN\tDROPPED\tWRITTEN M/s\tMB\t")
+	fmt.Fprintln(tw, "DRAIN\tTHREADS\tASKED/s\tSECONDS\tHITS\tWRITTEN\tDROPPED\tWRITTEN M/s\tTRACER CPU s\tM/CPU-s\tMB\t")
 	for _, d := range rep.Drain {
 		asked := "unpaced"
 		if d.Rate > 0 {
 			asked = fmt.Sprintf("%.1fM", float64(d.Rate)/1e6)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%d\t%d\t%d\t%.2f\t%.0f\t\n", d.Format, d.Threads, asked, float64(d.ElapsedNs)/1e9,
-			d.Hits, d.Written, d.Dropped, d.WrittenPS/1e6, float64(d.Bytes)/1e6)
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%.2f\t%d\t%d\t%d\t%.2f\t%.3f\t%.2f\t%.0f\t\n", d.Format, d.Threads, asked, float64(d.ElapsedNs)/1e9,
+			d.Hits, d.Written, d.Dropped, d.WrittenPS/1e6, float64(d.TracerCPUNs)/1e9, d.PerCPUSecond/1e6, float64(d.Bytes)/1e6)
 	}
 	return tw.Flush()
 }

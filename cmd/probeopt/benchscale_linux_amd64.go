@@ -116,15 +116,33 @@ func scaleOffset(exe, name string) (uint64, error) {
 	return 0, fmt.Errorf("%s: no function %s: %w", exe, name, elfscan.ErrNoSymbol)
 }
 
-// scaleElapsed reads the workload's time of its loop from its output.
-func scaleElapsed(out []byte) (int64, error) {
+// scaleElapsed reads the workload's time of its loop and the mean CPU
+// time of its threads' loops from its output.
+func scaleElapsed(out []byte) (elapsed, cpu int64, err error) {
 	sc := bufio.NewScanner(bytes.NewReader(out))
+	threads := int64(0)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "elapsed_ns "); ok {
-			return strconv.ParseInt(v, 10, 64)
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "elapsed_ns "); ok {
+			elapsed, err = strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, 0, err
+			}
+			continue
+		}
+		if i := strings.Index(line, " cpu_ns "); strings.HasPrefix(line, "thread ") && i > 0 {
+			c, err := strconv.ParseInt(line[i+len(" cpu_ns "):], 10, 64)
+			if err != nil {
+				return 0, 0, err
+			}
+			cpu += c
+			threads++
 		}
 	}
-	return 0, fmt.Errorf("no elapsed_ns line in the workload's output: %q", out)
+	if elapsed == 0 || threads == 0 {
+		return 0, 0, fmt.Errorf("no elapsed_ns or thread lines in the workload's output: %q", out)
+	}
+	return elapsed, cpu / threads, nil
 }
 
 // scaleRun runs the workload with n threads of calls iterations in one
@@ -156,15 +174,15 @@ func scaleRun(exe string, off uint64, mode string, n, calls int) (benchScaleRow,
 	if err != nil {
 		return row, err
 	}
-	if row.ElapsedNs, err = scaleElapsed(out); err != nil {
+	if row.ElapsedNs, row.CPUNs, err = scaleElapsed(out); err != nil {
 		return row, err
 	}
 	if mode != "untraced" && row.Hits != uint64(n*calls) {
 		return row, fmt.Errorf("%d hits counted for %d calls", row.Hits, n*calls)
 	}
-	row.NsPerCall = float64(row.ElapsedNs) / float64(calls)
-	row.ThreadRate = float64(calls) / (float64(row.ElapsedNs) / 1e9)
-	row.TotalRate = row.ThreadRate * float64(n)
+	row.NsPerCall = float64(row.CPUNs) / float64(calls)
+	row.ThreadRate = float64(calls) / (float64(row.CPUNs) / 1e9)
+	row.TotalRate = float64(n*calls) / (float64(row.ElapsedNs) / 1e9)
 	return row, nil
 }
 
@@ -282,14 +300,16 @@ func scaleDrain(exe, dir, format string, threads, rate, calls int) (benchDrainRo
 	if rate > 0 {
 		args = append(args, strconv.Itoa(rate/threads))
 	}
+	cpu0 := selfCPU()
 	out, st, err := scaleTraced(exe, args, probe.Options{Events: true, OnEvents: sink.write})
+	row.TracerCPUNs = selfCPU() - cpu0
 	if err != nil {
 		return row, err
 	}
 	if err := sink.flush(); err != nil {
 		return row, err
 	}
-	if row.ElapsedNs, err = scaleElapsed(out); err != nil {
+	if row.ElapsedNs, _, err = scaleElapsed(out); err != nil {
 		return row, err
 	}
 	for _, p := range st.Probes {
@@ -303,5 +323,18 @@ func scaleDrain(exe, dir, format string, threads, rate, calls int) (benchDrainRo
 		return row, fmt.Errorf("%d events written + %d dropped for %d hits", row.Written, row.Dropped, row.Hits)
 	}
 	row.WrittenPS = float64(row.Written) / (float64(row.ElapsedNs) / 1e9)
+	if row.TracerCPUNs > 0 {
+		row.PerCPUSecond = float64(row.Written) / (float64(row.TracerCPUNs) / 1e9)
+	}
 	return row, nil
+}
+
+// selfCPU returns the CPU time (user and system) of this process so far,
+// in nanoseconds.
+func selfCPU() int64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"io"
 	"testing"
 	"time"
 
@@ -32,5 +33,31 @@ func TestEventJSONLines(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		}
+	}
+}
+
+// BenchmarkEventSink measures writing events as the trace command does
+// (batches of 1024 to a buffered io.Discard): ns/op is per event.
+//
+//	go test ./cmd/probeopt -run '^$' -bench EventSink
+func BenchmarkEventSink(b *testing.B) {
+	for _, format := range []string{formatBin, formatJSON} {
+		b.Run(format, func(b *testing.B) {
+			s := newEventSink(format, io.Discard)
+			if err := s.start([]*probe.Probe{{ID: 1, Spec: "hot"}}); err != nil {
+				b.Fatal(err)
+			}
+			evs := make([]probe.Event, 1024)
+			for i := range evs {
+				evs[i] = probe.Event{Probe: 1, Pid: 1000, Tid: 1001, Addr: 0x5555_5555_4000, Time: time.Now(), Args: [6]uint64{uint64(i), 2, 3, 4, 5, 6}}
+			}
+			b.ResetTimer()
+			for done := 0; done < b.N; done += len(evs) {
+				s.write(evs[:min(len(evs), b.N-done)])
+			}
+			if err := s.flush(); err != nil {
+				b.Fatal(err)
+			}
+		})
 	}
 }

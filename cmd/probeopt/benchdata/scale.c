@@ -3,9 +3,10 @@
 //   scale THREADS CALLS [signal | RATE]
 //
 // starts THREADS threads that each call hot() and hot2() CALLS times and
-// prints, per thread, its thread id and how often it called each, then
-// the time the calls took (untraced, this is the cost of the loop; traced,
-// the loop plus the probe hits). hot and hot2 begin with a 5-byte NOP,
+// prints, per thread, its thread id, how often it called each and the CPU
+// time of its loop (which other work on the machine does not inflate),
+// then the time the calls took (untraced, this is the cost of the loop;
+// traced, the loop plus the probe hits). hot and hot2 begin with a 5-byte NOP,
 // where a trampoline replaces nothing but the NOP.
 //
 // With "signal", a timer of each thread's own (timer_create, delivered
@@ -65,7 +66,14 @@ static void on_prof(int sig, siginfo_t *si, void *ctx) {
 
 struct result {
 	long tid, calls, sig_calls, sig_outside;
+	long long cpu_ns; // the thread's CPU time in its loop
 };
+
+static long long cpu_now(void) {
+	struct timespec t;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+	return (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
 
 #ifndef sigev_notify_thread_id
 #define sigev_notify_thread_id _sigev_un._tid
@@ -91,6 +99,7 @@ static void *worker(void *arg) {
 		pthread_barrier_wait(&start);
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
+	long long c0 = cpu_now();
 	for (long i = 0; i < calls; i++) {
 		s += hot(i);
 		s += hot2(i);
@@ -104,6 +113,7 @@ static void *worker(void *arg) {
 			}
 		}
 	}
+	r->cpu_ns = cpu_now() - c0;
 	if (with_signal)
 		timer_delete(timer);
 	sink += s;
@@ -158,7 +168,8 @@ int main(int argc, char **argv) {
 		pthread_join(th[i], NULL);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	for (int i = 0; i < n; i++)
-		printf("thread %ld calls %ld signal_calls %ld signal_outside %ld\n", res[i].tid, res[i].calls, res[i].sig_calls, res[i].sig_outside);
+		printf("thread %ld calls %ld signal_calls %ld signal_outside %ld cpu_ns %lld\n", res[i].tid, res[i].calls, res[i].sig_calls,
+		       res[i].sig_outside, res[i].cpu_ns);
 	printf("elapsed_ns %lld\n", (long long)(t1.tv_sec - t0.tv_sec) * 1000000000LL + (t1.tv_nsec - t0.tv_nsec));
 	return 0;
 }

@@ -113,6 +113,24 @@
 // runs: its trampolines count its hits, and record its events, apart from
 // the parent's.
 //
+// The data plane is per thread (trampoline.Data.SetThreads): a thread's
+// first hit claims a stripe of the data area, found from its thread
+// pointer, and from then on its hits increment counters and fill an event
+// ring (Options.RingSize events) that no other thread writes, without a
+// lock prefix; a thread without a thread pointer or a free stripe (beyond
+// 128 threads) counts in the shared counters and ring, exactly. The tracer
+// sums the stripes' counters, and reads every ring in batches each
+// millisecond, merging the events of one drain by the time of the hit (the
+// time stamp counter, read with rdtsc at the hit: cheaper than the vDSO's
+// clock_gettime, which reads it too). The events go to the Events channel,
+// or in batches to Options.OnEvents. A hit whose ring is full is dropped
+// and counted for its site and thread (SiteStats.Dropped,
+// Stats.ThreadDrops). When a thread exits (while it is stopped on its way
+// out) its ring is drained and its stripe retired: its counts move to the
+// shared counters and the stripe is free for another thread. The binary
+// event format (NewEventWriter, NewEventReader) is what "probeopt trace
+// --events --format bin" writes.
+//
 // # Return probes
 //
 // SYM%return, uretprobe:PATH:SYM and ur:PATH:SYM name return probes: the

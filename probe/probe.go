@@ -112,6 +112,23 @@ type Options struct {
 	// Events that find it full are dropped and counted
 	// (Stats.DroppedEvents): the hit path never waits for a reader.
 	EventBuffer int
+	// RingSize is the capacity, in events, of each thread's event ring
+	// in the memory shared with the tracee: a power of two up to 2^20; 0
+	// means DefaultRingSize (16384). A hit that finds its thread's ring
+	// full is dropped and counted, per probe and per thread
+	// (SiteStats.Dropped, Stats.ThreadDrops). Each ring takes RingSize*64
+	// bytes of memory in the tracee and the tracer, as the thread first
+	// records an event. 128 threads get rings of their own (fewer when
+	// the rings would take more than 1 GiB together: 64 with 2^18 events
+	// each, 16 with 2^20); the others record into a shared ring.
+	RingSize int
+	// OnEvents, when set with Events, receives the events in batches
+	// instead of the Events channel: it is called on the reader's
+	// goroutine with the events of one drain of the rings, in time order,
+	// and must not keep the slice (it is reused). The rings are not read
+	// while it runs: a slow OnEvents fills them, and the hits it cannot
+	// take are dropped and counted.
+	OnEvents func([]Event)
 	// RescanInterval is how often /proc/PID/maps is read to find
 	// executable mappings the dynamic linker did not announce (0 means one
 	// second; a negative value means never). The process is stopped only
@@ -125,6 +142,21 @@ type Options struct {
 	// out-of-line copy), even those the plan would rewrite into a jump
 	// to a trampoline.
 	NoTrampolines bool
+}
+
+// DefaultRingSize is the capacity of each thread's event ring in events
+// when Options.RingSize is 0.
+const DefaultRingSize = 1 << 14
+
+// ErrOptions means an Options field is out of range.
+var ErrOptions = errors.New("invalid options")
+
+// check validates the options.
+func (o *Options) check() error {
+	if n := o.RingSize; n < 0 || n > 1<<20 || n&(n-1) != 0 {
+		return fmt.Errorf("ring size %d (want a power of two up to 1048576): %w", n, ErrOptions)
+	}
+	return nil
 }
 
 // SpawnOptions tune Spawn. A nil *SpawnOptions means the defaults.
@@ -178,6 +210,10 @@ type SiteStats struct {
 	// relocated copy in a slot without a second trap, or single-stepped in
 	// place (a hit whose emulation was refused at run time is stepped).
 	Hits, Emulated, Boosted, Stepped uint64
+	// Dropped counts the events of this site that were not delivered:
+	// their thread's ring (or the shared ring) was full. With Events,
+	// Hits equals the events delivered plus Dropped.
+	Dropped uint64
 	// Live is false once the site is gone: its module was unmapped or the
 	// process exec'd or exited.
 	Live bool
@@ -187,8 +223,8 @@ type SiteStats struct {
 type ProbeStats struct {
 	Probe
 	// Hits is the sum of the hits of every site, live or gone, in every
-	// traced process.
-	Hits uint64
+	// traced process; Dropped the sum of their dropped events.
+	Hits, Dropped uint64
 	// Sites are the sites installed, in every traced process.
 	Sites []SiteStats
 	// Refused are the sites the spec named that were not installed, each
@@ -198,11 +234,23 @@ type ProbeStats struct {
 	Pending bool
 }
 
+// ThreadDrops is the count of events one thread dropped.
+type ThreadDrops struct {
+	Pid, Tid int
+	Dropped  uint64
+}
+
 // Stats is a snapshot of a tracer's counters.
 type Stats struct {
 	Probes []ProbeStats // in the order they were added
-	// DroppedEvents counts events that found the Events channel full.
+	// DroppedEvents counts events that were not delivered: those that
+	// found a ring in the tracee full and those that found the Events
+	// channel full.
 	DroppedEvents uint64
+	// ThreadDrops lists, per thread that dropped events because its ring
+	// was full, how many (threads that had no ring of their own record
+	// in a shared ring, whose drops are in DroppedEvents only).
+	ThreadDrops []ThreadDrops
 	// Traps counts the traps served; Emulated, Boosted and Stepped how
 	// the displaced instructions ran (see SiteStats); Fallbacks the
 	// emulations refused at run time (an access another thread could see

@@ -5,6 +5,7 @@ package probe
 import (
 	"encoding/binary"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,7 +46,9 @@ type ringReader struct {
 
 	mu      sync.Mutex
 	buf     []trampoline.Event
-	tidOff  int // offset of the thread id in the thread control block, -1 if unknown
+	out     []Event     // the batch of one drain, in time order
+	slotTid map[int]int // the thread id of each stripe's owner, until it is retired
+	tidOff  int         // offset of the thread id in the thread control block, -1 if unknown
 	tids    map[uint64]tidEntry
 	known   map[int]bool // the threads the process ever had, as far as seen
 	dropped uint64       // the ring's dropped count already added to the tracer's
@@ -86,7 +89,7 @@ const tidSearch = 0x1000
 // newRingReader learns the thread-id offset from the stopped threads and
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
-	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1,
+	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1, slotTid: map[int]int{},
 		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
@@ -207,45 +210,47 @@ func (rr *ringReader) loop() {
 	}
 }
 
-// drain reads every complete record and sends its events.
+// drain reads every complete record of the shared ring and of every
+// thread's ring, in batches, and delivers their events in time order
+// (Options.OnEvents, or the Events channel).
 func (rr *ringReader) drain() {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	t := rr.tg.t
-	for {
-		n := rr.view.Read(rr.buf)
-		if n == 0 {
-			break
-		}
+	for more := true; more; {
+		more = false
+		rr.out = rr.out[:0]
 		now, tsc := time.Now(), rdtsc()
 		perNs := 0.0
 		if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
 			perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
 		}
-		for _, rec := range rr.buf[:n] {
-			site, ok := rr.ids[rec.Probe]
-			if !ok {
+		conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
+		sources := 0
+		if n := rr.view.Read(rr.buf); n > 0 {
+			sources++
+			more = more || n == len(rr.buf)
+			for _, rec := range rr.buf[:n] {
+				rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
+			}
+		}
+		for _, st := range rr.view.Stripes() {
+			n := rr.view.ReadThread(st.Slot, rr.buf)
+			if n == 0 {
 				continue
 			}
-			ids, ret := site.probes, rec.Kind == trampoline.EventReturn
-			if ret {
-				ids = site.ret
+			sources++
+			more = more || n == len(rr.buf)
+			tid := rr.stripeTid(st)
+			for i := range rr.buf[:n] {
+				rr.emit(&rr.buf[i], tid, conv)
 			}
-			at := now
-			if perNs > 0 && tsc >= rec.TSC {
-				at = now.Add(-time.Duration(float64(tsc-rec.TSC) / perNs))
-			}
-			for _, id := range ids {
-				ev := Event{Probe: id, Pid: rr.tg.pid, Tid: rr.tid(rec.Thread, rec.Seq), Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
-				if ret {
-					ev.Args, ev.Ret = [6]uint64{}, rec.Ret
-				}
-				select {
-				case t.events <- ev:
-				default:
-					t.dropped.Add(1)
-				}
-			}
+		}
+		if sources > 1 {
+			slices.SortStableFunc(rr.out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+		}
+		if len(rr.out) > 0 {
+			rr.deliver(rr.out)
 		}
 	}
 	if d := rr.view.Dropped(); d > rr.dropped {
@@ -254,25 +259,85 @@ func (rr *ringReader) drain() {
 	}
 }
 
+// tscClock turns time stamp counter readings into wall-clock times: now
+// (Unix nanoseconds) was read together with tsc, and the counter runs
+// perNs ticks per nanosecond (0 when not known yet: every event gets now).
+type tscClock struct {
+	now   int64
+	tsc   uint64
+	perNs float64
+}
+
+func (c tscClock) at(tsc uint64) time.Time {
+	if c.perNs <= 0 || tsc > c.tsc {
+		return time.Unix(0, c.now)
+	}
+	return time.Unix(0, c.now-int64(float64(c.tsc-tsc)/c.perNs))
+}
+
+// emit appends the events of record rec (its thread tid) to the batch.
+func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
+	site, ok := rr.ids[rec.Probe]
+	if !ok {
+		return
+	}
+	ids, ret := site.probes, rec.Kind == trampoline.EventReturn
+	if ret {
+		ids = site.ret
+	}
+	at := conv.at(rec.TSC)
+	for _, id := range ids {
+		ev := Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
+		if ret {
+			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
+		}
+		rr.out = append(rr.out, ev)
+	}
+}
+
+// deliver hands a batch to Options.OnEvents, or sends its events on the
+// Events channel (counting those that find it full).
+func (rr *ringReader) deliver(evs []Event) {
+	t := rr.tg.t
+	if t.opts.OnEvents != nil {
+		t.opts.OnEvents(evs)
+		return
+	}
+	for _, ev := range evs {
+		select {
+		case t.events <- ev:
+		default:
+			t.dropped.Add(1)
+		}
+	}
+}
+
+// stripeTid returns the thread id of the owner of stripe st (under rr.mu),
+// 0 if it cannot be told.
+func (rr *ringReader) stripeTid(st trampoline.Stripe) int {
+	if id, ok := rr.slotTid[st.Slot]; ok {
+		return id
+	}
+	id := rr.tg.tcbTid(st.Key, rr.tidOff, rr.known)
+	if id == 0 && !rr.tg.multi.Load() {
+		id = rr.tg.pid
+	}
+	if id != 0 {
+		rr.slotTid[st.Slot] = id
+	}
+	return id
+}
+
+// retired forgets the owner of a stripe that was retired (under rr.mu).
+func (rr *ringReader) retired(slot int) { delete(rr.slotTid, slot) }
+
 // tid returns the thread id behind thread pointer tp in the record of
 // sequence number seq, 0 if unknown (under rr.mu).
 func (rr *ringReader) tid(tp, seq uint64) int {
 	if e, ok := rr.tids[tp]; ok && (e.until == 0 || seq < e.until) {
 		return e.tid
 	}
-	id := 0
-	f := rr.tg.mem.Load()
-	for _, off := range []int{rr.tidOff, glibcTidOffset} {
-		if f == nil || off < 0 || id != 0 {
-			continue
-		}
-		var b [4]byte
-		if _, err := f.ReadAt(b[:], int64(tp)+int64(off)); err == nil {
-			if cand := int(binary.LittleEndian.Uint32(b[:])); rr.known[cand] || cand > 0 && isTask(rr.tg.pid, cand) {
-				id = cand
-			}
-		}
-	}
+	id := rr.tg.tcbTid(tp, rr.tidOff, rr.known)
 	if id != 0 {
 		rr.tids[tp] = tidEntry{tid: id}
 		return id
@@ -284,6 +349,65 @@ func (rr *ringReader) tid(tp, seq uint64) int {
 		return rr.tg.pid
 	}
 	return 0
+}
+
+// tcbTid reads the thread id that the thread control block at thread
+// pointer tp holds, at offset tidOff (if not negative) or at the GNU C
+// library's; it returns 0 unless the id is in known or a thread of the
+// process.
+func (tg *target) tcbTid(tp uint64, tidOff int, known map[int]bool) int {
+	f := tg.mem.Load()
+	if f == nil {
+		return 0
+	}
+	for _, off := range []int{tidOff, glibcTidOffset} {
+		if off < 0 {
+			continue
+		}
+		var b [4]byte
+		if _, err := f.ReadAt(b[:], int64(tp)+int64(off)); err == nil {
+			if cand := int(binary.LittleEndian.Uint32(b[:])); known[cand] || cand > 0 && isTask(tg.pid, cand) {
+				return cand
+			}
+		}
+	}
+	return 0
+}
+
+// threadExit runs on the tracer thread while thread tid is stopped on
+// its way out: the rings are drained (its thread id is still in its
+// thread control block, which finds the thread of its records), and the
+// stripes it held are retired: their counts go to the shared words, the
+// events they dropped are kept under the thread's id, and the stripes are
+// free for the threads to come.
+func (tg *target) threadExit(tid int) {
+	rr := tg.ring.Load()
+	if rr != nil {
+		rr.threadExiting()
+	}
+	ts := tg.live.Load()
+	if ts == nil || ts.view.ThreadSlots() == 0 {
+		return
+	}
+	for _, st := range ts.view.Stripes() {
+		if tg.tcbTid(st.Key, ts.tidOff, map[int]bool{tid: true}) != tid {
+			continue
+		}
+		if rr != nil {
+			rr.mu.Lock()
+		}
+		d := ts.view.ThreadDropped(st.Slot)
+		lost, err := ts.view.Retire(st.Slot)
+		if rr != nil {
+			rr.retired(st.Slot)
+			rr.mu.Unlock()
+		}
+		if err == nil && d+lost > 0 {
+			ts.dropsMu.Lock()
+			ts.drops[tid] += d + lost
+			ts.dropsMu.Unlock()
+		}
+	}
 }
 
 // isTask reports whether tid is a thread of process pid.

@@ -66,6 +66,16 @@ func (c *siteCounter) Hits() uint64 {
 	return n
 }
 
+// Dropped returns the events of the site that were dropped (0 for a
+// return probe: return events go to the shared ring, whose drops are
+// counted in Stats.DroppedEvents only).
+func (c *siteCounter) Dropped() uint64 {
+	if c.tramp == nil || c.shared || c.ret {
+		return 0
+	}
+	return c.tramp.view.DroppedBy(c.tramp.counter)
+}
+
 // module is one file mapped executable in a target, at one load bias.
 type module struct {
 	fi       *fileInfo
@@ -149,9 +159,11 @@ type target struct {
 	// the trampolines removed, for the children forked before.
 	ts            *trampState
 	retiredTramps map[uint64]batchpatch.Patch
-	// ring is the current image's event reader, for the exit handler
-	// (which runs on the tracer thread and takes no lock).
+	// ring is the current image's event reader, and live its trampoline
+	// machinery, for the exit handler (which runs on the tracer thread
+	// and takes no lock).
 	ring atomic.Pointer[ringReader]
+	live atomic.Pointer[trampState]
 
 	hmu  sync.Mutex
 	held []held
@@ -219,6 +231,7 @@ func (tg *target) sync(w *proc.World) bool {
 		tg.ts.ring.drain() // the former image's last events
 	}
 	tg.ts, tg.retiredTramps = nil, nil
+	tg.live.Store(nil)
 	tg.takeHeld()
 	tg.multi.Store(false)
 	_ = tg.openMem()

@@ -5,11 +5,13 @@ package probe
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -55,6 +57,9 @@ type liveTracer struct {
 	closed  bool
 	batches int
 	patches int
+	// threadDrops keeps the events dropped per thread (pid, tid) of the
+	// targets that are gone.
+	threadDrops map[[2]int]uint64
 
 	events  chan Event
 	dropped atomic.Uint64
@@ -111,6 +116,9 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 	if opts != nil {
 		o = *opts
 	}
+	if err := o.Options.check(); err != nil {
+		return nil, err
+	}
 	// The identity of the file the lookup found, taken from the open file
 	// whose first bytes say it is ELF. A failed lookup is left to
 	// proc.Spawn, which reports it.
@@ -164,6 +172,9 @@ func Attach(pid int, opts *Options) (*Tracer, error) {
 	if opts != nil {
 		o = *opts
 	}
+	if err := o.check(); err != nil {
+		return nil, err
+	}
 	po := procOptions()
 	p, err := proc.Attach(pid, &po)
 	if err != nil {
@@ -184,6 +195,9 @@ func newTracer(o Options) *Tracer {
 	}
 	if o.RescanInterval == 0 {
 		o.RescanInterval = time.Second
+	}
+	if o.RingSize == 0 {
+		o.RingSize = DefaultRingSize
 	}
 	emu, emuOK := hostEmulator(hostcpu.Host())
 	return &Tracer{tracerBackend{opts: o, vendor: hostVendor(), emu: emu, emuOK: emuOK, targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}}
@@ -212,6 +226,9 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 		return nil, err
 	}
 	tg.ts = ts
+	if ts != nil {
+		tg.live.Store(ts)
+	}
 	if sites != nil {
 		tg.sites = sites
 		tg.publish()
@@ -219,16 +236,11 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	if _, err := p.SetTrapHandler(tg.trap); err != nil {
 		return nil, err
 	}
-	if t.opts.Events {
-		// A thread's events are read before it is gone: its thread id is
-		// then still in its thread control block.
-		if err := p.SetExitHandler(func(int) {
-			if rr := tg.ring.Load(); rr != nil {
-				rr.threadExiting()
-			}
-		}); err != nil {
-			return nil, err
-		}
+	// A thread's events are read before it is gone (its thread id is
+	// then still in its thread control block), and its stripe of the
+	// data area is reclaimed.
+	if err := p.SetExitHandler(tg.threadExit); err != nil {
+		return nil, err
 	}
 	t.mu.Lock()
 	var res batchResult
@@ -467,14 +479,51 @@ func (t *Tracer) stats() Stats {
 		for _, c := range p.counters {
 			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
 				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
-				Hits: c.Hits(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load()}
+				Hits: c.Hits(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load(),
+				Dropped: c.Dropped()}
 			ps.Hits += s.Hits
+			ps.Dropped += s.Dropped
 			ps.Sites = append(ps.Sites, s)
 		}
 		ps.Pending = !p.removed && len(p.counters) == 0 && (p.sp.module != "" || p.sp.es.Kind == elfscan.SpecUSDT)
 		st.Probes = append(st.Probes, ps)
 	}
+	drops := map[[2]int]uint64{}
+	for k, n := range t.threadDrops {
+		drops[k] += n
+	}
+	for _, tg := range t.targets {
+		for tid, n := range tg.threadDrops() {
+			drops[[2]int{tg.pid, tid}] += n
+		}
+	}
+	for k, n := range drops {
+		st.ThreadDrops = append(st.ThreadDrops, ThreadDrops{Pid: k[0], Tid: k[1], Dropped: n})
+	}
+	slices.SortFunc(st.ThreadDrops, func(a, b ThreadDrops) int { return cmp.Or(cmp.Compare(a.Pid, b.Pid), cmp.Compare(a.Tid, b.Tid)) })
 	return st
+}
+
+// threadDrops returns the events each thread of the target dropped
+// because its ring was full: the retired threads' and the live ones'
+// (under Tracer.mu).
+func (tg *target) threadDrops() map[int]uint64 {
+	ts := tg.ts
+	if ts == nil {
+		return nil
+	}
+	out := map[int]uint64{}
+	ts.dropsMu.Lock()
+	for tid, n := range ts.drops {
+		out[tid] += n
+	}
+	ts.dropsMu.Unlock()
+	for _, st := range ts.view.Stripes() {
+		if n := ts.view.ThreadDropped(st.Slot); n > 0 {
+			out[tg.tcbTid(st.Key, ts.tidOff, nil)] += n
+		}
+	}
+	return out
 }
 
 func (t *Tracer) detach() error {
@@ -820,6 +869,12 @@ func (t *Tracer) onGone(tg *target) {
 	tg.closed = true
 	for _, s := range tg.sites {
 		tg.forget(s)
+	}
+	for tid, n := range tg.threadDrops() {
+		if t.threadDrops == nil {
+			t.threadDrops = map[[2]int]uint64{}
+		}
+		t.threadDrops[[2]int{tg.pid, tid}] += n
 	}
 	delete(t.targets, tg.pid)
 	close(tg.gone)

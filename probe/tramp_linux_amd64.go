@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -50,6 +51,16 @@ const (
 	// trampThreads is the number of thread slots of the return probes'
 	// thread table.
 	trampThreads = 4096
+	// trampStripes is the number of per-thread stripes of the data area
+	// (trampoline.Data.SetThreads): threads beyond count in the shared
+	// words, exactly, with a locked increment.
+	trampStripes = 128
+	// trampStripeCounters is the number of counters each stripe holds:
+	// the first trampStripeCounters/2 sites count per thread.
+	trampStripeCounters = 1024
+	// trampThreadRings bounds the memory of the per-thread rings of a
+	// target, in bytes: with large rings there are fewer stripes.
+	trampThreadRings = 1 << 30
 )
 
 // trampState is the trampoline machinery of one target.
@@ -62,6 +73,14 @@ type trampState struct {
 	next  int // the next unused counter
 	// ring reads the event records (Options.Events), nil without events.
 	ring *ringReader
+	// tidOff is the offset of the thread id from the thread pointer in
+	// the C library's thread control block, -1 if unknown (see
+	// learnTidOffset); it tells which stripe an exiting thread holds.
+	tidOff int
+	// drops holds, per thread id, the events the threads whose stripes
+	// were retired dropped (under dropsMu).
+	dropsMu sync.Mutex
+	drops   map[int]uint64
 }
 
 // siteTramp is the trampoline of one installed site.
@@ -118,6 +137,19 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	if err != nil {
 		return nil, err
 	}
+	threadRing := 0
+	if tg.t.opts.Events {
+		threadRing = tg.t.opts.RingSize
+	}
+	// The data area must lie within reach of the sites: large rings
+	// leave fewer stripes (the other threads count in the shared words).
+	stripes := trampStripes
+	for stripes > 1 && uint64(stripes)*uint64(threadRing)*trampoline.ThreadRecordSize > trampThreadRings {
+		stripes /= 2
+	}
+	if err := data.SetThreads(stripes, trampStripeCounters, threadRing); err != nil {
+		return nil, fmt.Errorf("ring size: %w", err)
+	}
 	fd, mem, err := dataMemfd(w, tg.pid, data.Size())
 	if err != nil {
 		return nil, err
@@ -145,11 +177,13 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 		return nil, err
 	}
 	tg.ts = &trampState{data: data, mem: mem, view: view,
-		cfg: &trampoline.Config{Data: data, ThreadPointer: feats.ThreadPointer(), Flags: feats.Flags()}}
+		cfg:    &trampoline.Config{Data: data, ThreadPointer: feats.ThreadPointer(), Flags: feats.Flags()},
+		tidOff: learnTidOffset(w), drops: map[int]uint64{}}
 	if tg.t.opts.Events {
 		tg.ts.ring = tg.newRingReader(w, view)
 		tg.ring.Store(tg.ts.ring)
 	}
+	tg.live.Store(tg.ts)
 	return tg.ts, nil
 }
 
@@ -216,7 +250,7 @@ func forkTrampolines(w *proc.World, pid int, parent *trampState) (*trampState, e
 	}
 	cfg := *parent.cfg
 	cfg.Data = &data
-	ts := &trampState{data: &data, mem: mem, view: view, cfg: &cfg, next: parent.next}
+	ts := &trampState{data: &data, mem: mem, view: view, cfg: &cfg, next: parent.next, tidOff: parent.tidOff, drops: map[int]uint64{}}
 	for _, a := range parent.areas {
 		c := *a
 		ts.areas = append(ts.areas, &c)

@@ -1,7 +1,13 @@
 package trampoline_test
 
 import (
+	"fmt"
+	"runtime"
+	"sync"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/trampoline/internal/native"
@@ -73,3 +79,120 @@ func BenchmarkProbeHit(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkThreadHit measures the hit path alone, executed natively in
+// the test process by 1 and 2 threads at once, each calling the probed
+// bench_target b.N times: shared (one lock inc counter, one ring whose
+// head every thread moves with a compare-and-swap) against per-thread
+// (each thread's stripe and ring, see Data.SetThreads). ns/hit is the
+// time of one call including the hit, per thread (the mean of the
+// threads' own times in native code, the ring reads between chunks left
+// out); cpu-ns/hit the same in the threads' CPU time, which other work on
+// the machine does not inflate; Mhit/s the hits of all threads per second
+// of the slowest.
+//
+//	go test ./trampoline -run '^$' -bench ThreadHit
+func BenchmarkThreadHit(b *testing.B) {
+	for _, mode := range []string{"shared", "thread"} {
+		for _, kind := range []string{"counter", "event"} {
+			for _, threads := range []int{1, 2} {
+				b.Run(fmt.Sprintf("%s/%s/threads=%d", mode, kind, threads), func(b *testing.B) {
+					benchThreadHit(b, mode == "thread", kind == "event", threads)
+				})
+			}
+		}
+	}
+}
+
+func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
+	const chunk = 1 << 12
+	o := envOptions{ring: 1 << 16, tp: trampoline.ThreadTCB}
+	if perThread {
+		o.stripes, o.stripeCounters, o.threadRing = 16, 8, 1<<13
+	}
+	e := newEnv(b, o)
+	e.install(e.site("bench_target", nil), trampoline.Handler{ID: 1, Count: true, Counter: 0, Event: event})
+	prev := runtime.GOMAXPROCS(max(threads, prev0()))
+	defer runtime.GOMAXPROCS(prev)
+	elapsed := make([]time.Duration, threads)
+	cpu := make([]int64, threads)
+	var mu sync.Mutex // one reader of the shared ring at a time
+	var wg, ready sync.WaitGroup
+	ready.Add(threads)
+	start := make(chan struct{})
+	b.ResetTimer()
+	for i := 0; i < threads; i++ {
+		stack := e.stack()
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			withTCB(b, func(tp uint64) {
+				var r native.Regs
+				r.GPR[7] = 41
+				var evs [chunk]trampoline.Event
+				ready.Done()
+				<-start
+				for done := 0; done < b.N; {
+					n := min(b.N-done, chunk)
+					t0, c0 := time.Now(), threadCPU()
+					native.Loop(uintptr(e.sym("bench_target")), &r, stack, uint64(n))
+					elapsed[i] += time.Since(t0)
+					cpu[i] += threadCPU() - c0
+					done += n
+					if !event {
+						continue
+					}
+					if perThread {
+						for _, s := range e.view.Stripes() {
+							if s.Key == tp {
+								e.view.ReadThread(s.Slot, evs[:])
+							}
+						}
+					} else {
+						mu.Lock()
+						for e.view.Read(evs[:]) > 0 {
+						}
+						mu.Unlock()
+					}
+				}
+			})
+		}(i)
+	}
+	ready.Wait()
+	close(start)
+	wg.Wait()
+	b.StopTimer()
+	if got := e.view.Counter(0); got != uint64(threads*b.N) {
+		b.Fatalf("counter %d after %d calls", got, threads*b.N)
+	}
+	var sum, slowest time.Duration
+	for _, d := range elapsed {
+		sum += d
+		slowest = max(slowest, d)
+	}
+	b.ReportMetric(float64(sum.Nanoseconds())/float64(threads*b.N), "ns/hit")
+	var cpuSum int64
+	for _, c := range cpu {
+		cpuSum += c
+	}
+	b.ReportMetric(float64(cpuSum)/float64(threads*b.N), "cpu-ns/hit")
+	if slowest > 0 {
+		b.ReportMetric(float64(threads*b.N)/slowest.Seconds()/1e6, "Mhit/s")
+	}
+	if event {
+		b.ReportMetric(float64(e.view.Dropped()), "dropped")
+	}
+}
+
+// threadCPU returns the CPU time of the calling thread in nanoseconds
+// (other work on the machine does not inflate it).
+func threadCPU() int64 {
+	var ru unix.Rusage
+	if unix.Getrusage(unix.RUSAGE_THREAD, &ru) != nil {
+		return 0
+	}
+	return ru.Utime.Nano() + ru.Stime.Nano()
+}
+
+// prev0 is GOMAXPROCS as it is.
+func prev0() int { return runtime.GOMAXPROCS(0) }

@@ -16,6 +16,8 @@ import (
 //	64   counters: NumCounters 64-bit words, incremented with lock inc
 //	...  ring, 64-byte aligned: head at +0, tail at +64, dropped at +128,
 //	     records at +256, RingRecords records of RecordSize bytes each
+//	...  with ThreadSlots > 0, the per-thread data plane (threaddata.go):
+//	     stripes, 4 KiB aligned, then the per-thread rings
 //
 // Ring protocol (many producers in the tracee, one consumer in the tracer):
 // a producer reserves sequence number s by a compare-and-swap of head from
@@ -26,7 +28,7 @@ import (
 // and the tracee never waits for the tracer.
 const (
 	dataMagic   = 0x504d5254_4f425250 // "PRBOTRMP" little-endian
-	dataVersion = 1
+	dataVersion = 2
 	dataHeader  = 64
 
 	ringHead    = 0
@@ -64,6 +66,17 @@ type Data struct {
 	// RingRecords is the capacity of the event ring in records: a power
 	// of two, or 0 for no ring (events cannot be recorded).
 	RingRecords int
+	// ThreadSlots is the number of per-thread stripes (a power of two),
+	// 0 for none: every hit then goes to the shared counters and ring.
+	// See threaddata.go. Set the three Thread fields with SetThreads.
+	ThreadSlots int
+	// ThreadCounters is the number of counters each stripe holds (a power
+	// of two, at most NumCounters): counters 0 to ThreadCounters-1 are
+	// counted per thread, the others in the shared words only.
+	ThreadCounters int
+	// ThreadRing is the capacity of each thread's event ring in records
+	// (a power of two), 0 for none.
+	ThreadRing int
 }
 
 // NewData validates and returns a data area description.
@@ -85,7 +98,7 @@ func (d *Data) validate() error {
 	if d.RingRecords < 0 || d.RingRecords > 1<<24 || d.RingRecords&(d.RingRecords-1) != 0 {
 		return fmt.Errorf("ring of %d records (want 0 or a power of two up to 2^24): %w", d.RingRecords, ErrConfig)
 	}
-	return nil
+	return d.validateThreads()
 }
 
 func (d *Data) countersOff() uint64 { return dataHeader }
@@ -96,11 +109,20 @@ func (d *Data) ringOff() uint64 {
 
 // Size returns the size of the area in bytes, rounded up to 4 KiB pages.
 func (d *Data) Size() uint64 {
+	end := d.ringEnd()
+	if d.ThreadSlots > 0 {
+		end = d.threadRingsOff() + uint64(d.ThreadSlots)*d.threadRingSize()
+	}
+	return (end + 4095) &^ 4095
+}
+
+// ringEnd is the offset just past the shared ring.
+func (d *Data) ringEnd() uint64 {
 	end := d.ringOff()
 	if d.RingRecords > 0 {
 		end += ringRecords + uint64(d.RingRecords)*RecordSize
 	}
-	return (end + 4095) &^ 4095
+	return end
 }
 
 // CounterAddr returns the tracee address of counter i.
@@ -136,6 +158,9 @@ func (d *Data) Init(mem []byte) error {
 	binary.LittleEndian.PutUint32(h[28:], uint32(d.ringOff()))
 	binary.LittleEndian.PutUint32(h[32:], RecordSize)
 	binary.LittleEndian.PutUint64(h[40:], d.Addr)
+	binary.LittleEndian.PutUint32(h[48:], uint32(d.ThreadSlots))
+	binary.LittleEndian.PutUint32(h[52:], uint32(d.ThreadCounters))
+	binary.LittleEndian.PutUint32(h[56:], uint32(d.ThreadRing))
 	return nil
 }
 

@@ -39,13 +39,21 @@
 //
 // Handlers (Handler):
 //
-//   - a counter: lock inc of a 64-bit word in the shared data area, exact
-//     under any concurrency;
+//   - a counter: with the per-thread data plane (Data.SetThreads), a plain
+//     inc of a word of the calling thread's stripe, found from the thread
+//     pointer by one multiplication and one compare (see threaddata.go);
+//     otherwise, and for a thread without a stripe, lock inc of a 64-bit
+//     word in the shared data area; exact under any concurrency;
 //   - an event record: probe id, thread pointer (rdfsbase or the TCB self
 //     pointer), time stamp counter, rdi rsi rdx rcx r8 r9, stack pointer
 //     and probe address, written into a ring in the shared data area with
 //     head, tail and dropped counters; the tracer reads it through View
-//     while the tracee runs, and a full ring drops and counts;
+//     while the tracee runs, and a full ring drops and counts. With the
+//     per-thread data plane an entry event is a 64-byte record (probe id,
+//     time stamp counter, the six argument registers) in the thread's own
+//     ring, reserved by an unlocked compare-and-swap that the thread's
+//     signal handlers cannot split, published by one store, and counted
+//     dropped per counter when the ring is full;
 //   - a return probe: at a function entry, the return address is saved on
 //     the thread's shadow stack (the thread table, found by hashing the
 //     thread pointer) and replaced by the return trampoline's address
@@ -74,7 +82,14 @@
 // the engine's job. Per traced process the engine maps:
 //
 //   - the shared data area (Data): a memfd, mapped read-write and shared
-//     in the tracee and in the tracer (Data.Init, then NewView);
+//     in the tracee and in the tracer (Data.Init, then NewView); with
+//     Data.SetThreads it also holds one stripe (counters, drops, the ring's
+//     head and tail) and one event ring per thread slot. The layout, the
+//     lookup from the thread pointer, the protocols and why a signal
+//     handler that hits a probe while its thread is inside a slot loses
+//     and corrupts nothing are documented in threaddata.go; the same
+//     lookup can find other per-thread data placed in a stripe (the map
+//     stripes of per-thread BPF maps);
 //   - the thread table (Threads): private anonymous memory, so that a
 //     forked child gets its own copy, as it gets its own stack;
 //   - slot areas (Area), read-execute and never writable in the tracee,

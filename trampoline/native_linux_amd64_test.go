@@ -214,6 +214,9 @@ type envOptions struct {
 	returnAt                    uint64 // fixed address of the return trampoline, 0: in the slot area
 	flags                       trampoline.FlagsSave
 	tp                          trampoline.ThreadPointer
+	// stripes, stripeCounters and threadRing enable the per-thread data
+	// plane (Data.SetThreads) when stripes is not 0.
+	stripes, stripeCounters, threadRing int
 }
 
 func newEnv(t testing.TB, o envOptions) *env {
@@ -236,6 +239,11 @@ func newEnv(t testing.TB, o envOptions) *env {
 	var err error
 	if e.data, err = trampoline.NewData(0, o.counters, o.ring); err != nil {
 		t.Fatal(err)
+	}
+	if o.stripes > 0 {
+		if err := e.data.SetThreads(o.stripes, o.stripeCounters, o.threadRing); err != nil {
+			t.Fatal(err)
+		}
 	}
 	e.dataMem = mmapAt(t, o.dataAt, int(e.data.Size()), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	e.data.Addr = addrOf(e.dataMem)

@@ -3,6 +3,7 @@ package trampoline
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"unsafe"
 )
@@ -62,6 +63,10 @@ type View struct {
 	// NumCounters and RingRecords are read from the header.
 	NumCounters int
 	RingRecords int
+	// The per-thread data plane (threadview.go): the layout, and the lock
+	// that keeps counter reads from seeing a retired stripe twice.
+	d      Data
+	retire sync.RWMutex
 }
 
 // NewView returns a View of mem, the tracer's mapping of a data area that
@@ -79,8 +84,11 @@ func NewView(mem []byte) (*View, error) {
 		return nil, fmt.Errorf("memory not 8-byte aligned: %w", ErrLayout)
 	}
 	d := Data{
-		NumCounters: int(binary.LittleEndian.Uint32(h[16:])),
-		RingRecords: int(binary.LittleEndian.Uint32(h[24:])),
+		NumCounters:    int(binary.LittleEndian.Uint32(h[16:])),
+		RingRecords:    int(binary.LittleEndian.Uint32(h[24:])),
+		ThreadSlots:    int(binary.LittleEndian.Uint32(h[48:])),
+		ThreadCounters: int(binary.LittleEndian.Uint32(h[52:])),
+		ThreadRing:     int(binary.LittleEndian.Uint32(h[56:])),
 	}
 	if err := d.validate(); err != nil {
 		return nil, fmt.Errorf("header: %w", ErrLayout)
@@ -92,7 +100,7 @@ func NewView(mem []byte) (*View, error) {
 	if uint64(len(mem)) < d.Size() {
 		return nil, fmt.Errorf("%d bytes for an area of %d: %w", len(mem), d.Size(), ErrLayout)
 	}
-	v := &View{mem: mem, NumCounters: d.NumCounters, RingRecords: d.RingRecords, records: uint64(d.RingRecords)}
+	v := &View{mem: mem, NumCounters: d.NumCounters, RingRecords: d.RingRecords, records: uint64(d.RingRecords), d: d}
 	v.counters = mem[d.countersOff() : d.countersOff()+8*uint64(d.NumCounters)]
 	if d.RingRecords > 0 {
 		v.ring = mem[d.ringOff() : d.ringOff()+ringRecords+uint64(d.RingRecords)*RecordSize]
@@ -102,15 +110,27 @@ func NewView(mem []byte) (*View, error) {
 
 func word(b []byte, off uint64) *uint64 { return (*uint64)(unsafe.Pointer(&b[off])) }
 
-// Counter returns counter i, or 0 when i is out of range.
+// Counter returns counter i, or 0 when i is out of range: the shared word
+// plus, for a counter counted per thread, the word of every stripe.
 func (v *View) Counter(i int) uint64 {
 	if i < 0 || i >= v.NumCounters {
 		return 0
 	}
-	return atomic.LoadUint64(word(v.counters, 8*uint64(i)))
+	if !v.d.perThread(i) {
+		return atomic.LoadUint64(word(v.counters, 8*uint64(i)))
+	}
+	v.retire.RLock()
+	defer v.retire.RUnlock()
+	n := atomic.LoadUint64(word(v.counters, 8*uint64(i)))
+	for k := 0; k < v.d.ThreadSlots; k++ {
+		n += atomic.LoadUint64(word(v.mem, v.d.stripeOff(k)+stripeData+8*uint64(i)))
+	}
+	return n
 }
 
-// ResetCounter sets counter i to zero and returns its value before.
+// ResetCounter sets the shared word of counter i to zero and returns its
+// value before. A counter counted per thread (see Data.SetThreads) keeps
+// its stripes' words: only their owners write them.
 func (v *View) ResetCounter(i int) uint64 {
 	if i < 0 || i >= v.NumCounters {
 		return 0
@@ -118,12 +138,22 @@ func (v *View) ResetCounter(i int) uint64 {
 	return atomic.SwapUint64(word(v.counters, 8*uint64(i)), 0)
 }
 
-// Dropped returns how many events found the ring full.
+// Dropped returns how many events found the ring full: the shared ring
+// and, with per-thread rings, every thread's.
 func (v *View) Dropped() uint64 {
 	if v.ring == nil {
 		return 0
 	}
-	return atomic.LoadUint64(word(v.ring, ringDropped))
+	n := atomic.LoadUint64(word(v.ring, ringDropped))
+	if v.d.ThreadRing > 0 {
+		v.retire.RLock()
+		for k := 0; k < v.d.ThreadSlots; k++ {
+			n += atomic.LoadUint64(word(v.mem, v.d.stripeOff(k)+stripeDropped))
+		}
+		n += atomic.LoadUint64(word(v.mem, v.d.stripesOff()+stripeDropped))
+		v.retire.RUnlock()
+	}
+	return n
 }
 
 // Pending returns how many records are reserved but not yet read
@@ -167,7 +197,12 @@ func (v *View) Peek(dst []Event) int {
 // complete.
 func (v *View) record(seq uint64, ev *Event) bool {
 	off := ringRecords + (seq&(v.records-1))*RecordSize
-	rec := v.ring[off : off+RecordSize]
+	return decodeRecord(v.ring[off:off+RecordSize], seq, ev)
+}
+
+// decodeRecord copies rec, the record of sequence number seq, into ev if
+// its commit word says it is complete.
+func decodeRecord(rec []byte, seq uint64, ev *Event) bool {
 	if atomic.LoadUint64(word(rec, recCommit)) != seq+1 {
 		return false
 	}
@@ -179,8 +214,11 @@ func (v *View) record(seq uint64, ev *Event) bool {
 	for i := range ev.Args {
 		ev.Args[i] = binary.LittleEndian.Uint64(rec[recArgs+8*i:])
 	}
-	ev.Ret = binary.LittleEndian.Uint64(rec[recRet:])
-	ev.Ret2 = binary.LittleEndian.Uint64(rec[recRet2:])
+	ev.Ret, ev.Ret2 = 0, 0
+	if ev.Kind == EventReturn {
+		ev.Ret = binary.LittleEndian.Uint64(rec[recRet:])
+		ev.Ret2 = binary.LittleEndian.Uint64(rec[recRet2:])
+	}
 	ev.SP = binary.LittleEndian.Uint64(rec[recSP:])
 	ev.IP = binary.LittleEndian.Uint64(rec[recIP:])
 	return true

@@ -374,6 +374,9 @@ type eventSpec struct {
 	ret   bool        // Ret and Ret2 from the saved rax and rdx
 	ip    uint64      // the IP field, or (ipFromSP) the word at the original stack pointer
 	ipSP  bool
+	// dropCtr, when not negative, is the counter whose drops word in the
+	// shared stripe also counts a drop (threaddata.go).
+	dropCtr int
 }
 
 // event records one event in the ring. It clobbers rax, rdx, r10 and r11,
@@ -443,6 +446,10 @@ func (g *x86Gen) event(sp eventSpec) {
 	a.Jmp(done)
 	a.Bind(full)
 	a.LockIncMem(x86enc.S64, x86enc.At(r11, ringDropped))
+	if sp.dropCtr >= 0 && d.perThread(sp.dropCtr) {
+		g.addr(r11, d.Addr+d.stripesOff()+stripeData+8*uint64(d.ThreadCounters+sp.dropCtr))
+		a.LockIncMem(x86enc.S64, x86enc.At(r11, 0))
+	}
 	a.Bind(done)
 }
 
@@ -684,9 +691,21 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
 	if work {
 		need := map[x86enc.Reg]bool{}
+		d := cfg.Data
+		// Per-thread counting and recording (threaddata.go) for a counter
+		// that has a word in each stripe.
+		threadCount := h.Count && d != nil && d.perThread(h.Counter)
+		threadEvent := h.Event && d != nil && d.perThread(h.Counter) && d.ThreadRing > 0
+		perThread := threadCount || threadEvent
 		far := h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter))
 		if far {
 			need[r11] = true
+		}
+		if perThread {
+			need[rdx], need[r10], need[r11] = true, true, true
+		}
+		if threadEvent {
+			need[rcx] = true
 		}
 		if h.Event {
 			need[rdx], need[r10], need[r11] = true, true, true
@@ -700,15 +719,45 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 		// are saved.
 		g.flagsInRAX = cfg.Flags == FlagsLAHF && !h.Event && h.Return == nil && !h.Unhijack && !h.Rehijack
 		var early func()
-		if h.Count && !far {
+		if h.Count && !far && !perThread {
 			early = func() { g.counter(cfg.Data.CounterAddr(h.Counter)) }
 		}
 		g.prologue(need, early)
-		if h.Count && early == nil {
-			g.counter(cfg.Data.CounterAddr(h.Counter))
+		entry := eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr, dropCtr: -1}
+		if d != nil && d.perThread(h.Counter) {
+			entry.dropCtr = h.Counter
 		}
-		if h.Event {
-			g.event(eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr})
+		switch {
+		case perThread:
+			shared, after := a.NewLabel(), a.NewLabel()
+			g.stripeLookup(shared)
+			if threadCount {
+				g.threadCount(h.Counter)
+			}
+			if threadEvent {
+				g.threadEvent(h.ID, h.Counter)
+			} else if h.Event {
+				g.event(entry)
+			}
+			a.Bind(after)
+			// A thread without a stripe: the shared counter and ring.
+			g.cold = append(g.cold, func() {
+				a.Bind(shared)
+				if h.Count {
+					g.counter(cfg.Data.CounterAddr(h.Counter))
+				}
+				if h.Event {
+					g.event(entry)
+				}
+				a.Jmp(after)
+			})
+		default:
+			if h.Count && early == nil {
+				g.counter(cfg.Data.CounterAddr(h.Counter))
+			}
+			if h.Event {
+				g.event(entry)
+			}
 		}
 		// Unhijack and Rehijack change only the frames above this one,
 		// the return probe only this one: arming comes last, so that its
@@ -919,7 +968,7 @@ func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
 		idm := x86enc.Indexed(rsi, rcx, 1, entProbe)
 		// The event's SP is S and its IP the original return address.
 		g.skip = 0
-		g.event(eventSpec{kind: EventReturn, idMem: &idm, ret: true, ipSP: true})
+		g.event(eventSpec{kind: EventReturn, idMem: &idm, ret: true, ipSP: true, dropCtr: -1})
 		g.skip = 8
 		a.Lea(r10, x86enc.At(rsp, int32(g.spOff()-8)))
 	}

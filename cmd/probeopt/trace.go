@@ -31,6 +31,10 @@ type traceOptions struct {
 	output      string
 	stepOnly    bool
 	traps       bool
+
+	// The event output (see traceevents.go).
+	format   string
+	ringSize int
 }
 
 func newTraceCmd() *cobra.Command {
@@ -71,8 +75,23 @@ stops (killing CMD, or detaching from PID) with exit status 1.
 
 --events prints one line per hit: time, pid, thread, probe, address and the
 six argument registers (rdi, rsi, rdx, rcx, r8, r9), or for a return probe
-ret= and the value returned (rax). Events that come faster than they are
-printed are dropped and counted.
+ret= and the value returned (rax). Each thread records its hits in a ring of
+its own in memory shared with probeopt (--ring-size events each), which
+probeopt drains in batches and merges by the time of the hit; a hit that
+finds its ring full is dropped and counted, per probe and per thread, in the
+report. --format json writes one JSON object per event (JSON lines, as
+--json --events), --format bin the binary event format, with the report on
+standard error. Both are written faster than text.
+
+The binary event format (little-endian; the Go package probe reads it with
+NewEventReader): the magic "PRBOEVT1", the record size R (uint32, 80 now),
+the number of probes N (uint32), and N times the probe id (uint32), the
+length L of its spec (uint32) and L bytes of the spec; then one record of R
+bytes per event: the time of the hit in Unix nanoseconds (int64), pid, tid,
+probe id and flags (uint32 each; flag 1 marks the hit of a return probe), the
+run-time address of the site (uint64), and the six argument registers
+(uint64 each; for a return, the value returned and five zeros). A reader
+takes R from the header: later versions may append fields.
 
 The report is a table (probe, site, strategy, reason, hits) followed by
 totals, or with --json one JSON object ("probes", each with its "sites" and
@@ -83,7 +102,8 @@ standard output, which CMD shares.
 Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 		Example: `  probeopt trace main 'parse_*' -- ./server --port 8080
   probeopt trace --events libc.so.6:malloc -p 1234
-  probeopt trace --json -o counts.json '*' -- /usr/bin/sort big.txt`,
+  probeopt trace --json -o counts.json '*' -- /usr/bin/sort big.txt
+  probeopt trace --events --format bin -o hits.bin --ring-size 65536 hot -- ./server`,
 		Args: func(cmd *cobra.Command, args []string) error { return nil },
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
 			specs, argv := args, []string(nil)
@@ -99,6 +119,10 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 				return usagef("trace: give a command after -- or a process with -p")
 			case o.pid < 0:
 				return usagef("trace: invalid -p %d", o.pid)
+			case o.format != formatText && o.format != formatJSON && o.format != formatBin:
+				return usagef("trace: --format %q (want text, json or bin)", o.format)
+			case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
+				return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
 			}
 			return runTrace(cmd, &o, specs, argv)
 		}),
@@ -111,25 +135,38 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 	f.StringVarP(&o.output, "output", "o", "", "write the report and events to `FILE` instead of standard output")
 	f.BoolVar(&o.stepOnly, "step-only", false, "single-step every site, even those the plan emulates or gives a trampoline (for measurements)")
 	f.BoolVar(&o.traps, "traps", false, "serve every site through traps (emulation or out-of-line), no trampolines")
+
+	// The event output: its form and the rings it is drained from.
+	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
+	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
 	return cmd
 }
 
 // traceReport is what "trace --json" prints.
 type traceReport struct {
-	Pid       int           `json:"pid"`
-	Command   []string      `json:"command,omitempty"`
-	Exit      *traceExit    `json:"exit,omitempty"`
-	Detached  bool          `json:"detached,omitempty"`
-	Probes    []traceProbe  `json:"probes"`
-	Traps     uint64        `json:"traps"`
-	Emulated  uint64        `json:"emulated"`
-	Boosted   uint64        `json:"boosted"`
-	Stepped   uint64        `json:"stepped"`
-	Fallbacks uint64        `json:"fallbacks"`
-	Dropped   uint64        `json:"dropped_events"`
-	XOL       string        `json:"xol_method"`
-	Batches   int           `json:"batches"`
-	Elapsed   time.Duration `json:"elapsed_ns"`
+	Pid       int          `json:"pid"`
+	Command   []string     `json:"command,omitempty"`
+	Exit      *traceExit   `json:"exit,omitempty"`
+	Detached  bool         `json:"detached,omitempty"`
+	Probes    []traceProbe `json:"probes"`
+	Traps     uint64       `json:"traps"`
+	Emulated  uint64       `json:"emulated"`
+	Boosted   uint64       `json:"boosted"`
+	Stepped   uint64       `json:"stepped"`
+	Fallbacks uint64       `json:"fallbacks"`
+	Dropped   uint64       `json:"dropped_events"`
+	// ThreadDrops are the events each thread dropped (its ring was full).
+	ThreadDrops []traceThreadDrops `json:"thread_drops,omitempty"`
+	XOL         string             `json:"xol_method"`
+	Batches     int                `json:"batches"`
+	Elapsed     time.Duration      `json:"elapsed_ns"`
+}
+
+// traceThreadDrops is the count of events one thread dropped.
+type traceThreadDrops struct {
+	Pid     int    `json:"pid"`
+	Tid     int    `json:"tid"`
+	Dropped uint64 `json:"dropped_events"`
 }
 
 // traceExit is how the traced process ended.
@@ -143,6 +180,7 @@ type traceProbe struct {
 	ID      int           `json:"id"`
 	Spec    string        `json:"spec"`
 	Hits    uint64        `json:"hits"`
+	Dropped uint64        `json:"dropped_events,omitempty"`
 	Pending bool          `json:"pending,omitempty"`
 	Sites   []traceSite   `json:"sites"`
 	Refused []traceRefuse `json:"refused,omitempty"`
@@ -207,9 +245,28 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
 
-	tr, probes, err := startTrace(o, specs, argv, stderr)
+	// Events as JSON lines or binary records are written in the batches
+	// the tracer drains; the binary form leaves the report to stderr.
+	var sink *eventSink
+	if o.events && (o.format == formatBin || o.format == formatJSON || o.json) {
+		format := o.format
+		if format == formatText {
+			format = formatJSON
+		}
+		sink = newEventSink(format, out)
+		if format == formatBin {
+			out = stderr
+		}
+	}
+	tr, probes, err := startTrace(o, specs, argv, stderr, sink)
 	if err != nil {
 		return err
+	}
+	if sink != nil {
+		if err := sink.start(probes); err != nil {
+			tr.Kill()
+			return err
+		}
 	}
 	specOf := map[int]string{}
 	for _, p := range probes {
@@ -222,8 +279,13 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	}
 	// A process already gone (killed while the probes were installed) is
 	// reported below like one that ends while traced.
-	detached, elapsed := followTrace(tr, o, out, stderr, sigs, specOf, start)
+	detached, elapsed := followTrace(tr, o, out, stderr, sigs, specOf, start, sink != nil)
 	rep, waitErr := newTraceReport(tr, argv, detached, elapsed)
+	if sink != nil {
+		if err := sink.flush(); err != nil {
+			return err
+		}
+	}
 	if o.json {
 		if err := json.NewEncoder(out).Encode(rep); err != nil {
 			return fmt.Errorf("write JSON: %w", err)
@@ -238,8 +300,11 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 // (printing why each spec or site was refused) and returns the tracer, the
 // process still stopped. With no probe it lets the process go (detached,
 // or killed when spawned) and returns errReported.
-func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer) (*probe.Tracer, []*probe.Probe, error) {
-	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps}
+func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer, sink *eventSink) (*probe.Tracer, []*probe.Probe, error) {
+	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps, RingSize: o.ringSize}
+	if sink != nil {
+		opts.OnEvents = sink.write
+	}
 	var tr *probe.Tracer
 	var err error
 	if o.pid != 0 {
@@ -272,14 +337,15 @@ func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer) (*probe
 	return tr, probes, nil
 }
 
-// followTrace prints the events (with o.events) while the process runs,
-// until it exits or a signal arrives; on a signal it removes the probes and
-// detaches (detached is then true). elapsed is the time from start to the
-// exit or the signal.
-func followTrace(tr *probe.Tracer, o *traceOptions, out, stderr io.Writer, sigs <-chan os.Signal, specOf map[int]string, start time.Time) (detached bool, elapsed time.Duration) {
+// followTrace prints the events (with o.events, unless sunk: an
+// eventSink writes them) while the process runs, until it exits or a
+// signal arrives; on a signal it removes the probes and detaches
+// (detached is then true). elapsed is the time from start to the exit or
+// the signal.
+func followTrace(tr *probe.Tracer, o *traceOptions, out, stderr io.Writer, sigs <-chan os.Signal, specOf map[int]string, start time.Time, sunk bool) (detached bool, elapsed time.Duration) {
 	var wg sync.WaitGroup
 	stopEvents := make(chan struct{})
-	if o.events {
+	if o.events && !sunk {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -318,7 +384,7 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 		waitErr = err
 	}
 	for _, p := range st.Probes {
-		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Pending: p.Pending, Sites: []traceSite{}}
+		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Dropped: p.Dropped, Pending: p.Pending, Sites: []traceSite{}}
 		for _, s := range p.Sites {
 			tp.Sites = append(tp.Sites, traceSite{Pid: s.Pid, Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, RuntimeAddr: s.RuntimeAddr,
 				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Boosted: s.Boosted, Stepped: s.Stepped, Live: s.Live})
@@ -327,6 +393,9 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 			tp.Refused = append(tp.Refused, traceRefuse{Module: r.Module, Symbol: r.Symbol, Addr: r.Addr, Reason: r.Reason, Detail: r.Detail})
 		}
 		rep.Probes = append(rep.Probes, tp)
+	}
+	for _, d := range st.ThreadDrops {
+		rep.ThreadDrops = append(rep.ThreadDrops, traceThreadDrops{Pid: d.Pid, Tid: d.Tid, Dropped: d.Dropped})
 	}
 	return rep, waitErr
 }
@@ -484,6 +553,14 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 		rep.Traps, rep.Emulated, rep.Boosted, rep.Stepped, rep.Fallbacks)
 	if rep.Dropped > 0 {
 		fmt.Fprintf(w, "events %d dropped\n", rep.Dropped)
+		for _, p := range rep.Probes {
+			if p.Dropped > 0 {
+				fmt.Fprintf(w, "  probe %s: %d dropped\n", p.Spec, p.Dropped)
+			}
+		}
+		for _, d := range rep.ThreadDrops {
+			fmt.Fprintf(w, "  thread %d (pid %d): %d dropped\n", d.Tid, d.Pid, d.Dropped)
+		}
 	}
 	switch {
 	case rep.Detached:

@@ -1,0 +1,253 @@
+package trampoline_test
+
+import (
+	"runtime"
+	"sync"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/trampoline"
+	"github.com/probeopt/probeopt/trampoline/internal/native"
+)
+
+// withTCB runs fn on a locked OS thread whose %fs:0 holds the thread
+// pointer itself, as the x86-64 TLS ABI of the C libraries makes it: a
+// Go thread without cgo has 0 there (the word after the runtime's g
+// pointer, unused on linux/amd64), so the slot code reading the thread
+// pointer with ThreadTCB would see no thread. The word is put back after.
+func withTCB(t testing.TB, fn func(tp uint64)) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var fs uint64
+	const archGetFS = 0x1003
+	if _, _, errno := unix.Syscall(unix.SYS_ARCH_PRCTL, archGetFS, uintptr(unsafe.Pointer(&fs)), 0); errno != 0 {
+		t.Errorf("arch_prctl(ARCH_GET_FS): %v", errno)
+		return
+	}
+	p := (*uint64)(unsafe.Add(unsafe.Pointer(nil), fs))
+	old := *p
+	if old != 0 && old != fs {
+		t.Errorf("%%fs:0 holds %#x, neither 0 nor the thread pointer %#x", old, fs)
+		return
+	}
+	*p = fs
+	defer func() { *p = old }()
+	fn(fs)
+}
+
+// threadEnv returns an env whose slots read the thread pointer the way
+// withTCB sets it up, with the per-thread data plane.
+func threadEnv(t testing.TB, stripes, ring int) *env {
+	return newEnv(t, envOptions{ring: 1 << 10, tp: trampoline.ThreadTCB, stripes: stripes, stripeCounters: 8, threadRing: ring})
+}
+
+// TestNativeThreadStripes: N threads hit one site; every thread counts
+// in its own stripe (no other thread writes it), the totals are exact,
+// every event is read from its thread's ring or counted dropped, and a
+// retired stripe's counts move to the shared words and its slot is
+// claimed again.
+func TestNativeThreadStripes(t *testing.T) {
+	const threads, per, chunk = 4, 100_000, 10_000
+	for _, c := range []struct {
+		name    string
+		stripes int
+		event   bool
+	}{
+		{"counter", 8, false},
+		{"counter+event", 8, true},
+		// One stripe for four threads: three count in the shared word
+		// and record in the shared ring.
+		{"fallback", 1, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e := threadEnv(t, c.stripes, 1<<10)
+			h := trampoline.Handler{ID: 9, Count: true, Counter: 5, Event: c.event}
+			e.install(e.site("bench_target", nil), h)
+			prev := runtime.GOMAXPROCS(threads + 1)
+			defer runtime.GOMAXPROCS(prev)
+			var events, wrong uint64
+			var tps sync.Map // thread pointer -> true
+			stop, drained := make(chan struct{}), make(chan struct{})
+			go func() {
+				defer close(drained)
+				var buf [256]trampoline.Event
+				for {
+					// Whether the producers were done before this pass
+					// (which then reads everything).
+					stopped := false
+					select {
+					case <-stop:
+						stopped = true
+					default:
+					}
+					n := 0
+					for _, s := range e.view.Stripes() {
+						k := e.view.ReadThread(s.Slot, buf[:])
+						for _, ev := range buf[:k] {
+							if ev.Thread != s.Key || ev.Probe != 9 || ev.TSC == 0 || ev.Kind != trampoline.EventEntry || ev.Args[0] != 41 {
+								if wrong == 0 {
+									t.Logf("slot %d key %#x: %+v", s.Slot, s.Key, ev)
+								}
+								wrong++
+							}
+						}
+						n += k
+					}
+					n += e.view.Read(buf[:])
+					events += uint64(n)
+					if n == 0 {
+						if stopped {
+							return
+						}
+						runtime.Gosched()
+					}
+				}
+			}()
+			// Every thread keeps its OS thread until all are done, so that
+			// no two of them share one (and its thread pointer).
+			var wg, done sync.WaitGroup
+			done.Add(threads)
+			for i := 0; i < threads; i++ {
+				stack := e.stack()
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					withTCB(t, func(tp uint64) {
+						defer done.Wait()
+						defer done.Done()
+						tps.Store(tp, true)
+						var r native.Regs
+						r.GPR[7] = 41
+						for n := 0; n < per; n += chunk {
+							native.Loop(uintptr(e.sym("bench_target")), &r, stack, chunk)
+						}
+						if r.GPR[0] != 42 {
+							t.Errorf("bench_target(41) = %d", r.GPR[0])
+						}
+					})
+				}()
+			}
+			wg.Wait()
+			close(stop)
+			<-drained
+			if got := e.view.Counter(5); got != threads*per {
+				t.Fatalf("counter %d, want %d", got, threads*per)
+			}
+			st := e.view.Stripes()
+			want := min(c.stripes, threads)
+			if len(st) != want {
+				t.Fatalf("%d stripes claimed by %d threads with %d slots, want %d", len(st), threads, c.stripes, want)
+			}
+			for _, s := range st {
+				if _, ok := tps.Load(s.Key); !ok {
+					t.Errorf("stripe %d held by %#x, not a thread pointer of the test's threads", s.Slot, s.Key)
+				}
+				// Each thread ran per hits; with a stripe, all of them
+				// counted there.
+				if n := e.view.ThreadCounter(s.Slot, 5); n != per {
+					t.Errorf("stripe %d counted %d, want %d", s.Slot, n, per)
+				}
+			}
+			if c.event {
+				if wrong != 0 {
+					t.Errorf("%d events with wrong fields", wrong)
+				}
+				if total := events + e.view.Dropped(); total != threads*per {
+					for _, s := range e.view.Stripes() {
+						t.Logf("stripe %d: pending %d dropped %d counted %d", s.Slot, e.view.ThreadPending(s.Slot), e.view.ThreadDropped(s.Slot), e.view.ThreadCounter(s.Slot, 5))
+					}
+					t.Logf("shared pending %d, by counter %d", e.view.Pending(), e.view.DroppedBy(5))
+					t.Fatalf("events %d + dropped %d = %d, want %d", events, e.view.Dropped(), total, threads*per)
+				}
+				if c.stripes >= threads && e.view.DroppedBy(5) != e.view.Dropped() {
+					t.Errorf("dropped %d for counter 5, %d in all", e.view.DroppedBy(5), e.view.Dropped())
+				}
+				t.Logf("%d events read, %d dropped", events, e.view.Dropped())
+			}
+			// Retire every stripe: the totals do not change, the slots
+			// are free for new threads, which count on.
+			dropped := e.view.Dropped()
+			for _, s := range st {
+				if _, err := e.view.Retire(s.Slot); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got := e.view.Counter(5); got != threads*per {
+				t.Fatalf("counter %d after retiring, want %d", got, threads*per)
+			}
+			if e.view.Dropped() != dropped || len(e.view.Stripes()) != 0 {
+				t.Fatalf("after retiring: dropped %d (was %d), %d stripes", e.view.Dropped(), dropped, len(e.view.Stripes()))
+			}
+			withTCB(t, func(uint64) {
+				var r native.Regs
+				native.Loop(uintptr(e.sym("bench_target")), &r, e.stack(), 1000)
+			})
+			if got := e.view.Counter(5); got != threads*per+1000 || len(e.view.Stripes()) != 1 {
+				t.Fatalf("counter %d with %d stripes after a new thread's 1000 hits, want %d and 1", got, len(e.view.Stripes()), threads*per+1000)
+			}
+		})
+	}
+}
+
+// TestNativeThreadRingFull: a thread's ring that nobody reads keeps the
+// first ThreadRing events and counts the others dropped, per counter;
+// after a read it takes events again.
+func TestNativeThreadRingFull(t *testing.T) {
+	e := threadEnv(t, 4, 16)
+	e.install(e.site("args6", nil), trampoline.Handler{ID: 77, Counter: 3, Event: true})
+	withTCB(t, func(tp uint64) {
+		stack := e.stack()
+		var r native.Regs
+		for i := 0; i < 40; i++ {
+			r.GPR[7] = uint64(i)
+			native.Call(uintptr(e.sym("args6")), &r, stack)
+		}
+		st := e.view.Stripes()
+		if len(st) != 1 || st[0].Key != tp {
+			t.Fatalf("stripes %+v, want one of %#x", st, tp)
+		}
+		slot := st[0].Slot
+		if p, d := e.view.ThreadPending(slot), e.view.ThreadDropped(slot); p != 16 || d != 24 || e.view.DroppedBy(3) != 24 {
+			t.Fatalf("pending %d dropped %d (counter 3: %d), want 16 and 24", p, d, e.view.DroppedBy(3))
+		}
+		var evs [32]trampoline.Event
+		n := e.view.ReadThread(slot, evs[:])
+		if n != 16 {
+			t.Fatalf("read %d, want 16", n)
+		}
+		for i, ev := range evs[:n] {
+			if ev.Seq != uint64(i) || ev.Args[0] != uint64(i) || ev.Thread != tp || ev.Kind != trampoline.EventEntry || ev.Ret != 0 {
+				t.Fatalf("event %d: %+v", i, ev)
+			}
+		}
+		r.GPR[7] = 99
+		native.Call(uintptr(e.sym("args6")), &r, stack)
+		if n := e.view.ReadThread(slot, evs[:]); n != 1 || evs[0].Args[0] != 99 || evs[0].Seq != 16 {
+			t.Fatalf("after the read: %d events, first %+v", n, evs[0])
+		}
+	})
+}
+
+// TestNativeNoThreadPointer: a thread whose thread pointer reads 0 has no
+// stripe and counts exactly in the shared word.
+func TestNativeNoThreadPointer(t *testing.T) {
+	e := threadEnv(t, 4, 16)
+	e.install(e.site("bench_target", nil), trampoline.Handler{ID: 1, Count: true, Counter: 2, Event: true})
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var fs uint64
+	if _, _, errno := unix.Syscall(unix.SYS_ARCH_PRCTL, 0x1003, uintptr(unsafe.Pointer(&fs)), 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	if *(*uint64)(unsafe.Add(unsafe.Pointer(nil), fs)) != 0 {
+		t.Skip("the fs:0 word is not 0 in this test binary (built with cgo or the race detector)")
+	}
+	var r native.Regs
+	native.Loop(uintptr(e.sym("bench_target")), &r, e.stack(), 100)
+	if e.view.Counter(2) != 100 || len(e.view.Stripes()) != 0 || e.view.Pending() != 100 || e.view.Dropped() != 0 {
+		t.Fatalf("counter %d, %d stripes, shared ring pending %d dropped %d; want 100, 0, 100, 0",
+			e.view.Counter(2), len(e.view.Stripes()), e.view.Pending(), e.view.Dropped())
+	}
+}

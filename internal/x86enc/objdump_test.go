@@ -122,6 +122,7 @@ var objdumpVectors = []struct {
 	{func(a *Asm) { l := a.NewLabel(); a.CallLabel(l); a.Bind(l) }, "e800000000", "call 0x7f0000401005"},
 	{func(a *Asm) { a.CallReg(R11) }, "41ffd3", "call *%r11"},
 	{(*Asm).Pause, "f390", "pause"},
+	{(*Asm).RepStosb, "f3aa", "rep stos %al,%es:(%rdi)"},
 	{(*Asm).Pushfq, "9c", "pushf"},
 	{(*Asm).Popfq, "9d", "popf"},
 	{(*Asm).Lahf, "9f", "lahf"},

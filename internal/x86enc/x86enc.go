@@ -858,3 +858,6 @@ func (a *Asm) CallReg(r Reg) { a.opReg(0, false, []byte{0xFF}, 2, r, 0, 0) }
 
 // Pause: pause (a spin-wait hint).
 func (a *Asm) Pause() { a.one(0xF3, 0x90) }
+
+// RepStosb: rep stosb (fills rcx bytes at rdi with al).
+func (a *Asm) RepStosb() { a.one(0xF3, 0xAA) }

@@ -382,6 +382,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 	o.target = testBase
 	emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.CallLabel(l) }, o)
 	emit((*Asm).Pause, n("pause", S32))
+	emit((*Asm).RepStosb, n("stos", S32))
 	for _, f := range []struct {
 		mn   string
 		size Size

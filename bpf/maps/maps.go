@@ -27,6 +27,8 @@ var (
 	ErrUnsupported = errors.New("map type not supported")
 	// ErrNoSpace means the arena is full.
 	ErrNoSpace = errors.New("arena full")
+	// ErrNotSupported means this system has no shared arena.
+	ErrNotSupported = errors.New("not supported on this system")
 )
 
 // The kernel's error numbers, as the helpers return them negated.
@@ -70,6 +72,17 @@ type Arena struct {
 	mem  []byte
 	base uint64
 	used int
+	fd   int // the memfd of NewArena, 0 if none
+}
+
+// Rebase sets the address the executing process sees the arena at. It is
+// refused once a map is allocated (their descriptors hold addresses).
+func (a *Arena) Rebase(base uint64) error {
+	if a.used != 0 {
+		return fmt.Errorf("rebase an arena in use: %w", ErrInvalid)
+	}
+	a.base = base
+	return nil
 }
 
 // NewArenaMem makes an arena over mem, which the executing process sees at

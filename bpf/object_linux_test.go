@@ -17,7 +17,7 @@ import (
 )
 
 // needBPF skips (fails under CI) when this process may not load BPF.
-func needBPF(t *testing.T) {
+func needBPF(t testing.TB) {
 	t.Helper()
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Type: ebpf.Array, KeySize: 4, ValueSize: 4, MaxEntries: 1})
 	if err != nil {

@@ -29,7 +29,11 @@ type loaded struct {
 	funcs map[string]*jit.Func
 }
 
-func instantiate(t *testing.T) *loaded {
+func instantiate(t *testing.T) *loaded { return instantiateB(t) }
+
+func ptr(regs *[regsSize]byte) unsafe.Pointer { return unsafe.Pointer(&regs[0]) }
+
+func instantiateB(t testing.TB) *loaded {
 	t.Helper()
 	o, err := Open(bpfObject(t, "probes"))
 	if err != nil {
@@ -61,7 +65,7 @@ func instantiate(t *testing.T) *loaded {
 }
 
 func (l *loaded) run(name string, regs *[regsSize]byte, stripe int) uint64 {
-	return l.funcs[name].Run(unsafe.Pointer(&regs[0]), stripe)
+	return l.funcs[name].Run(ptr(regs), stripe)
 }
 
 func u64(b []byte) uint64 { return binary.LittleEndian.Uint64(b) }

@@ -70,6 +70,17 @@ int BPF_KPROBE(count, __u64 size)
 	return 0;
 }
 
+// counter: the per-thread counter alone (the benchmarks' first program).
+SEC("uprobe")
+int counter(struct pt_regs *ctx)
+{
+	__u32 zero = 0;
+	__u64 *n = bpf_map_lookup_elem(&hits, &zero);
+	if (n)
+		(*n)++;
+	return 0;
+}
+
 // keyed: counts by argument in a hash map, scaled by a .rodata constant.
 SEC("uretprobe//bin/true:main")
 int BPF_KRETPROBE(keyed, __u64 ret)

@@ -223,3 +223,62 @@ func TestRunManual(t *testing.T) {
 		t.Errorf("manual returned %d", r)
 	}
 }
+
+// TestRunThreads runs the counter and histogram program on four threads
+// at once, each with its own stripe: no update is lost, in the per-thread
+// counters (plain increments) or in the shared histogram (atomic adds).
+func TestRunThreads(t *testing.T) {
+	l := instantiate(t)
+	code := l.in.Code["count"]
+	const threads, runs = 4, 200000
+	done := make(chan error)
+	for s := 0; s < threads; s++ {
+		go func() {
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
+			f, err := jit.Load(code.Bytes) // a stack of its own
+			if err != nil {
+				done <- err
+				return
+			}
+			defer f.Close()
+			// Every other run in slot 0, which all threads share, the
+			// others in slot s+1, the thread's own.
+			var own, shared [regsSize]byte
+			binary.LittleEndian.PutUint64(own[regsRDI:], 1<<uint(s+1))
+			binary.LittleEndian.PutUint64(shared[regsRDI:], 1)
+			for i := 0; i < runs; i += 2 {
+				f.Run(ptr(&own), s)
+				f.Run(ptr(&shared), s)
+			}
+			done <- nil
+		}()
+	}
+	for s := 0; s < threads; s++ {
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+	}
+	vs, err := l.in.Maps["hits"].LookupPerCPU([]byte{0, 0, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for s := 0; s < threads; s++ {
+		if u64(vs[s]) != runs {
+			t.Errorf("stripe %d: %d, want %d", s, u64(vs[s]), runs)
+		}
+	}
+	for slot := 0; slot <= threads; slot++ {
+		v, err := l.in.Maps["hist"].Lookup(binary.LittleEndian.AppendUint32(nil, uint32(slot)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := uint64(runs / 2)
+		if slot == 0 {
+			want = threads * runs / 2
+		}
+		if u64(v) != want {
+			t.Errorf("hist[%d] = %d, want %d", slot, u64(v), want)
+		}
+	}
+}

@@ -35,25 +35,29 @@ func TestOpenVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The oracle: the object's executable sections with code, read with
-	// debug/elf.
+	// The oracle: the object's global functions and their sections,
+	// read with debug/elf.
 	f, err := elf.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	want := map[string]bool{}
-	for _, s := range f.Sections {
-		if s.Flags&elf.SHF_EXECINSTR != 0 && s.Size > 0 {
-			want[s.Name] = true
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	for _, s := range syms {
+		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {
+			want[s.Name] = f.Sections[s.Section].Name
 		}
 	}
 	if len(o.Programs) != len(want) {
-		t.Errorf("%d programs, the ELF file has %d code sections", len(o.Programs), len(want))
+		t.Errorf("%d programs, the ELF file has %d global functions", len(o.Programs), len(want))
 	}
 	for _, p := range o.Programs {
-		if !want[p.Spec.SectionName] {
-			t.Errorf("program %s in section %q, not a code section", p.Name, p.Spec.SectionName)
+		if want[p.Name] != p.Spec.SectionName {
+			t.Errorf("program %s in section %q, the ELF file says %q", p.Name, p.Spec.SectionName, want[p.Name])
 		}
 		if s := p.Section.String(); s != p.Spec.SectionName {
 			t.Errorf("program %s: section %q reads back as %q", p.Name, p.Spec.SectionName, s)

@@ -28,8 +28,14 @@ func genMapOps(r *rand.Rand) asm.Instructions {
 	insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
 	for i := 0; i < helperOps; i++ {
 		m := []string{"h", "h", "a", "p"}[r.IntN(4)]
+		if r.IntN(2) == 0 {
+			insns = append(insns, asm.LoadMapPtr(asm.R1, 0).WithReference(m))
+		} else {
+			// Through R7: the JIT does not know the map at the call,
+			// and calls the helper rather than inlining the lookup.
+			insns = append(insns, asm.LoadMapPtr(asm.R7, 0).WithReference(m), asm.Mov.Reg(asm.R1, asm.R7))
+		}
 		insns = append(insns,
-			asm.LoadMapPtr(asm.R1, 0).WithReference(m),
 			asm.StoreImm(asm.RFP, -4, int64(r.IntN(8)), asm.Word),
 			asm.Mov.Reg(asm.R2, asm.RFP),
 			asm.Add.Imm(asm.R2, -4))

@@ -6,6 +6,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/probeopt/probeopt/bpf/maps"
 	"github.com/probeopt/probeopt/internal/x86enc"
 )
 
@@ -322,6 +323,9 @@ func (c *compiler) call(i int, ins *asm.Instruction) error {
 		return nil
 	case ins.IsBuiltinCall():
 		fn := asm.BuiltinFunc(ins.Constant)
+		if fn == asm.FnMapLookupElem && c.r1Map != nil && c.inlineLookup(c.r1Map) {
+			return nil
+		}
 		l, err := c.helper(fn)
 		if err != nil {
 			return err
@@ -502,4 +506,36 @@ func (c *compiler) atomic(ins *asm.Instruction, dst, src x86enc.Reg) error {
 		return unsupported(ins)
 	}
 	return nil
+}
+
+// inlineLookup compiles map_lookup_elem of an array or per-CPU array map
+// known at compile time into its address computation, as the kernel's
+// JIT does; false for the other map types. It changes only the registers
+// a call may change.
+func (c *compiler) inlineLookup(m *maps.Map) bool {
+	a := c.a
+	if m.Type() != ebpf.Array && m.Type() != ebpf.PerCPUArray {
+		return false
+	}
+	null, done := a.NewLabel(), a.NewLabel()
+	rax, rcx := x86enc.RAX, x86enc.RCX
+	a.Load(x86enc.S32, rax, x86enc.At(x86enc.RSI, 0))
+	a.ALUImm32(x86enc.Cmp, x86enc.S32, rax, int32(m.MaxEntries()))
+	a.Jcc(x86enc.CondAE, null)
+	if m.Type() == ebpf.PerCPUArray {
+		a.ALUImm32(x86enc.Cmp, x86enc.S64, stripe, int32(m.Stripes()))
+		a.Jcc(x86enc.CondAE, null)
+		a.MovImm32(rcx, uint32(m.MaxEntries()))
+		a.Imul(x86enc.S64, rcx, stripe)
+		a.ALU(x86enc.Add, x86enc.S64, rax, rcx)
+	}
+	a.MovImm32(rcx, uint32(m.Stride()))
+	a.Imul(x86enc.S64, rax, rcx)
+	a.MovAbs(rcx, m.Data())
+	a.ALU(x86enc.Add, x86enc.S64, rax, rcx)
+	a.Jmp(done)
+	a.Bind(null)
+	a.ALU(x86enc.Xor, x86enc.S32, rax, rax)
+	a.Bind(done)
+	return true
 }

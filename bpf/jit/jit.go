@@ -11,6 +11,25 @@ import (
 	"github.com/probeopt/probeopt/internal/x86enc"
 )
 
+// trackR1 follows which map R1 holds after ins.
+func (c *compiler) trackR1(ins *asm.Instruction) {
+	op := ins.OpCode
+	switch {
+	case op.IsDWordLoad() && ins.Dst == asm.R1 && ins.Src == asm.PseudoMapFD:
+		c.r1Map = c.opts.Maps[ins.Reference()]
+	case op.Class().IsJump() && op.JumpOp() == asm.Call:
+		c.r1Map = nil
+	case op.Class().IsJump():
+	case op.Class() == asm.StXClass && op.Mode() == asm.AtomicMode && ins.Src == asm.R1 &&
+		op.AtomicOp() != asm.AddAtomic && op.AtomicOp() != asm.AndAtomic &&
+		op.AtomicOp() != asm.OrAtomic && op.AtomicOp() != asm.XorAtomic:
+		c.r1Map = nil // a fetch into R1
+	case op.Class() == asm.StXClass || op.Class() == asm.StClass:
+	case ins.Dst == asm.R1:
+		c.r1Map = nil
+	}
+}
+
 // Errors of Compile.
 var (
 	// ErrUnsupported means an instruction, a helper or a map the JIT does
@@ -92,6 +111,11 @@ type compiler struct {
 	entries map[int]x86enc.Label // each function's prologue, where calls land
 	helpers map[asm.BuiltinFunc]x86enc.Label
 	syms    map[string]int
+	// targets are the raw offsets jumps land on.
+	targets map[int]bool
+	// r1Map is the map whose address R1 holds from an ld_imm64 of this
+	// straight-line code, or nil: a map_lookup_elem of it is inlined.
+	r1Map *maps.Map
 }
 
 // Compile compiles a verified program (the instructions as the kernel
@@ -123,9 +147,13 @@ func Compile(insns asm.Instructions, opts *Options) (*Code, error) {
 			c.prologue(off)
 		}
 		c.a.Bind(c.label(off))
+		if c.targets[off] {
+			c.r1Map = nil // reached by a jump: R1 unknown here
+		}
 		if err := c.insn(i, ins); err != nil {
 			return nil, fmt.Errorf("instruction %d (%v): %w", off, *ins, err)
 		}
+		c.trackR1(ins)
 	}
 	c.endFunc(c.funcOf(c.raw[len(insns)-1]))
 	if err := c.emitHelpers(); err != nil {
@@ -153,6 +181,18 @@ func (c *compiler) layout() error {
 	}
 	c.raw[len(c.insns)] = off
 	end := off
+	c.targets = map[int]bool{}
+	for i, ins := range c.insns {
+		op := ins.OpCode
+		if !op.Class().IsJump() || op.JumpOp() == asm.Call || op.JumpOp() == asm.Exit {
+			continue
+		}
+		rel := int(ins.Offset)
+		if op.Class() == asm.Jump32Class && op.JumpOp() == asm.Ja {
+			rel = int(ins.Constant)
+		}
+		c.targets[c.raw[i]+1+rel] = true
+	}
 	starts := map[int]bool{0: true}
 	for i := range c.insns {
 		ins := &c.insns[i]

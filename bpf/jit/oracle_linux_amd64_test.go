@@ -208,6 +208,7 @@ func FuzzBPFJIT(f *testing.F) {
 		o := newOracle(t)
 		r := rand.New(rand.NewPCG(seed, 16))
 		insns, value := genProgram(r, 1+int(n%3), int(n%120))
+		value = append(value, make([]byte, oracleBatch*genValueSize-len(value))...)
 		ok, diff, err := o.check(insns, value)
 		if err != nil {
 			t.Fatal(err)

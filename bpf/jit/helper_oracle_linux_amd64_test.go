@@ -148,20 +148,9 @@ func TestHelperOracle(t *testing.T) {
 			defer m.Close()
 			kmaps[s.Name] = m
 		}
-		kins := slices.Clone(insns)
-		for name, m := range kmaps {
-			if err := kins.AssociateMap(name, m); err != nil && name != "o" {
-				t.Fatal(err)
-			}
-		}
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, Instructions: kins, License: "GPL"})
-		if err != nil {
+		if _, err := kernelRun(insns, kmaps); err != nil {
 			t.Fatalf("program %d: %v", n, err)
 		}
-		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)}); err != nil {
-			t.Fatal(err)
-		}
-		prog.Close()
 
 		mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
 		if err != nil {

@@ -68,28 +68,37 @@ type outcome struct {
 
 var key0 = []byte{0, 0, 0, 0}
 
+// kernelRun loads insns into the kernel as a socket filter, its map
+// references resolved to kmaps, and runs it once with BPF_PROG_TEST_RUN.
+// A refusal of the verifier is returned as an *ebpf.VerifierError.
+func kernelRun(insns asm.Instructions, kmaps map[string]*ebpf.Map) (uint32, error) {
+	kins := slices.Clone(insns)
+	for name, m := range kmaps {
+		if err := kins.AssociateMap(name, m); err != nil && !errors.Is(err, asm.ErrUnreferencedSymbol) {
+			return 0, err
+		}
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, Instructions: kins, License: "GPL"})
+	if err != nil {
+		return 0, err
+	}
+	defer prog.Close()
+	return prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
+}
+
 // kernel runs the program in the kernel; ok is false when the verifier
 // refuses it.
 func (o *oracle) kernel(insns asm.Instructions, value []byte) (outcome, bool, error) {
-	kins := slices.Clone(insns)
-	if err := kins.AssociateMap("m", o.kmap); err != nil {
+	if err := o.kmap.Update(uint32(0), value, ebpf.UpdateAny); err != nil {
 		return outcome{}, false, err
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, Instructions: kins, License: "GPL"})
+	ret, err := kernelRun(insns, map[string]*ebpf.Map{"m": o.kmap})
 	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			o.lastLog = fmt.Sprintf("%+v", ve)
 			return outcome{}, false, nil
 		}
-		return outcome{}, false, err
-	}
-	defer prog.Close()
-	if err := o.kmap.Update(uint32(0), value, ebpf.UpdateAny); err != nil {
-		return outcome{}, false, err
-	}
-	ret, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
-	if err != nil {
 		return outcome{}, false, err
 	}
 	var out []byte

@@ -106,18 +106,9 @@ func TestRingOracle(t *testing.T) {
 	records := 0
 	for seq := 0; seq < 60; seq++ {
 		insns := genRingOps(r, seq)
-		kins := slices.Clone(insns)
-		if err := kins.AssociateMap("r", kring); err != nil {
-			t.Fatal(err)
-		}
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.SocketFilter, Instructions: kins, License: "GPL"})
-		if err != nil {
+		if _, err := kernelRun(insns, map[string]*ebpf.Map{"r": kring}); err != nil {
 			t.Fatalf("run %d: %v", seq, err)
 		}
-		if _, err := prog.Run(&ebpf.RunOptions{Data: make([]byte, 64)}); err != nil {
-			t.Fatal(err)
-		}
-		prog.Close()
 		code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"r": ring}})
 		if err != nil {
 			t.Fatal(err)

@@ -308,6 +308,12 @@ func (a *Asm) modrmMem(reg Reg, m Mem) {
 // opMem emits [prefix] [segment] [REX] opcode ModRM(reg, m) and then
 // immSize bytes of imm.
 func (a *Asm) opMem(prefix byte, w bool, op []byte, reg Reg, m Mem, immSize int, imm int64) {
+	a.opMemX(prefix, w, false, op, reg, m, immSize, imm)
+}
+
+// opMemX is opMem where reg may be a byte register (byteReg): spl, bpl,
+// sil and dil need a REX prefix even without any of its bits.
+func (a *Asm) opMemX(prefix byte, w, byteReg bool, op []byte, reg Reg, m Mem, immSize int, imm int64) {
 	a.begin()
 	if prefix != 0 {
 		a.bytes(prefix)
@@ -322,7 +328,11 @@ func (a *Asm) opMem(prefix byte, w bool, op []byte, reg Reg, m Mem, immSize int,
 			x = m.index
 		}
 	}
-	a.rex(w, reg, x, b)
+	if byteReg {
+		a.rexByte(reg, x, b)
+	} else {
+		a.rex(w, reg, x, b)
+	}
 	a.bytes(op...)
 	a.modrmMem(reg, m)
 	a.immN(immSize, imm)
@@ -801,23 +811,7 @@ func (a *Asm) LoadSxW(s Size, r Reg, m Mem) { a.opMem(0, w(s), []byte{0x0F, 0xBF
 func (a *Asm) LoadSxd(r Reg, m Mem) { a.opMem(0, true, []byte{0x63}, r, m, 0, 0) }
 
 // StoreB: mov r8, m (the low byte of r).
-func (a *Asm) StoreB(m Mem, r Reg) {
-	a.begin()
-	if m.seg != 0 {
-		a.bytes(m.seg)
-	}
-	var x, b Reg
-	if m.kind == memBase {
-		b = m.base
-		if m.hasIndex {
-			x = m.index
-		}
-	}
-	a.rexByte(r, x, b)
-	a.bytes(0x88)
-	a.modrmMem(r, m)
-	a.end()
-}
+func (a *Asm) StoreB(m Mem, r Reg) { a.opMemX(0, false, true, []byte{0x88}, r, m, 0, 0) }
 
 // StoreW: mov r16, m (the low word of r).
 func (a *Asm) StoreW(m Mem, r Reg) { a.opMem(0x66, false, []byte{0x89}, r, m, 0, 0) }

@@ -7,11 +7,9 @@ import (
 	"slices"
 	"sort"
 	"testing"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
-	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/bpf/maps"
 )
@@ -152,12 +150,7 @@ func TestHelperOracle(t *testing.T) {
 			t.Fatalf("program %d: %v", n, err)
 		}
 
-		mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer unix.Munmap(mem)
-		arena := maps.NewArenaMem(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))))
+		arena := testArena(t)
 		ours := map[string]*maps.Map{}
 		for _, s := range helperMaps {
 			m, err := maps.New(arena, s, &maps.Options{Stripes: 4})
@@ -166,17 +159,9 @@ func TestHelperOracle(t *testing.T) {
 			}
 			ours[s.Name] = m
 		}
-		code, err := Compile(insns, &Options{Maps: ours})
-		if err != nil {
+		if _, err := jitRun(insns, ours, 2); err != nil {
 			t.Fatal(err)
 		}
-		f, err := Load(code.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ctx [64]byte
-		f.Run(unsafe.Pointer(&ctx[0]), 2)
-		f.Close()
 
 		var kout []byte
 		if err := kmaps["o"].Lookup(uint32(0), &kout); err != nil {

@@ -26,9 +26,7 @@ import (
 type oracle struct {
 	kmap  *ebpf.Map
 	arena *maps.Arena
-	mem   []byte
 	m     *maps.Map
-	ctx   [256]byte
 	// rejected counts the programs the verifier refused (not compared).
 	rejected int
 	lastLog  string
@@ -48,17 +46,12 @@ func newOracle(t testing.TB) *oracle {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { kmap.Close() })
-	mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Munmap(mem) })
-	arena := maps.NewArenaMem(mem, uint64(uintptr(unsafe.Pointer(&mem[0]))))
+	arena := testArena(t)
 	m, err := maps.New(arena, spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &oracle{kmap: kmap, arena: arena, mem: mem, m: m}
+	return &oracle{kmap: kmap, arena: arena, m: m}
 }
 
 type outcome struct {
@@ -108,21 +101,43 @@ func (o *oracle) kernel(insns asm.Instructions, value []byte) (outcome, bool, er
 	return outcome{ret: uint64(ret), value: out}, true, nil
 }
 
-// jit runs the program through the JIT.
-func (o *oracle) jit(insns asm.Instructions, value []byte) (outcome, error) {
-	code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"m": o.m}})
+// testArena returns a 64 KiB arena in this process, unmapped at the end
+// of the test.
+func testArena(t testing.TB) *maps.Arena {
+	t.Helper()
+	arena, err := maps.NewArena(1 << 16)
 	if err != nil {
-		return outcome{}, err
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { arena.Close() })
+	return arena
+}
+
+// jitRun compiles insns against ms, runs the code once in this process
+// on stripe and returns R0.
+func jitRun(insns asm.Instructions, ms map[string]*maps.Map, stripe int) (uint64, error) {
+	code, err := Compile(insns, &Options{Maps: ms})
+	if err != nil {
+		return 0, err
 	}
 	f, err := Load(code.Bytes)
 	if err != nil {
-		return outcome{}, err
+		return 0, err
 	}
 	defer f.Close()
+	var ctx [168]byte
+	return f.Run(unsafe.Pointer(&ctx[0]), stripe), nil
+}
+
+// jit runs the program through the JIT.
+func (o *oracle) jit(insns asm.Instructions, value []byte) (outcome, error) {
 	if err := o.m.Update(key0, value, maps.UpdateAny); err != nil {
 		return outcome{}, err
 	}
-	ret := f.Run(unsafe.Pointer(&o.ctx[0]), 0)
+	ret, err := jitRun(insns, map[string]*maps.Map{"m": o.m}, 0)
+	if err != nil {
+		return outcome{}, err
+	}
 	out, err := o.m.Lookup(key0)
 	if err != nil {
 		return outcome{}, err

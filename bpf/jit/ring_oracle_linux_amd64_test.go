@@ -6,12 +6,10 @@ import (
 	"slices"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/ringbuf"
-	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/bpf/maps"
 )
@@ -89,12 +87,7 @@ func TestRingOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer krd.Close()
-	mem, err := unix.Mmap(-1, 0, 1<<16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED|unix.MAP_ANONYMOUS)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Munmap(mem)
-	ring, err := maps.New(maps.NewArenaMem(mem, uint64(uintptr(unsafe.Pointer(&mem[0])))), spec, nil)
+	ring, err := maps.New(testArena(t), spec, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,17 +102,9 @@ func TestRingOracle(t *testing.T) {
 		if _, err := kernelRun(insns, map[string]*ebpf.Map{"r": kring}); err != nil {
 			t.Fatalf("run %d: %v", seq, err)
 		}
-		code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"r": ring}})
-		if err != nil {
+		if _, err := jitRun(insns, map[string]*maps.Map{"r": ring}, 0); err != nil {
 			t.Fatal(err)
 		}
-		f, err := Load(code.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var ctx [64]byte
-		f.Run(unsafe.Pointer(&ctx[0]), 0)
-		f.Close()
 		var kr, or [][]byte
 		for {
 			krd.SetDeadline(time.Now().Add(5 * time.Millisecond))

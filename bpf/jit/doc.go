@@ -36,8 +36,9 @@
 // builds from the live registers, so PT_REGS_PARM1..6 and PT_REGS_RC read
 // it unchanged. stripe is the calling thread's number in [0, stripes) of
 // the per-CPU maps (see package bpf/maps), unique among the threads
-// running programs at the same time; get_smp_processor_id returns it. The
-// result is R0 in rax.
+// running programs at the same time; get_smp_processor_id returns it. A
+// stripe beyond a per-CPU map's copies makes its lookups return NULL and
+// its updates -E2BIG. The result is R0 in rax.
 //
 // The code keeps rbx, rbp, rsp and r12-r15 (it pushes and pops what it
 // uses) and may change every other general-purpose register and the

@@ -4,6 +4,10 @@
 // its data inside it, laid out so that the JIT's machine code finds them
 // by address.
 //
+// The map types are array, per-CPU array (per-thread stripes), hash and
+// ring buffer; New refuses the others (lru_hash, per-CPU hash, perf event
+// arrays ...) with ErrUnsupported.
+//
 // It owns the memory layout of each map type and the tracer's side of the
 // maps: Lookup, Update, Delete and Iterate with the kernel's flags and
 // errors, and a Reader of ring buffers, in the style of cilium/ebpf's

@@ -148,3 +148,45 @@ func TestReadOracle(t *testing.T) {
 	}
 	t.Logf("%d reads equal", compared)
 }
+
+// TestClockOracle interleaves the kernel's ktime_get_ns and
+// ktime_get_boot_ns with the JIT's: every reading lies between the
+// kernel's readings before and after it.
+func TestClockOracle(t *testing.T) {
+	newOracle(t) // skips without the privilege to load BPF
+	for _, fn := range []asm.BuiltinFunc{asm.FnKtimeGetNs, asm.FnKtimeGetBootNs} {
+		insns := asm.Instructions{fn.Call(), asm.Return()}
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: insns, License: "GPL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		// The kernel's reading comes back through the test run's 32-bit
+		// result: compare modulo 2^32, over gaps far below 2^32 ns.
+		kernel := func() uint32 {
+			ret, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ret
+		}
+		code, err := Compile(insns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Load(code.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var ctx [8]byte
+		for i := 0; i < 1000; i++ {
+			k1 := kernel()
+			j := uint32(f.Run(unsafe.Pointer(&ctx[0]), 0))
+			k2 := kernel()
+			if j-k1 > k2-k1 {
+				t.Fatalf("%v: kernel %d, JIT %d, kernel %d (mod 2^32)", fn, k1, j, k2)
+			}
+		}
+	}
+}

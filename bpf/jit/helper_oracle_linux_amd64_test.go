@@ -21,11 +21,16 @@ const helperOps = 40
 // an invalid one), map_delete_elem and map_lookup_elem (then an increment
 // through the value pointer) on a hash "h", an array "a" and a per-CPU
 // array "p" of 4 entries each, with keys 0-7, each result stored in the
-// array "o".
+// array "o"; and on an LRU hash "l" with keys 0-3, which it never
+// fills.
 func genMapOps(r *rand.Rand) asm.Instructions {
 	insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
 	for i := 0; i < helperOps; i++ {
-		m := []string{"h", "h", "a", "p"}[r.IntN(4)]
+		m := []string{"h", "h", "a", "p", "l"}[r.IntN(5)]
+		keys := 8
+		if m == "l" {
+			keys = 4 // never fuller than max entries: eviction aside
+		}
 		if r.IntN(2) == 0 {
 			insns = append(insns, asm.LoadMapPtr(asm.R1, 0).WithReference(m))
 		} else {
@@ -34,7 +39,7 @@ func genMapOps(r *rand.Rand) asm.Instructions {
 			insns = append(insns, asm.LoadMapPtr(asm.R7, 0).WithReference(m), asm.Mov.Reg(asm.R1, asm.R7))
 		}
 		insns = append(insns,
-			asm.StoreImm(asm.RFP, -4, int64(r.IntN(8)), asm.Word),
+			asm.StoreImm(asm.RFP, -4, int64(r.IntN(keys)), asm.Word),
 			asm.Mov.Reg(asm.R2, asm.RFP),
 			asm.Add.Imm(asm.R2, -4))
 		switch k := r.IntN(10); {
@@ -68,6 +73,9 @@ var helperMaps = []*ebpf.MapSpec{
 	{Name: "h", Type: ebpf.Hash, KeySize: 4, ValueSize: 8, MaxEntries: 4},
 	{Name: "a", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 4},
 	{Name: "p", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 4},
+	// The kernel's LRU may evict before it is full (its free nodes are
+	// held in per-CPU lists): 64 entries for 4 keys.
+	{Name: "l", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 64},
 	{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: 8 * helperOps, MaxEntries: 1},
 }
 
@@ -187,7 +195,7 @@ func TestHelperOracle(t *testing.T) {
 			}
 			codes[c]++
 		}
-		for _, name := range []string{"h", "a", "p"} {
+		for _, name := range []string{"h", "a", "p", "l"} {
 			kd, jd := dumpKernel(t, kmaps[name]), dumpOurs(t, ours[name])
 			if !slices.Equal(kd, jd) {
 				t.Fatalf("program %d: map %s: kernel %v, JIT %v\n%v", n, name, kd, jd, insns)
@@ -201,4 +209,54 @@ func TestHelperOracle(t *testing.T) {
 		}
 	}
 	t.Logf("%d programs of %d operations, equal; results (1: a value): %v", programs, helperOps, codes)
+}
+
+// TestLRUHelpers inserts six keys into an LRU hash of four through the
+// helpers, a lookup making the first the most recently used: every
+// insert succeeds and the two least recently used are gone.
+func TestLRUHelpers(t *testing.T) {
+	m, err := maps.New(testArena(t), &ebpf.MapSpec{Name: "l", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var insns asm.Instructions
+	call := func(fn asm.BuiltinFunc, key int32) {
+		insns = append(insns,
+			asm.LoadMapPtr(asm.R1, 0).WithReference("l"),
+			asm.StoreImm(asm.RFP, -4, int64(key), asm.Word),
+			asm.Instruction{OpCode: asm.StoreImmOp(asm.DWord), Dst: asm.RFP, Offset: -16, Constant: int64(key)},
+			asm.Mov.Reg(asm.R2, asm.RFP), asm.Add.Imm(asm.R2, -4),
+			asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, -16),
+			asm.Mov.Imm(asm.R4, maps.UpdateNoExist), fn.Call())
+		if fn == asm.FnMapUpdateElem {
+			// Any failure ends the program with its error.
+			insns = append(insns, asm.Instruction{OpCode: asm.JEq.Op(asm.ImmSource), Dst: asm.R0, Offset: 1}, asm.Return())
+		}
+	}
+	for k := int32(1); k <= 4; k++ {
+		call(asm.FnMapUpdateElem, k)
+	}
+	call(asm.FnMapLookupElem, 1)
+	call(asm.FnMapUpdateElem, 5)
+	call(asm.FnMapUpdateElem, 6)
+	insns = append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
+	ret, err := jitRun(insns, map[string]*maps.Map{"l": m}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ret != 0 {
+		t.Fatalf("an insert failed: %d", int64(ret))
+	}
+	entries, err := m.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint32
+	for _, e := range entries {
+		got = append(got, binary.LittleEndian.Uint32(e.Key))
+	}
+	slices.Sort(got)
+	if want := []uint32{1, 4, 5, 6}; !slices.Equal(got, want) {
+		t.Errorf("entries %v, want %v", got, want)
+	}
 }

@@ -209,6 +209,12 @@ func (c *compiler) mapLookup(h *hashLabels) {
 	a.Bind(hash)
 	a.CallLabel(h.lock)
 	a.CallLabel(h.find)
+	fresh := a.NewLabel()
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, fresh)
+	c.ifLRU(fresh)
+	c.stampEntry(rax, r8)
+	a.Bind(fresh)
 	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
 	a.Test(s64, rax, rax)
 	a.Jcc(x86enc.CondE, null)
@@ -228,6 +234,8 @@ func (c *compiler) dispatch(array, percpu, hash, other x86enc.Label) {
 	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.PerCPUArray))
 	a.Jcc(x86enc.CondE, percpu)
 	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.Hash))
+	a.Jcc(x86enc.CondE, hash)
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.LRUHash))
 	a.Jcc(x86enc.CondE, hash)
 	a.Jmp(other)
 }
@@ -309,6 +317,10 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateNoExist)
 	a.MovImm(r11, u64(eEXIST))
 	a.Jcc(x86enc.CondE, unlockRet)
+	stamped := a.NewLabel()
+	c.ifLRU(stamped)
+	c.stampEntry(rax, r8)
+	a.Bind(stamped)
 	a.Push(rdi)
 	c.hashValue(rax, rax)
 	a.Mov(s64, rsi, rdx)
@@ -326,7 +338,9 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.MovImm(r11, u64(e2BIG))
 	a.Load(s32, rax, x86enc.At(rdi, maps.DescCount))
 	a.ALULoad(x86enc.Cmp, s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
-	a.Jcc(x86enc.CondAE, unlockRet)
+	full, room := a.NewLabel(), a.NewLabel()
+	a.Jcc(x86enc.CondAE, full)
+	a.Bind(room)
 	a.Test(s64, r9, r9)
 	a.Jcc(x86enc.CondE, unlockRet)
 	// The key (rsi) into the free slot r9, then the value (rdx).
@@ -341,9 +355,49 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Mov(s64, rdi, rax)
 	a.RepMovsb()
 	a.Pop(rdi)
-	a.StoreImm(s64, x86enc.At(r9, 0), maps.HashUsed)
+	c.stampEntry(r9, rax)
 	a.ALUMemImm8(x86enc.Add, s32, x86enc.At(rdi, maps.DescCount), 1)
 	a.ALU(x86enc.Xor, s32, r11, r11)
+	a.Jmp(unlockRet)
+
+	// Full: an LRU map evicts its oldest entry (the smallest stamp of a
+	// slot in use), the others refuse with -E2BIG (in r11).
+	a.Bind(full)
+	c.ifLRU(unlockRet)
+	scan, next := a.NewLabel(), a.NewLabel()
+	a.Push(rdx)
+	a.Push(rsi)
+	a.MovImm(r8, ^uint64(0))
+	a.ALU(x86enc.Xor, s32, r10, r10)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescMask))
+	a.Inc(s64, rcx)
+	a.Load(s64, rsi, x86enc.At(rdi, maps.DescData))
+	a.Bind(scan)
+	a.Load(s64, rax, x86enc.At(rsi, 0))
+	a.Mov(s32, rdx, rax)
+	a.ALUImm8(x86enc.And, s32, rdx, 3)
+	a.ALUImm8(x86enc.Cmp, s32, rdx, maps.HashUsed)
+	a.Jcc(x86enc.CondNE, next)
+	a.ALU(x86enc.Cmp, s64, rax, r8)
+	a.Jcc(x86enc.CondAE, next)
+	a.Mov(s64, r8, rax)
+	a.Mov(s64, r10, rsi)
+	a.Bind(next)
+	a.Load(s32, rdx, x86enc.At(rdi, maps.DescStride))
+	a.ALU(x86enc.Add, s64, rsi, rdx)
+	a.Dec(s64, rcx)
+	a.Jcc(x86enc.CondNE, scan)
+	a.Pop(rsi)
+	a.Pop(rdx)
+	a.Test(s64, r10, r10)
+	a.Jcc(x86enc.CondE, unlockRet)
+	a.StoreImm(s64, x86enc.At(r10, 0), maps.HashDeleted)
+	a.ALUMemImm8(x86enc.Sub, s32, x86enc.At(rdi, maps.DescCount), 1)
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondNE, room)
+	a.Mov(s64, r9, r10)
+	a.Jmp(room)
+
 	a.Bind(unlockRet)
 	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
 	a.Mov(s64, rax, r11)
@@ -355,6 +409,25 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	c.retImm(e2BIG)
 	a.Bind(exist)
 	c.retImm(eEXIST)
+}
+
+// ifLRU jumps to skip unless the map in rdi is an LRU hash.
+func (c *compiler) ifLRU(skip x86enc.Label) {
+	c.a.ALUMemImm8(x86enc.Cmp, s32, x86enc.At(rdi, maps.DescType), int8(ebpf.LRUHash))
+	c.a.Jcc(x86enc.CondNE, skip)
+}
+
+// stampEntry marks the hash entry at entry used now: the map's (rdi) use
+// counter incremented, and the entry's state HashUsed | counter<<2. The
+// lock is held; it changes tmp.
+func (c *compiler) stampEntry(entry, tmp x86enc.Reg) {
+	a := c.a
+	a.Load(s64, tmp, x86enc.At(rdi, maps.DescStamp))
+	a.Inc(s64, tmp)
+	a.Store(s64, x86enc.At(rdi, maps.DescStamp), tmp)
+	a.Shl(s64, tmp, 2)
+	a.ALUImm8(x86enc.Or, s64, tmp, maps.HashUsed)
+	a.Store(s64, x86enc.At(entry, 0), tmp)
 }
 
 // mapDelete: map_delete_elem(map, key) -> 0 or -errno.

@@ -4,8 +4,8 @@
 // its data inside it, laid out so that the JIT's machine code finds them
 // by address.
 //
-// The map types are array, per-CPU array (per-thread stripes), hash and
-// ring buffer; New refuses the others (lru_hash, per-CPU hash, perf event
+// The map types are array, per-CPU array (per-thread stripes), hash, LRU
+// hash and ring buffer; New refuses the others (per-CPU hash, perf event
 // arrays ...) with ErrUnsupported.
 //
 // It owns the memory layout of each map type and the tracer's side of the
@@ -30,6 +30,7 @@
 //	+32 lock         uint32 (hash: a spin lock, 0 free, 1 held)
 //	+36 count        uint32 (hash: entries in use)
 //	+40 mask         uint32 (hash: slots-1; ring buffer: bytes-1)
+//	+48 stamp        uint64 (hash: the use counter)
 //
 // An array's value i is at data + i*stride, the stride being the value size
 // rounded up to 8. A per-CPU array has Stripes copies of the whole array:

@@ -5,15 +5,25 @@ import (
 	"fmt"
 	"runtime"
 	"sync/atomic"
+
+	"github.com/cilium/ebpf"
 )
 
-// A hash map is open addressing over a power of two of slots (at least
-// twice max entries), probed linearly from FNV-1a of the key; every slot
-// is an 8-byte state word (HashEmpty, HashUsed, HashDeleted), the key and
-// the value, each padded to 8 bytes. Writers of the slots (insert,
-// delete) hold the descriptor's spin lock; a lookup holds it while it
-// probes. A value is read and written in place without the lock, as in
-// the kernel.
+// A hash map (and an LRU hash map) is open addressing over a power of two
+// of slots (at least twice max entries), probed linearly from FNV-1a of
+// the key; every slot is an 8-byte state word, the key and the value, each
+// padded to 8 bytes. The state is HashEmpty, HashDeleted, or for a slot in
+// use HashUsed | stamp<<2, the stamp being the map's use counter (the
+// descriptor's DescStamp, incremented by every insert, and in an LRU map
+// by every update and every lookup of a program) when the slot was last
+// used. Writers of the slots (insert, delete) hold the descriptor's spin
+// lock; a lookup holds it while it probes. A value is read and written in
+// place without the lock, as in the kernel.
+//
+// A full LRU map evicts, on an insert, the entry with the oldest stamp:
+// the least recently used. The kernel's LRU is approximate (per-CPU
+// lists and reference bits) and may evict another entry; both keep at
+// most max entries and never refuse an insert for want of room.
 const (
 	hashHeader = 8
 
@@ -21,6 +31,16 @@ const (
 	HashUsed    = 1
 	HashDeleted = 2
 )
+
+// hashInUse reports whether a state word is that of a slot in use.
+func hashInUse(state uint64) bool { return state&3 == HashUsed }
+
+// stamp returns the next use stamp's state word; the lock is held.
+func (m *Map) stamp() uint64 {
+	w := m.word(m.desc + DescStamp)
+	n := atomic.AddUint64(w, 1)
+	return n<<2 | HashUsed
+}
 
 // FNV-1a, 32-bit: the hash of a key, the same in the JIT's helpers.
 const (
@@ -67,7 +87,7 @@ func (m *Map) find(key []byte) (slot int, found bool) {
 			if free < 0 {
 				free = i
 			}
-		case HashUsed:
+		default:
 			if bytes.Equal(m.arena.mem[off+hashHeader:off+hashHeader+m.key], key) {
 				return i, true
 			}
@@ -99,16 +119,35 @@ func (m *Map) hashUpdate(key, value []byte, flags uint64) error {
 		return fmt.Errorf("map %s: key %x: %w", m.name, key, ErrKeyNotExist)
 	case ok:
 		m.writeValue(m.valueOff(s), value)
+		if m.typ == ebpf.LRUHash {
+			atomic.StoreUint64(m.word(m.slotOff(s)), m.stamp())
+		}
 		return nil
 	}
 	count := m.u32(m.desc + DescCount)
+	if int(atomic.LoadUint32(count)) >= m.max && m.typ == ebpf.LRUHash {
+		// Evict the least recently used entry.
+		oldest, at := ^uint64(0), -1
+		for i := 0; i <= m.mask; i++ {
+			if st := atomic.LoadUint64(m.word(m.slotOff(i))); hashInUse(st) && st < oldest {
+				oldest, at = st, i
+			}
+		}
+		if at >= 0 {
+			atomic.StoreUint64(m.word(m.slotOff(at)), HashDeleted)
+			atomic.AddUint32(count, ^uint32(0))
+			if s < 0 {
+				s = at
+			}
+		}
+	}
 	if int(atomic.LoadUint32(count)) >= m.max || s < 0 {
 		return fmt.Errorf("map %s: %d entries: %w", m.name, m.max, ErrTooBig)
 	}
 	off := m.slotOff(s)
 	copy(m.arena.mem[off+hashHeader:], key)
 	m.writeValue(m.valueOff(s), value)
-	atomic.StoreUint64(m.word(off), HashUsed)
+	atomic.StoreUint64(m.word(off), m.stamp())
 	atomic.AddUint32(count, 1)
 	return nil
 }
@@ -128,7 +167,7 @@ func (m *Map) hashDelete(key []byte) error {
 // hashSlot returns the entry in slot i, if it is in use.
 func (m *Map) hashSlot(i int) (Entry, bool) {
 	off := m.slotOff(i)
-	if atomic.LoadUint64(m.word(off)) != HashUsed {
+	if !hashInUse(atomic.LoadUint64(m.word(off))) {
 		return Entry{}, false
 	}
 	k := bytes.Clone(m.arena.mem[off+hashHeader : off+hashHeader+m.key])

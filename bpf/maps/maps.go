@@ -61,6 +61,7 @@ const (
 	DescLock       = 32
 	DescCount      = 36
 	DescMask       = 40
+	DescStamp      = 48
 	DescSize       = 64
 )
 
@@ -154,7 +155,7 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 			m.stripes = stripes
 		}
 		size = m.stride * m.max * m.stripes
-	case ebpf.Hash:
+	case ebpf.Hash, ebpf.LRUHash:
 		if m.key <= 0 || m.value <= 0 {
 			return nil, fmt.Errorf("map %s: key size %d, value size %d: %w", m.name, m.key, m.value, ErrInvalid)
 		}
@@ -282,7 +283,7 @@ func (m *Map) Lookup(key []byte) ([]byte, error) {
 			return nil, fmt.Errorf("map %s: key %d: %w", m.name, i, ErrKeyNotExist)
 		}
 		return m.readValue(m.data + int(i)*m.stride), nil
-	case ebpf.Hash:
+	case ebpf.Hash, ebpf.LRUHash:
 		return m.hashLookup(key)
 	}
 	return nil, fmt.Errorf("map %s: lookup in a %v: %w", m.name, m.typ, ErrUnsupported)
@@ -333,7 +334,7 @@ func (m *Map) Update(key, value []byte, flags uint64) error {
 			m.writeValue(m.data+(s*m.max+int(i))*m.stride, value)
 		}
 		return nil
-	case ebpf.Hash:
+	case ebpf.Hash, ebpf.LRUHash:
 		return m.hashUpdate(key, value, flags)
 	}
 	return fmt.Errorf("map %s: update of a %v: %w", m.name, m.typ, ErrUnsupported)
@@ -345,7 +346,7 @@ func (m *Map) Delete(key []byte) error {
 		return err
 	}
 	switch m.typ {
-	case ebpf.Hash:
+	case ebpf.Hash, ebpf.LRUHash:
 		return m.hashDelete(key)
 	case ebpf.Array, ebpf.PerCPUArray:
 		return fmt.Errorf("map %s: delete from an array: %w", m.name, ErrInvalid)
@@ -400,7 +401,7 @@ func (it *Iterator) Next() bool {
 			it.cur, it.err = Entry{Key: k, Value: v}, err
 		}
 		return it.err == nil
-	case ebpf.Hash:
+	case ebpf.Hash, ebpf.LRUHash:
 		for it.i <= m.mask {
 			e, ok := m.hashSlot(it.i)
 			it.i++

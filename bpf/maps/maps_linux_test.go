@@ -54,6 +54,10 @@ func TestAgainstKernel(t *testing.T) {
 	for _, spec := range []*ebpf.MapSpec{
 		{Type: ebpf.Hash, KeySize: 4, ValueSize: 12, MaxEntries: 8},
 		{Type: ebpf.Array, KeySize: 4, ValueSize: 12, MaxEntries: 8},
+		// An LRU map never full: the same semantics (eviction,
+		// approximate in the kernel and possible before it is full,
+		// aside).
+		{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 12, MaxEntries: 64},
 	} {
 		km, err := ebpf.NewMap(spec)
 		if err != nil {
@@ -67,7 +71,11 @@ func TestAgainstKernel(t *testing.T) {
 		r := rand.New(rand.NewPCG(1, uint64(spec.Type)))
 		classes := map[string]int{}
 		for i := 0; i < 3000; i++ {
-			key := binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(12)))
+			keys := 12
+			if spec.Type == ebpf.LRUHash {
+				keys = 8
+			}
+			key := binary.LittleEndian.AppendUint32(nil, uint32(r.IntN(keys)))
 			val := make([]byte, 12)
 			for j := range val {
 				val[j] = byte(r.Uint32())
@@ -115,5 +123,42 @@ func TestAgainstKernel(t *testing.T) {
 			t.Errorf("%v: entries differ: kernel %x, ours %x", spec.Type, ke, oe)
 		}
 		t.Logf("%v: 3000 calls equal, %d entries equal; results %v", spec.Type, len(ke), classes)
+	}
+}
+
+// TestLRUEviction fills an LRU map, uses one entry again, and inserts
+// more: the least recently used entries go first, the map never holds
+// more than max entries and no insert fails.
+func TestLRUEviction(t *testing.T) {
+	m, err := New(NewArenaMem(make([]byte, 1<<16), 0x1000), &ebpf.MapSpec{Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 4}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := func(i uint32) []byte { return binary.LittleEndian.AppendUint32(nil, i) }
+	v := make([]byte, 8)
+	for i := uint32(1); i <= 4; i++ {
+		if err := m.Update(k(i), v, UpdateAny); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.Update(k(1), v, UpdateExist); err != nil { // 1 is now the most recent
+		t.Fatal(err)
+	}
+	for i := uint32(5); i <= 6; i++ {
+		if err := m.Update(k(i), v, UpdateNoExist); err != nil {
+			t.Fatalf("insert %d into a full LRU map: %v", i, err)
+		}
+	}
+	var got []uint32
+	entries, err := m.Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		got = append(got, binary.LittleEndian.Uint32(e.Key))
+	}
+	slices.Sort(got)
+	if want := []uint32{1, 4, 5, 6}; !slices.Equal(got, want) {
+		t.Errorf("entries %v, want %v (2 and 3 the least recently used)", got, want)
 	}
 }

@@ -1,7 +1,8 @@
 // Package x86enc is the project's one x86-64 encoder: the general-purpose
 // instruction forms that the trampoline slots (package trampoline), the
 // branches and stubs of relocated copies (package xol) and the in-child
-// harnesses of the CPU oracles are written in.
+// harnesses of the CPU oracles and the eBPF JIT (package bpf/jit) are
+// written in.
 //
 // An Asm appends instructions for a known address: memory operands are
 // [base + index*scale + disp] (the shortest displacement), RIP-relative to
@@ -21,6 +22,7 @@
 // It does not decode: Verify takes the length decoder from its caller (the
 // tests check every form against package decode and against objdump), so
 // that the encoder depends on nothing. It has no vector, x87 or system
-// forms beyond the few the callers use, and no 8- or 16-bit forms except
-// Setcc and ALUAL.
+// forms beyond the few the callers use; its 8- and 16-bit forms are Setcc,
+// ALUAL and those the eBPF JIT needs (byte and word loads, stores, zero
+// and sign extensions, Rol16).
 package x86enc

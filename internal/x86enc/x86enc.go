@@ -308,6 +308,12 @@ func (a *Asm) modrmMem(reg Reg, m Mem) {
 // opMem emits [prefix] [segment] [REX] opcode ModRM(reg, m) and then
 // immSize bytes of imm.
 func (a *Asm) opMem(prefix byte, w bool, op []byte, reg Reg, m Mem, immSize int, imm int64) {
+	a.opMemX(prefix, w, false, op, reg, m, immSize, imm)
+}
+
+// opMemX is opMem where reg may be a byte register (byteReg): spl, bpl,
+// sil and dil need a REX prefix even without any of its bits.
+func (a *Asm) opMemX(prefix byte, w, byteReg bool, op []byte, reg Reg, m Mem, immSize int, imm int64) {
 	a.begin()
 	if prefix != 0 {
 		a.bytes(prefix)
@@ -322,7 +328,11 @@ func (a *Asm) opMem(prefix byte, w bool, op []byte, reg Reg, m Mem, immSize int,
 			x = m.index
 		}
 	}
-	a.rex(w, reg, x, b)
+	if byteReg {
+		a.rexByte(reg, x, b)
+	} else {
+		a.rex(w, reg, x, b)
+	}
 	a.bytes(op...)
 	a.modrmMem(reg, m)
 	a.immN(immSize, imm)
@@ -347,6 +357,8 @@ func (a *Asm) immN(size int, v int64) {
 	switch size {
 	case 1:
 		a.imm8(int8(v))
+	case 2:
+		a.b = binary.LittleEndian.AppendUint16(a.b, uint16(v))
 	case 4:
 		a.imm32(int32(v))
 	}
@@ -695,3 +707,151 @@ func (a *Asm) Verify(lenOf func(code []byte, addr uint64) (int, error)) error {
 	}
 	return nil
 }
+
+// The forms below are those the eBPF JIT (package bpf/jit) needs beyond
+// the slots': shifts by %cl, division, sign and zero extension, byte and
+// word loads and stores, byte swaps, the locked read-modify-write forms
+// and calls to a label or through a register.
+
+// rexByte emits a REX prefix for an instruction with a byte register
+// operand r8 (ModRM.reg): spl, bpl, sil and dil need one even without
+// any of its bits.
+func (a *Asm) rexByte(r8, x, b Reg) {
+	v := byte(0x40) | byte(r8>>3&1)<<2 | byte(x>>3&1)<<1 | byte(b>>3&1)
+	if v != 0x40 || (r8 >= RSP && r8 <= RDI) {
+		a.bytes(v)
+	}
+}
+
+// Neg: neg r.
+func (a *Asm) Neg(s Size, r Reg) { a.opReg(0, w(s), []byte{0xF7}, 3, r, 0, 0) }
+
+// Sar: sar $n, r.
+func (a *Asm) Sar(s Size, r Reg, n uint8) { a.opReg(0, w(s), []byte{0xC1}, 7, r, 1, int64(n)) }
+
+// ShlCL: shl %cl, r.
+func (a *Asm) ShlCL(s Size, r Reg) { a.opReg(0, w(s), []byte{0xD3}, 4, r, 0, 0) }
+
+// ShrCL: shr %cl, r.
+func (a *Asm) ShrCL(s Size, r Reg) { a.opReg(0, w(s), []byte{0xD3}, 5, r, 0, 0) }
+
+// SarCL: sar %cl, r.
+func (a *Asm) SarCL(s Size, r Reg) { a.opReg(0, w(s), []byte{0xD3}, 7, r, 0, 0) }
+
+// Div: div r (unsigned rdx:rax / r; quotient in rax, remainder in rdx).
+func (a *Asm) Div(s Size, r Reg) { a.opReg(0, w(s), []byte{0xF7}, 6, r, 0, 0) }
+
+// Idiv: idiv r (signed rdx:rax / r).
+func (a *Asm) Idiv(s Size, r Reg) { a.opReg(0, w(s), []byte{0xF7}, 7, r, 0, 0) }
+
+// SignExtendAX: cqo with S64 (rdx = sign of rax), cdq with S32.
+func (a *Asm) SignExtendAX(s Size) {
+	if s == S64 {
+		a.one(0x48, 0x99)
+		return
+	}
+	a.one(0x99)
+}
+
+// Bswap: bswap r.
+func (a *Asm) Bswap(s Size, r Reg) {
+	a.begin()
+	a.rex(w(s), 0, 0, r)
+	a.bytes(0x0F, 0xC8+byte(r&7))
+	a.end()
+}
+
+// Rol16: rol $n, r16 (the low word of r; the rest is kept).
+func (a *Asm) Rol16(r Reg, n uint8) { a.opReg(0x66, false, []byte{0xC1}, 0, r, 1, int64(n)) }
+
+// MovzxB: movzbl/movzbq src8, dst (the low byte of src, zero-extended).
+func (a *Asm) MovzxB(s Size, dst, src Reg) { a.opReg8(w(s), []byte{0x0F, 0xB6}, dst, src) }
+
+// MovzxW: movzwl/movzwq src16, dst.
+func (a *Asm) MovzxW(s Size, dst, src Reg) { a.opReg(0, w(s), []byte{0x0F, 0xB7}, dst, src, 0, 0) }
+
+// MovsxB: movsbl/movsbq src8, dst (the low byte of src, sign-extended).
+func (a *Asm) MovsxB(s Size, dst, src Reg) { a.opReg8(w(s), []byte{0x0F, 0xBE}, dst, src) }
+
+// opReg8 emits [REX] opcode ModRM(reg, rm) where rm is a byte register:
+// spl, bpl, sil and dil need a REX prefix even without any of its bits.
+func (a *Asm) opReg8(w bool, op []byte, reg, rm Reg) {
+	a.begin()
+	v := byte(0x40) | byte(reg>>3&1)<<2 | byte(rm>>3&1)
+	if w {
+		v |= 8
+	}
+	if v != 0x40 || (rm >= RSP && rm <= RDI) {
+		a.bytes(v)
+	}
+	a.bytes(op...)
+	a.bytes(0xC0 | byte(reg&7)<<3 | byte(rm&7))
+	a.end()
+}
+
+// MovsxW: movswl/movswq src16, dst.
+func (a *Asm) MovsxW(s Size, dst, src Reg) { a.opReg(0, w(s), []byte{0x0F, 0xBF}, dst, src, 0, 0) }
+
+// Movsxd: movslq src32, dst.
+func (a *Asm) Movsxd(dst, src Reg) { a.opReg(0, true, []byte{0x63}, dst, src, 0, 0) }
+
+// LoadZxB: movzbl m, r32 (zero-extends into r).
+func (a *Asm) LoadZxB(r Reg, m Mem) { a.opMem(0, false, []byte{0x0F, 0xB6}, r, m, 0, 0) }
+
+// LoadZxW: movzwl m, r32.
+func (a *Asm) LoadZxW(r Reg, m Mem) { a.opMem(0, false, []byte{0x0F, 0xB7}, r, m, 0, 0) }
+
+// LoadSxB: movsbl/movsbq m, r.
+func (a *Asm) LoadSxB(s Size, r Reg, m Mem) { a.opMem(0, w(s), []byte{0x0F, 0xBE}, r, m, 0, 0) }
+
+// LoadSxW: movswl/movswq m, r.
+func (a *Asm) LoadSxW(s Size, r Reg, m Mem) { a.opMem(0, w(s), []byte{0x0F, 0xBF}, r, m, 0, 0) }
+
+// LoadSxd: movslq m, r.
+func (a *Asm) LoadSxd(r Reg, m Mem) { a.opMem(0, true, []byte{0x63}, r, m, 0, 0) }
+
+// StoreB: mov r8, m (the low byte of r).
+func (a *Asm) StoreB(m Mem, r Reg) { a.opMemX(0, false, true, []byte{0x88}, r, m, 0, 0) }
+
+// StoreW: mov r16, m (the low word of r).
+func (a *Asm) StoreW(m Mem, r Reg) { a.opMem(0x66, false, []byte{0x89}, r, m, 0, 0) }
+
+// StoreImmB: movb $v, m.
+func (a *Asm) StoreImmB(m Mem, v int8) { a.opMem(0, false, []byte{0xC6}, 0, m, 1, int64(v)) }
+
+// StoreImmW: movw $v, m.
+func (a *Asm) StoreImmW(m Mem, v int16) { a.opMem(0x66, false, []byte{0xC7}, 0, m, 2, int64(v)) }
+
+// LockALUStore: lock op r, m (m = m op r, atomically).
+func (a *Asm) LockALUStore(op ALU, s Size, m Mem, r Reg) {
+	a.opMem(0xF0, w(s), []byte{byte(op)<<3 | 1}, r, m, 0, 0)
+}
+
+// Xadd: [lock] xadd r, m (m += r; r = the old m).
+func (a *Asm) Xadd(s Size, m Mem, r Reg, lock bool) {
+	var p byte
+	if lock {
+		p = 0xF0
+	}
+	a.opMem(p, w(s), []byte{0x0F, 0xC1}, r, m, 0, 0)
+}
+
+// Xchg: xchg r, m (locked by the CPU).
+func (a *Asm) Xchg(s Size, m Mem, r Reg) { a.opMem(0, w(s), []byte{0x87}, r, m, 0, 0) }
+
+// CallLabel: call rel32 to a label.
+func (a *Asm) CallLabel(l Label) {
+	a.begin()
+	a.bytes(0xE8)
+	a.rel32(l)
+	a.end()
+}
+
+// CallReg: call *r.
+func (a *Asm) CallReg(r Reg) { a.opReg(0, false, []byte{0xFF}, 2, r, 0, 0) }
+
+// Pause: pause (a spin-wait hint).
+func (a *Asm) Pause() { a.one(0xF3, 0x90) }
+
+// RepStosb: rep stosb (fills rcx bytes at rdi with al).
+func (a *Asm) RepStosb() { a.one(0xF3, 0xAA) }

@@ -276,6 +276,113 @@ func forms(emit func(f func(a *Asm), want ops)) {
 	o = n("push", S64)
 	o.imm, o.immLen = 0x8000_0000, 4 // as encoded
 	emit(func(a *Asm) { a.PushImm32(-0x8000_0000) }, o)
+	// The forms of the eBPF JIT.
+	for _, s := range sizes {
+		for _, r := range regs {
+			for _, f := range []struct {
+				mn    string
+				digit int
+				emit  func(a *Asm)
+			}{
+				{"neg", 3, func(a *Asm) { a.Neg(s, r) }},
+				{"shl", 4, func(a *Asm) { a.ShlCL(s, r) }},
+				{"shr", 5, func(a *Asm) { a.ShrCL(s, r) }},
+				{"sar", 7, func(a *Asm) { a.SarCL(s, r) }},
+				{"div", 6, func(a *Asm) { a.Div(s, r) }},
+				{"idiv", 7, func(a *Asm) { a.Idiv(s, r) }},
+			} {
+				o := n(f.mn, s)
+				o.rm, o.digit = int(r), f.digit
+				emit(f.emit, o)
+			}
+			o := n("sar", s)
+			o.rm, o.digit, o.imm, o.immLen = int(r), 7, 63, 1
+			emit(func(a *Asm) { a.Sar(s, r, 63) }, o)
+			o = n("bswap", s)
+			o.reg = int(r)
+			emit(func(a *Asm) { a.Bswap(s, r) }, o)
+			for _, q := range regs {
+				for _, f := range []struct {
+					mn   string
+					emit func(a *Asm)
+				}{
+					{"movzx", func(a *Asm) { a.MovzxB(s, r, q) }},
+					{"movzx", func(a *Asm) { a.MovzxW(s, r, q) }},
+					{"movsx", func(a *Asm) { a.MovsxB(s, r, q) }},
+					{"movsx", func(a *Asm) { a.MovsxW(s, r, q) }},
+				} {
+					o := n(f.mn, s)
+					o.reg, o.rm = int(r), int(q)
+					emit(f.emit, o)
+				}
+			}
+			for _, m := range mems {
+				mm := m
+				o := n("movsx", s)
+				o.reg, o.mem = int(r), &mm
+				emit(func(a *Asm) { a.LoadSxB(s, r, m) }, o)
+				emit(func(a *Asm) { a.LoadSxW(s, r, m) }, o)
+				for op := Add; op <= Cmp; op++ {
+					if op == Adc || op == Sbb || op == Cmp {
+						continue // not locked by the JIT
+					}
+					o := n(alu[op], s)
+					o.reg, o.mem, o.lock = int(r), &mm, true
+					emit(func(a *Asm) { a.LockALUStore(op, s, m, r) }, o)
+				}
+				o = n("xadd", s)
+				o.reg, o.mem = int(r), &mm
+				emit(func(a *Asm) { a.Xadd(s, m, r, false) }, o)
+				o.lock = true
+				emit(func(a *Asm) { a.Xadd(s, m, r, true) }, o)
+				o = n("xchg", s)
+				o.reg, o.mem = int(r), &mm
+				emit(func(a *Asm) { a.Xchg(s, m, r) }, o)
+			}
+		}
+		o := n("cdq", s) // the decoder's one name for 99, with its size
+		emit(func(a *Asm) { a.SignExtendAX(s) }, o)
+	}
+	for _, r := range regs {
+		for _, q := range regs {
+			o := n("movsxd", S64)
+			o.reg, o.rm = int(r), int(q)
+			emit(func(a *Asm) { a.Movsxd(r, q) }, o)
+		}
+		o := n("rol", 16)
+		o.rm, o.digit, o.imm, o.immLen = int(r), 0, 8, 1
+		emit(func(a *Asm) { a.Rol16(r, 8) }, o)
+		o = n("call", S64)
+		o.rm, o.digit = int(r), 2
+		emit(func(a *Asm) { a.CallReg(r) }, o)
+		for _, m := range mems {
+			mm := m
+			o := n("movzx", S32)
+			o.reg, o.mem = int(r), &mm
+			emit(func(a *Asm) { a.LoadZxB(r, m) }, o)
+			emit(func(a *Asm) { a.LoadZxW(r, m) }, o)
+			o.mn, o.opSize = "movsxd", 64
+			emit(func(a *Asm) { a.LoadSxd(r, m) }, o)
+			o = n("mov", 32) // the decoder gives a byte operand's size as 32, as for setcc
+			o.reg, o.mem = int(r), &mm
+			emit(func(a *Asm) { a.StoreB(m, r) }, o)
+			o.opSize = 16
+			emit(func(a *Asm) { a.StoreW(m, r) }, o)
+		}
+	}
+	for _, m := range mems {
+		mm := m
+		o := n("mov", 32) // a byte operand's size, as the decoder gives it
+		o.digit, o.mem, o.imm, o.immLen = 0, &mm, 0x80, 1
+		emit(func(a *Asm) { a.StoreImmB(m, -128) }, o)
+		o.opSize, o.imm, o.immLen = 16, 0x8001, 2
+		emit(func(a *Asm) { a.StoreImmW(m, -0x7fff) }, o)
+	}
+	o = n("call", S64)
+	o.target = testBase
+	emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.CallLabel(l) }, o)
+	emit((*Asm).Pause, n("pause", S32))
+	emit((*Asm).RepStosb, n("stos", S32))
 	for _, f := range []struct {
 		mn   string
 		size Size

@@ -1,0 +1,862 @@
+package jit
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/internal/x86enc"
+)
+
+// Runtime is the helpers' own memory in an arena: one 64-byte line per
+// stripe (the random generator's state), so that no two threads write the
+// same cache line.
+type Runtime struct {
+	addr    uint64
+	stripes int
+}
+
+// NewRuntime allocates the runtime area for stripes threads (a power of
+// two) in arena.
+func NewRuntime(arena *maps.Arena, stripes int) (*Runtime, error) {
+	if stripes <= 0 || stripes&(stripes-1) != 0 {
+		return nil, fmt.Errorf("runtime for %d stripes, not a power of two: %w", stripes, ErrInvalid)
+	}
+	_, addr, err := arena.Alloc(stripes * 64)
+	if err != nil {
+		return nil, fmt.Errorf("runtime area: %w", err)
+	}
+	return &Runtime{addr: addr, stripes: stripes}, nil
+}
+
+// Helpers lists the helpers the JIT compiles, by the kernel's numbers.
+var Helpers = []asm.BuiltinFunc{
+	asm.FnMapLookupElem, asm.FnMapUpdateElem, asm.FnMapDeleteElem,
+	asm.FnKtimeGetNs, asm.FnKtimeGetBootNs, asm.FnGetCurrentPidTgid,
+	asm.FnGetCurrentUidGid, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
+	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
+	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
+}
+
+// helper returns the label of helper fn's code, emitted after the program.
+func (c *compiler) helper(fn asm.BuiltinFunc) (x86enc.Label, error) {
+	if l, ok := c.helpers[fn]; ok {
+		return l, nil
+	}
+	known := false
+	for _, h := range Helpers {
+		known = known || h == fn
+	}
+	if !known {
+		return 0, fmt.Errorf("helper %v (%d): %w", fn, int32(fn), ErrUnsupported)
+	}
+	if fn == asm.FnGetPrandomU32 && c.opts.Runtime == nil {
+		return 0, fmt.Errorf("helper %v needs a runtime area (Options.Runtime): %w", fn, ErrInvalid)
+	}
+	l := c.a.NewLabel()
+	c.helpers[fn] = l
+	return l, nil
+}
+
+// Linux x86-64 system call numbers.
+const (
+	sysGetpid         = 39
+	sysGetuid         = 102
+	sysGetgid         = 104
+	sysGettid         = 186
+	sysClockGettime   = 228
+	sysProcessVMReadv = 310
+)
+
+// Error returns of the helpers, the kernel's negated errno.
+const (
+	eNOENT = -maps.ENOENT
+	e2BIG  = -maps.E2BIG
+	eFAULT = -maps.EFAULT
+	eEXIST = -maps.EEXIST
+	eINVAL = -maps.EINVAL
+	eAGAIN = -11
+)
+
+// Registers by their System V names, for the helpers.
+const (
+	rax = x86enc.RAX
+	rcx = x86enc.RCX
+	rdx = x86enc.RDX
+	rbx = x86enc.RBX
+	rsp = x86enc.RSP
+	rsi = x86enc.RSI
+	rdi = x86enc.RDI
+	r8  = x86enc.R8
+	r9  = x86enc.R9
+	r10 = x86enc.R10
+	r11 = x86enc.R11
+	s32 = x86enc.S32
+	s64 = x86enc.S64
+)
+
+// emitHelpers emits the code of every helper the program calls. A helper
+// is a System V function of its BPF arguments (rdi, rsi, rdx, rcx, r8) that
+// returns in rax, may change rcx, rdx, rsi, rdi, r8-r11 and keeps the
+// other registers; r12 holds the stripe number.
+func (c *compiler) emitHelpers() error {
+	a := c.a
+	// The hash routines are shared by lookup, update and delete.
+	var hash *hashLabels
+	needHash := func() *hashLabels {
+		if hash == nil {
+			hash = &hashLabels{lock: a.NewLabel(), find: a.NewLabel()}
+		}
+		return hash
+	}
+	var reserve x86enc.Label
+	haveReserve := false
+	if _, ok := c.helpers[asm.FnRingbufOutput]; ok {
+		reserve, haveReserve = c.helperLabel(asm.FnRingbufReserve), true
+	}
+	for _, fn := range Helpers {
+		l, ok := c.helpers[fn]
+		if !ok {
+			continue
+		}
+		a.Bind(l)
+		switch fn {
+		case asm.FnMapLookupElem:
+			c.mapLookup(needHash())
+		case asm.FnMapUpdateElem:
+			c.mapUpdate(needHash())
+		case asm.FnMapDeleteElem:
+			c.mapDelete(needHash())
+		case asm.FnKtimeGetNs:
+			c.clock(1) // CLOCK_MONOTONIC
+		case asm.FnKtimeGetBootNs:
+			c.clock(7) // CLOCK_BOOTTIME
+		case asm.FnGetCurrentPidTgid:
+			c.twoIDs(sysGetpid, sysGettid)
+		case asm.FnGetCurrentUidGid:
+			c.twoIDs(sysGetgid, sysGetuid)
+		case asm.FnGetSmpProcessorId:
+			a.Mov(s32, rax, x86enc.R12)
+			a.Ret()
+		case asm.FnGetPrandomU32:
+			c.prandom()
+		case asm.FnProbeReadUser, asm.FnProbeRead:
+			c.probeRead()
+		case asm.FnProbeReadUserStr, asm.FnProbeReadStr:
+			c.probeReadStr()
+		case asm.FnRingbufReserve:
+			c.ringReserve()
+		case asm.FnRingbufOutput:
+			c.ringOutput(reserve)
+		case asm.FnRingbufSubmit:
+			c.ringCommit(false)
+		case asm.FnRingbufDiscard:
+			c.ringCommit(true)
+		}
+	}
+	if haveReserve {
+		if _, ok := c.helpers[asm.FnRingbufReserve]; !ok {
+			// Bound by helperLabel only for ringbuf_output's use.
+			a.Bind(reserve)
+			c.ringReserve()
+		}
+	}
+	if hash != nil {
+		c.hashLock(hash.lock)
+		c.hashFind(hash.find)
+	}
+	return nil
+}
+
+// helperLabel returns the label of fn for another helper's use: the
+// label of its own code when the program calls it too.
+func (c *compiler) helperLabel(fn asm.BuiltinFunc) x86enc.Label {
+	if l, ok := c.helpers[fn]; ok {
+		return l
+	}
+	return c.a.NewLabel()
+}
+
+type hashLabels struct{ lock, find x86enc.Label }
+
+// retImm returns v.
+func (c *compiler) retImm(v int64) {
+	c.a.MovImm(rax, uint64(v))
+	c.a.Ret()
+}
+
+// u64 is v's bits, for a negative constant.
+func u64(v int64) uint64 { return uint64(v) }
+
+// mapLookup: map_lookup_elem(map, key) -> value address or NULL.
+func (c *compiler) mapLookup(h *hashLabels) {
+	a := c.a
+	null, array, percpu, hash := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	c.dispatch(array, percpu, hash, null)
+	a.Bind(array)
+	a.Load(s32, rcx, x86enc.At(rsi, 0))
+	a.ALULoad(x86enc.Cmp, s32, rcx, x86enc.At(rdi, maps.DescMaxEntries))
+	a.Jcc(x86enc.CondAE, null)
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescStride))
+	a.Imul(s64, rax, rcx)
+	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdi, maps.DescData))
+	a.Ret()
+	a.Bind(percpu)
+	c.percpuIndex(null)
+	a.Ret()
+	a.Bind(hash)
+	a.CallLabel(h.lock)
+	a.CallLabel(h.find)
+	fresh := a.NewLabel()
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, fresh)
+	c.ifLRU(fresh)
+	c.stampEntry(rax, r8)
+	a.Bind(fresh)
+	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, null)
+	c.hashValue(rax, rax)
+	a.Ret()
+	a.Bind(null)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+}
+
+// dispatch jumps by the map type of the descriptor in rdi.
+func (c *compiler) dispatch(array, percpu, hash, other x86enc.Label) {
+	a := c.a
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescType))
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.Array))
+	a.Jcc(x86enc.CondE, array)
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.PerCPUArray))
+	a.Jcc(x86enc.CondE, percpu)
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.Hash))
+	a.Jcc(x86enc.CondE, hash)
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.LRUHash))
+	a.Jcc(x86enc.CondE, hash)
+	a.Jmp(other)
+}
+
+// percpuIndex leaves in rax the address of the calling stripe's value of
+// key [rsi] in the per-CPU array rdi, or jumps to bad (key beyond max
+// entries, or a stripe beyond the map's).
+func (c *compiler) percpuIndex(bad x86enc.Label) {
+	a := c.a
+	a.Load(s32, rcx, x86enc.At(rsi, 0))
+	a.ALULoad(x86enc.Cmp, s32, rcx, x86enc.At(rdi, maps.DescMaxEntries))
+	a.Jcc(x86enc.CondAE, bad)
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescStripes))
+	a.ALU(x86enc.Cmp, s64, x86enc.R12, rax)
+	a.Jcc(x86enc.CondAE, bad)
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
+	a.Imul(s64, rax, x86enc.R12)
+	a.ALU(x86enc.Add, s64, rax, rcx)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescStride))
+	a.Imul(s64, rax, rcx)
+	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdi, maps.DescData))
+}
+
+// hashValue sets dst to the value address of the hash entry at entry
+// (the descriptor in rdi); it changes rcx.
+func (c *compiler) hashValue(dst, entry x86enc.Reg) {
+	a := c.a
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescKeySize))
+	a.ALUImm8(x86enc.Add, s32, rcx, 7)
+	a.ALUImm8(x86enc.And, s32, rcx, -8)
+	a.Lea(dst, x86enc.Indexed(entry, rcx, 1, 8))
+}
+
+// mapUpdate: map_update_elem(map, key, value, flags) -> 0 or -errno.
+func (c *compiler) mapUpdate(h *hashLabels) {
+	a := c.a
+	inval, array, percpu, hash, big, exist := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateExist)
+	a.Jcc(x86enc.CondA, inval)
+	c.dispatch(array, percpu, hash, inval)
+
+	copyValue := func() { // value rdx to rax, value size of rdi
+		a.Mov(s64, rsi, rdx)
+		a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
+		a.Mov(s64, rdi, rax)
+		a.RepMovsb()
+		a.ALU(x86enc.Xor, s32, rax, rax)
+		a.Ret()
+	}
+	a.Bind(array)
+	a.Load(s32, rax, x86enc.At(rsi, 0))
+	a.ALULoad(x86enc.Cmp, s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
+	a.Jcc(x86enc.CondAE, big)
+	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateNoExist)
+	a.Jcc(x86enc.CondE, exist)
+	a.Load(s32, r10, x86enc.At(rdi, maps.DescStride))
+	a.Imul(s64, rax, r10)
+	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdi, maps.DescData))
+	copyValue()
+
+	a.Bind(percpu)
+	a.Mov(s64, r11, rcx)
+	c.percpuIndex(big)
+	a.ALUImm8(x86enc.Cmp, s64, r11, maps.UpdateNoExist)
+	a.Jcc(x86enc.CondE, exist)
+	copyValue()
+
+	a.Bind(hash)
+	found, notFound, unlockRet := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.Push(rdx)
+	a.Push(rcx)
+	a.CallLabel(h.lock)
+	a.CallLabel(h.find)
+	a.Pop(rcx)
+	a.Pop(rdx)
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, notFound)
+	a.Bind(found)
+	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateNoExist)
+	a.MovImm(r11, u64(eEXIST))
+	a.Jcc(x86enc.CondE, unlockRet)
+	stamped := a.NewLabel()
+	c.ifLRU(stamped)
+	c.stampEntry(rax, r8)
+	a.Bind(stamped)
+	a.Push(rdi)
+	c.hashValue(rax, rax)
+	a.Mov(s64, rsi, rdx)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
+	a.Mov(s64, rdi, rax)
+	a.RepMovsb()
+	a.Pop(rdi)
+	a.ALU(x86enc.Xor, s32, r11, r11)
+	a.Jmp(unlockRet)
+
+	a.Bind(notFound)
+	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateExist)
+	a.MovImm(r11, u64(eNOENT))
+	a.Jcc(x86enc.CondE, unlockRet)
+	a.MovImm(r11, u64(e2BIG))
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescCount))
+	a.ALULoad(x86enc.Cmp, s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
+	full, room := a.NewLabel(), a.NewLabel()
+	a.Jcc(x86enc.CondAE, full)
+	a.Bind(room)
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondE, unlockRet)
+	// The key (rsi) into the free slot r9, then the value (rdx).
+	a.Push(rdi)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescKeySize))
+	a.Lea(rdi, x86enc.At(r9, 8))
+	a.RepMovsb()
+	a.Load(s64, rdi, x86enc.At(rsp, 0))
+	c.hashValue(rax, r9)
+	a.Mov(s64, rsi, rdx)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
+	a.Mov(s64, rdi, rax)
+	a.RepMovsb()
+	a.Pop(rdi)
+	c.stampEntry(r9, rax)
+	a.ALUMemImm8(x86enc.Add, s32, x86enc.At(rdi, maps.DescCount), 1)
+	a.ALU(x86enc.Xor, s32, r11, r11)
+	a.Jmp(unlockRet)
+
+	// Full: an LRU map evicts its oldest entry (the smallest stamp of a
+	// slot in use), the others refuse with -E2BIG (in r11).
+	a.Bind(full)
+	c.ifLRU(unlockRet)
+	scan, next := a.NewLabel(), a.NewLabel()
+	a.Push(rdx)
+	a.Push(rsi)
+	a.MovImm(r8, ^uint64(0))
+	a.ALU(x86enc.Xor, s32, r10, r10)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescMask))
+	a.Inc(s64, rcx)
+	a.Load(s64, rsi, x86enc.At(rdi, maps.DescData))
+	a.Bind(scan)
+	a.Load(s64, rax, x86enc.At(rsi, 0))
+	a.Mov(s32, rdx, rax)
+	a.ALUImm8(x86enc.And, s32, rdx, 3)
+	a.ALUImm8(x86enc.Cmp, s32, rdx, maps.HashUsed)
+	a.Jcc(x86enc.CondNE, next)
+	a.ALU(x86enc.Cmp, s64, rax, r8)
+	a.Jcc(x86enc.CondAE, next)
+	a.Mov(s64, r8, rax)
+	a.Mov(s64, r10, rsi)
+	a.Bind(next)
+	a.Load(s32, rdx, x86enc.At(rdi, maps.DescStride))
+	a.ALU(x86enc.Add, s64, rsi, rdx)
+	a.Dec(s64, rcx)
+	a.Jcc(x86enc.CondNE, scan)
+	a.Pop(rsi)
+	a.Pop(rdx)
+	a.Test(s64, r10, r10)
+	a.Jcc(x86enc.CondE, unlockRet)
+	a.StoreImm(s64, x86enc.At(r10, 0), maps.HashDeleted)
+	a.ALUMemImm8(x86enc.Sub, s32, x86enc.At(rdi, maps.DescCount), 1)
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondNE, room)
+	a.Mov(s64, r9, r10)
+	a.Jmp(room)
+
+	a.Bind(unlockRet)
+	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
+	a.Mov(s64, rax, r11)
+	a.Ret()
+
+	a.Bind(inval)
+	c.retImm(eINVAL)
+	a.Bind(big)
+	c.retImm(e2BIG)
+	a.Bind(exist)
+	c.retImm(eEXIST)
+}
+
+// ifLRU jumps to skip unless the map in rdi is an LRU hash.
+func (c *compiler) ifLRU(skip x86enc.Label) {
+	c.a.ALUMemImm8(x86enc.Cmp, s32, x86enc.At(rdi, maps.DescType), int8(ebpf.LRUHash))
+	c.a.Jcc(x86enc.CondNE, skip)
+}
+
+// stampEntry marks the hash entry at entry used now: the map's (rdi) use
+// counter incremented, and the entry's state HashUsed | counter<<2. The
+// lock is held; it changes tmp.
+func (c *compiler) stampEntry(entry, tmp x86enc.Reg) {
+	a := c.a
+	a.Load(s64, tmp, x86enc.At(rdi, maps.DescStamp))
+	a.Inc(s64, tmp)
+	a.Store(s64, x86enc.At(rdi, maps.DescStamp), tmp)
+	a.Shl(s64, tmp, 2)
+	a.ALUImm8(x86enc.Or, s64, tmp, maps.HashUsed)
+	a.Store(s64, x86enc.At(entry, 0), tmp)
+}
+
+// mapDelete: map_delete_elem(map, key) -> 0 or -errno.
+func (c *compiler) mapDelete(h *hashLabels) {
+	a := c.a
+	inval, hash, absent := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	c.dispatch(inval, inval, hash, inval)
+	a.Bind(hash)
+	a.CallLabel(h.lock)
+	a.CallLabel(h.find)
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, absent)
+	a.StoreImm(s64, x86enc.At(rax, 0), maps.HashDeleted)
+	a.ALUMemImm8(x86enc.Sub, s32, x86enc.At(rdi, maps.DescCount), 1)
+	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+	a.Bind(absent)
+	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
+	c.retImm(eNOENT)
+	a.Bind(inval)
+	c.retImm(eINVAL)
+}
+
+// hashLock takes the spin lock of the descriptor in rdi; it changes rax
+// and rcx.
+func (c *compiler) hashLock(l x86enc.Label) {
+	a := c.a
+	a.Bind(l)
+	retry, spin := a.NewLabel(), a.NewLabel()
+	a.Bind(retry)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.MovImm32(rcx, 1)
+	a.Cmpxchg(s32, x86enc.At(rdi, maps.DescLock), rcx, true)
+	a.Jcc(x86enc.CondNE, spin)
+	a.Ret()
+	a.Bind(spin)
+	a.Pause()
+	a.Jmp(retry)
+}
+
+// hashFind looks key rsi up in the hash rdi, the lock held: rax = its
+// entry or 0, r9 = the first free entry met (or 0). It changes rcx, rdx,
+// r8, r10 and r11.
+func (c *compiler) hashFind(l x86enc.Label) {
+	a := c.a
+	a.Bind(l)
+	hashLoop, hashed, probe, used, cmpLoop, match, differ, deleted, next, empty, keep := a.NewLabel(),
+		a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(),
+		a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	// FNV-1a of the key's bytes.
+	a.Load(s32, r8, x86enc.At(rdi, maps.DescKeySize))
+	a.MovImm32(rax, maps.FNVOffset)
+	a.MovImm32(r10, maps.FNVPrime)
+	a.ALU(x86enc.Xor, s32, rcx, rcx)
+	a.Bind(hashLoop)
+	a.ALU(x86enc.Cmp, s32, rcx, r8)
+	a.Jcc(x86enc.CondAE, hashed)
+	a.LoadZxB(rdx, x86enc.Indexed(rsi, rcx, 1, 0))
+	a.ALU(x86enc.Xor, s32, rax, rdx)
+	a.Imul(s32, rax, r10)
+	a.Inc(s32, rcx)
+	a.Jmp(hashLoop)
+	a.Bind(hashed)
+	a.ALU(x86enc.Xor, s32, r9, r9)
+	a.Load(s32, r11, x86enc.At(rdi, maps.DescMask))
+	a.Lea(r10, x86enc.At(r11, 1)) // probes left: every slot once
+	a.ALU(x86enc.And, s32, rax, r11)
+	a.Bind(probe)
+	a.Load(s32, rdx, x86enc.At(rdi, maps.DescStride))
+	a.Imul(s64, rdx, rax)
+	a.ALULoad(x86enc.Add, s64, rdx, x86enc.At(rdi, maps.DescData))
+	a.Load(s64, rcx, x86enc.At(rdx, 0))
+	a.Test(s64, rcx, rcx)
+	a.Jcc(x86enc.CondE, empty)
+	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.HashDeleted)
+	a.Jcc(x86enc.CondE, deleted)
+	a.Bind(used)
+	a.Push(rax)
+	a.Push(r11)
+	a.ALU(x86enc.Xor, s32, rcx, rcx)
+	a.Bind(cmpLoop)
+	a.ALU(x86enc.Cmp, s32, rcx, r8)
+	a.Jcc(x86enc.CondAE, match)
+	a.LoadZxB(rax, x86enc.Indexed(rsi, rcx, 1, 0))
+	a.LoadZxB(r11, x86enc.Indexed(rdx, rcx, 1, 8))
+	a.ALU(x86enc.Cmp, s32, rax, r11)
+	a.Jcc(x86enc.CondNE, differ)
+	a.Inc(s32, rcx)
+	a.Jmp(cmpLoop)
+	a.Bind(match)
+	a.Pop(r11)
+	a.Pop(rax)
+	a.Mov(s64, rax, rdx)
+	a.Ret()
+	a.Bind(differ)
+	a.Pop(r11)
+	a.Pop(rax)
+	a.Jmp(next)
+	a.Bind(deleted)
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondNE, next)
+	a.Mov(s64, r9, rdx)
+	a.Bind(next)
+	a.Inc(s32, rax)
+	a.ALU(x86enc.And, s32, rax, r11)
+	a.Dec(s64, r10)
+	a.Jcc(x86enc.CondNE, probe)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+	a.Bind(empty)
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondNE, keep)
+	a.Mov(s64, r9, rdx)
+	a.Bind(keep)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+}
+
+// clock: clock_gettime(id) in nanoseconds.
+func (c *compiler) clock(id uint32) {
+	a := c.a
+	a.ALUImm8(x86enc.Sub, s64, rsp, 16)
+	a.MovImm32(rdi, id)
+	a.Mov(s64, rsi, rsp)
+	a.MovImm32(rax, sysClockGettime)
+	a.Syscall()
+	a.Load(s64, rax, x86enc.At(rsp, 0))
+	a.MovImm32(rcx, 1_000_000_000)
+	a.Imul(s64, rax, rcx)
+	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rsp, 8))
+	a.ALUImm8(x86enc.Add, s64, rsp, 16)
+	a.Ret()
+}
+
+// twoIDs returns hi<<32 | lo, the results of two system calls.
+func (c *compiler) twoIDs(hi, lo uint32) {
+	a := c.a
+	a.MovImm32(rax, hi)
+	a.Syscall()
+	a.Mov(s64, rdx, rax)
+	a.Shl(s64, rdx, 32)
+	a.MovImm32(rax, lo)
+	a.Syscall()
+	a.Mov(s32, rax, rax)
+	a.ALU(x86enc.Or, s64, rax, rdx)
+	a.Ret()
+}
+
+// prandom: splitmix64 on the calling stripe's state.
+func (c *compiler) prandom() {
+	a := c.a
+	rt := c.opts.Runtime
+	a.Mov(s64, rcx, x86enc.R12)
+	a.ALUImm32(x86enc.And, s64, rcx, int32(rt.stripes-1))
+	a.Shl(s64, rcx, 6)
+	a.MovAbs(rdx, rt.addr)
+	a.ALU(x86enc.Add, s64, rdx, rcx)
+	a.MovAbs(rax, 0x9e3779b97f4a7c15)
+	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdx, 0))
+	a.Store(s64, x86enc.At(rdx, 0), rax)
+	for _, step := range []struct {
+		shift uint8
+		mul   uint64
+	}{{30, 0xbf58476d1ce4e5b9}, {27, 0x94d049bb133111eb}, {31, 0}} {
+		a.Mov(s64, rcx, rax)
+		a.Shr(s64, rcx, step.shift)
+		a.ALU(x86enc.Xor, s64, rax, rcx)
+		if step.mul != 0 {
+			a.MovAbs(rcx, step.mul)
+			a.Imul(s64, rax, rcx)
+		}
+	}
+	a.Mov(s32, rax, rax)
+	a.Ret()
+}
+
+// readSelf emits process_vm_readv(getpid(), [iov at rsp], 1, [iov at
+// rsp+16], 1, 0), the local and remote iovecs on the stack; rax = bytes
+// read or -errno.
+func (c *compiler) readSelf() {
+	a := c.a
+	a.MovImm32(rax, sysGetpid)
+	a.Syscall()
+	a.Mov(s64, rdi, rax)
+	a.Lea(rsi, x86enc.At(rsp, 0))
+	a.MovImm32(rdx, 1)
+	a.Lea(r10, x86enc.At(rsp, 16))
+	a.MovImm32(r8, 1)
+	a.ALU(x86enc.Xor, s32, r9, r9)
+	a.MovImm32(rax, sysProcessVMReadv)
+	a.Syscall()
+}
+
+// probeRead: probe_read_user(dst, size, src) -> 0, or -EFAULT with dst
+// zeroed. The copy is the kernel's own (process_vm_readv on this
+// process), so a bad pointer faults in the kernel, never here.
+func (c *compiler) probeRead() {
+	a := c.a
+	ok, fail := a.NewLabel(), a.NewLabel()
+	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
+	a.Mov(s32, rsi, rsi)
+	a.Store(s64, x86enc.At(rsp, 0), rdi)
+	a.Store(s64, x86enc.At(rsp, 8), rsi)
+	a.Store(s64, x86enc.At(rsp, 16), rdx)
+	a.Store(s64, x86enc.At(rsp, 24), rsi)
+	a.Test(s64, rsi, rsi)
+	a.Jcc(x86enc.CondE, ok)
+	c.readSelf()
+	a.ALULoad(x86enc.Cmp, s64, rax, x86enc.At(rsp, 8))
+	a.Jcc(x86enc.CondNE, fail)
+	a.Bind(ok)
+	a.ALUImm8(x86enc.Add, s64, rsp, 32)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+	a.Bind(fail)
+	a.Load(s64, rdi, x86enc.At(rsp, 0))
+	a.Load(s64, rcx, x86enc.At(rsp, 8))
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.RepStosb()
+	a.ALUImm8(x86enc.Add, s64, rsp, 32)
+	c.retImm(eFAULT)
+}
+
+// probeReadStr: probe_read_user_str(dst, size, src) -> the length copied
+// with its NUL, or -EFAULT with dst zeroed. It reads through a 64-byte
+// buffer, never past the end of src's page (a string may end just before
+// an unmapped page), and writes dst as the kernel's word-at-a-time copy
+// does: the bytes up to the NUL, zeros after it to the end of that 8-byte
+// word of dst when the word lies within size, nothing beyond; a string of
+// size bytes or more is cut to size-1 and a NUL.
+func (c *compiler) probeReadStr() {
+	a := c.a
+	const (
+		fDst, fSize, fDone, fBuf, frame = 32, 40, 48, 64, 128
+	)
+	zero, loop, copyLoop, found, noTail, tail, fail, full := a.NewLabel(), a.NewLabel(), a.NewLabel(),
+		a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.ALUImm32(x86enc.Sub, s64, rsp, frame)
+	a.Mov(s32, rsi, rsi)
+	a.Test(s64, rsi, rsi)
+	a.Jcc(x86enc.CondE, zero)
+	a.Store(s64, x86enc.At(rsp, fDst), rdi)
+	a.Store(s64, x86enc.At(rsp, fSize), rsi)
+	a.Store(s64, x86enc.At(rsp, 16), rdx)
+	a.StoreImm(s64, x86enc.At(rsp, fDone), 0)
+	a.Bind(loop)
+	// The chunk: what is left of size, at most to the end of src's page
+	// and at most the buffer.
+	a.Load(s64, rcx, x86enc.At(rsp, fSize))
+	a.ALULoad(x86enc.Sub, s64, rcx, x86enc.At(rsp, fDone))
+	a.Jcc(x86enc.CondE, full)
+	a.Load(s64, rdx, x86enc.At(rsp, 16))
+	a.ALUImm32(x86enc.And, s32, rdx, 4095)
+	a.Neg(s64, rdx)
+	a.ALUImm32(x86enc.Add, s64, rdx, 4096)
+	for _, limit := range []x86enc.Reg{rdx, r8} {
+		if limit == r8 {
+			a.MovImm32(r8, fBuf)
+		}
+		ok := a.NewLabel()
+		a.ALU(x86enc.Cmp, s64, rcx, limit)
+		a.Jcc(x86enc.CondBE, ok)
+		a.Mov(s64, rcx, limit)
+		a.Bind(ok)
+	}
+	a.Store(s64, x86enc.At(rsp, 8), rcx)
+	a.Store(s64, x86enc.At(rsp, 24), rcx)
+	a.Lea(rax, x86enc.At(rsp, fBuf))
+	a.Store(s64, x86enc.At(rsp, 0), rax)
+	c.readSelf()
+	a.ALULoad(x86enc.Cmp, s64, rax, x86enc.At(rsp, 8))
+	a.Jcc(x86enc.CondNE, fail)
+	// Copy to dst+done up to the NUL.
+	a.Load(s64, rdi, x86enc.At(rsp, fDst))
+	a.ALULoad(x86enc.Add, s64, rdi, x86enc.At(rsp, fDone))
+	a.ALU(x86enc.Xor, s32, rcx, rcx)
+	a.Bind(copyLoop)
+	a.LoadZxB(rdx, x86enc.Indexed(rsp, rcx, 1, fBuf))
+	a.StoreB(x86enc.Indexed(rdi, rcx, 1, 0), rdx)
+	a.Test(s32, rdx, rdx)
+	a.Jcc(x86enc.CondE, found)
+	a.Inc(s64, rcx)
+	a.ALULoad(x86enc.Cmp, s64, rcx, x86enc.At(rsp, 8))
+	a.Jcc(x86enc.CondB, copyLoop)
+	a.ALUStore(x86enc.Add, s64, x86enc.At(rsp, fDone), rcx)
+	a.ALUStore(x86enc.Add, s64, x86enc.At(rsp, 16), rcx)
+	a.Jmp(loop)
+	a.Bind(found)
+	// rax = the NUL's index in dst; zeros to the end of its word.
+	a.Load(s64, rax, x86enc.At(rsp, fDone))
+	a.ALU(x86enc.Add, s64, rax, rcx)
+	a.Mov(s64, rdx, rax)
+	a.ALUImm8(x86enc.And, s64, rdx, -8)
+	a.ALUImm8(x86enc.Add, s64, rdx, 8)
+	a.ALULoad(x86enc.Cmp, s64, rdx, x86enc.At(rsp, fSize))
+	a.Jcc(x86enc.CondA, noTail)
+	a.Load(s64, rdi, x86enc.At(rsp, fDst))
+	a.Lea(rcx, x86enc.At(rax, 1))
+	a.Bind(tail)
+	a.ALU(x86enc.Cmp, s64, rcx, rdx)
+	a.Jcc(x86enc.CondAE, noTail)
+	a.StoreImmB(x86enc.Indexed(rdi, rcx, 1, 0), 0)
+	a.Inc(s64, rcx)
+	a.Jmp(tail)
+	a.Bind(noTail)
+	a.Inc(s64, rax)
+	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	a.Ret()
+	a.Bind(full)
+	// size bytes without a NUL: the last becomes one.
+	a.Load(s64, rdi, x86enc.At(rsp, fDst))
+	a.Load(s64, rax, x86enc.At(rsp, fSize))
+	a.StoreImmB(x86enc.Indexed(rdi, rax, 1, -1), 0)
+	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	a.Ret()
+	a.Bind(fail)
+	a.Load(s64, rdi, x86enc.At(rsp, fDst))
+	a.Load(s64, rcx, x86enc.At(rsp, fSize))
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.RepStosb()
+	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	c.retImm(eFAULT)
+	a.Bind(zero)
+	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	c.retImm(0)
+}
+
+// ringReserve: ringbuf_reserve(ring, size, flags) -> record data or NULL.
+func (c *compiler) ringReserve() {
+	a := c.a
+	null, noPad, fits, spin, retry := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.Test(s64, rdx, rdx)
+	a.Jcc(x86enc.CondNE, null)
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescType))
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.RingBuf))
+	a.Jcc(x86enc.CondNE, null)
+	a.ALUImm32(x86enc.Cmp, s64, rsi, maps.RingDiscard-maps.RingHdrSize-8)
+	a.Jcc(x86enc.CondA, null)
+	a.Load(s64, r10, x86enc.At(rdi, maps.DescData))
+	// r11 = the record's bytes: header and data padded to 8.
+	a.Lea(r11, x86enc.At(rsi, maps.RingHdrSize+7))
+	a.ALUImm8(x86enc.And, s64, r11, -8)
+	// The producers' lock.
+	a.Bind(retry)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.MovImm32(rcx, 1)
+	a.Cmpxchg(s32, x86enc.At(r10, maps.RingLock), rcx, true)
+	a.Jcc(x86enc.CondNE, spin)
+	// rdx = producer, r8 = its offset in the area, r9 = padding.
+	a.Load(s64, rdx, x86enc.At(r10, maps.RingProducer))
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescMask))
+	a.Mov(s64, r8, rdx)
+	a.ALU(x86enc.And, s64, r8, rcx)
+	a.Lea(r9, x86enc.At(rcx, 1))
+	a.ALU(x86enc.Sub, s64, r9, r8) // bytes to the end of the area
+	a.ALU(x86enc.Cmp, s64, r9, r11)
+	a.Jcc(x86enc.CondB, noPad)
+	a.ALU(x86enc.Xor, s32, r9, r9)
+	a.Bind(noPad)
+	// Room: producer + pad + record - consumer <= size.
+	a.Lea(rax, x86enc.Indexed(rdx, r9, 1, 0))
+	a.ALU(x86enc.Add, s64, rax, r11)
+	a.ALULoad(x86enc.Sub, s64, rax, x86enc.At(r10, maps.RingConsumer))
+	a.Lea(rcx, x86enc.At(rcx, 1))
+	a.ALU(x86enc.Cmp, s64, rax, rcx)
+	a.Jcc(x86enc.CondBE, fits)
+	a.StoreImm(s32, x86enc.At(r10, maps.RingLock), 0)
+	a.Jmp(null)
+	a.Bind(fits)
+	padDone := a.NewLabel()
+	a.Test(s64, r9, r9)
+	a.Jcc(x86enc.CondE, padDone)
+	// A discarded filler to the end of the area.
+	a.Lea(rax, x86enc.At(r9, -maps.RingHdrSize))
+	a.ALUImm32(x86enc.Or, s32, rax, maps.RingDiscard)
+	a.Store(s32, x86enc.Indexed(r10, r8, 1, maps.RingData), rax)
+	a.ALU(x86enc.Add, s64, rdx, r9)
+	a.ALU(x86enc.Xor, s32, r8, r8)
+	a.Bind(padDone)
+	a.Mov(s32, rax, rsi)
+	a.ALUImm32(x86enc.Or, s32, rax, -0x80000000) // RingBusy
+	a.Store(s32, x86enc.Indexed(r10, r8, 1, maps.RingData), rax)
+	a.ALU(x86enc.Add, s64, rdx, r11)
+	a.Store(s64, x86enc.At(r10, maps.RingProducer), rdx)
+	a.StoreImm(s32, x86enc.At(r10, maps.RingLock), 0)
+	a.Lea(rax, x86enc.Indexed(r10, r8, 1, maps.RingData+maps.RingHdrSize))
+	a.Ret()
+	a.Bind(spin)
+	a.Pause()
+	a.Jmp(retry)
+	a.Bind(null)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.Ret()
+}
+
+// ringCommit: ringbuf_submit or ringbuf_discard(data, flags): the record's
+// busy bit cleared (and its discard bit set) in one locked operation.
+func (c *compiler) ringCommit(discard bool) {
+	a := c.a
+	if discard {
+		a.MovImm32(rcx, maps.RingBusy|maps.RingDiscard)
+		a.LockALUStore(x86enc.Xor, s32, x86enc.At(rdi, -maps.RingHdrSize), rcx)
+	} else {
+		a.MovImm32(rcx, ^uint32(maps.RingBusy))
+		a.LockALUStore(x86enc.And, s32, x86enc.At(rdi, -maps.RingHdrSize), rcx)
+	}
+	a.ALU(x86enc.Xor, s32, rax, rax) // ringbuf_output's 0; the others return nothing
+	a.Ret()
+}
+
+// ringOutput: ringbuf_output(ring, data, size, flags) -> 0 or -EAGAIN.
+func (c *compiler) ringOutput(reserve x86enc.Label) {
+	a := c.a
+	full := a.NewLabel()
+	a.Push(rsi)
+	a.Push(rdx)
+	a.Mov(s64, rsi, rdx)
+	a.ALU(x86enc.Xor, s32, rdx, rdx)
+	a.CallLabel(reserve)
+	a.Pop(rcx)
+	a.Pop(rsi)
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, full)
+	a.Mov(s64, rdi, rax)
+	a.Push(rax)
+	a.RepMovsb()
+	a.Pop(rdi)
+	c.ringCommit(false) // returns
+	a.Bind(full)
+	c.retImm(eAGAIN)
+}

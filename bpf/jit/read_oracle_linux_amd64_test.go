@@ -1,0 +1,192 @@
+package jit
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/bpf/maps"
+)
+
+// readCase is one helper call of the read oracle: probe_read_user_str or
+// probe_read_user of size bytes from src into a 64-byte stack buffer
+// first filled with 0xa5.
+type readCase struct {
+	str  bool
+	size int
+	src  uint64
+}
+
+// genReadProgram stores, for every case, the helper's result and the
+// whole buffer into "o" (72 bytes a case), and then the results of
+// get_current_pid_tgid and get_current_uid_gid.
+func genReadProgram(cases []readCase) asm.Instructions {
+	insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
+	for i, c := range cases {
+		for off := -64; off < 0; off += 8 {
+			insns = append(insns, asm.LoadImm(asm.R1, int64(0xa5a5a5a5a5a5a5a5-1<<64), asm.DWord),
+				asm.StoreMem(asm.RFP, int16(off), asm.R1, asm.DWord))
+		}
+		fn := asm.FnProbeReadUser
+		if c.str {
+			fn = asm.FnProbeReadUserStr
+		}
+		insns = append(insns, asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -64),
+			asm.Mov.Imm(asm.R2, int32(c.size)), asm.LoadImm(asm.R3, int64(c.src), asm.DWord),
+			fn.Call(), asm.StoreMem(asm.R6, int16(72*i), asm.R0, asm.DWord))
+		for off := 0; off < 64; off += 8 {
+			insns = append(insns, asm.LoadMem(asm.R1, asm.RFP, int16(-64+off), asm.DWord),
+				asm.StoreMem(asm.R6, int16(72*i+8+off), asm.R1, asm.DWord))
+		}
+	}
+	n := int16(72 * len(cases))
+	insns = append(insns, asm.FnGetCurrentPidTgid.Call(), asm.StoreMem(asm.R6, n, asm.R0, asm.DWord),
+		asm.FnGetCurrentUidGid.Call(), asm.StoreMem(asm.R6, n+8, asm.R0, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0), asm.Return())
+	return insns
+}
+
+// TestReadOracle compares probe_read_user and probe_read_user_str, and
+// the pid and uid helpers, with the kernel's: a raw tracepoint program
+// run with BPF_PROG_TEST_RUN runs on this thread, in this process, so the
+// kernel's helpers read the same addresses. The strings lie before an
+// unmapped page, at every distance from it, of every length up to the
+// buffer and beyond; the sizes go from 1 to 64; the addresses include
+// the unmapped page, NULL and a kernel address.
+func TestReadOracle(t *testing.T) {
+	newOracle(t) // skips without the privilege to load BPF
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	page, err := unix.Mmap(-1, 0, 3*4096, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Munmap(page)
+	if err := unix.Mprotect(page[2*4096:], unix.PROT_NONE); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	for i := range page[:2*4096] {
+		page[i] = 'a' + byte(r.IntN(26)) // every page resident
+	}
+	base := uint64(uintptr(unsafe.Pointer(&page[0])))
+	end := base + 2*4096 // the unmapped page
+	const perProgram = 20
+	compared := 0
+	for round := 0; round < 60; round++ {
+		var cases []readCase
+		for len(cases) < perProgram {
+			c := readCase{str: r.IntN(3) != 0, size: 1 + r.IntN(64)}
+			switch k := r.IntN(10); {
+			case k < 6: // near the unmapped page
+				c.src = end - uint64(1+r.IntN(80))
+			case k < 8: // a string that ends in the middle of the first page
+				at := 1000 + r.IntN(200)
+				page[at+r.IntN(70)] = 0
+				c.src = base + uint64(at)
+			case k < 9:
+				c.src = []uint64{0, end, end + 100, 0xffff_8000_0000_0000}[r.IntN(4)]
+			default: // across the two mapped pages
+				c.src = base + 4096 - uint64(r.IntN(40))
+			}
+			cases = append(cases, c)
+		}
+		insns := genReadProgram(cases)
+		spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(72*perProgram + 16), MaxEntries: 1}
+		kmap, err := ebpf.NewMap(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kins := insns
+		if err := kins.AssociateMap("o", kmap); err != nil {
+			t.Fatal(err)
+		}
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
+			t.Fatal(err)
+		}
+		prog.Close()
+		var kout []byte
+		if err := kmap.Lookup(uint32(0), &kout); err != nil {
+			t.Fatal(err)
+		}
+		kmap.Close()
+		m, err := maps.New(testArena(t), spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jitRun(genReadProgram(cases), map[string]*maps.Map{"o": m}, 0); err != nil {
+			t.Fatal(err)
+		}
+		jout, err := m.Lookup([]byte{0, 0, 0, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, c := range cases {
+			k, j := kout[72*i:72*i+72], jout[72*i:72*i+72]
+			if !bytes.Equal(k, j) {
+				t.Errorf("round %d, %+v (%d bytes before the unmapped page): kernel r0 %d %q, JIT r0 %d %q",
+					round, c, int64(end-c.src), int64(binary.LittleEndian.Uint64(k)), k[8:],
+					int64(binary.LittleEndian.Uint64(j)), j[8:])
+			}
+			compared++
+		}
+		n := 72 * perProgram
+		if !bytes.Equal(kout[n:], jout[n:]) {
+			t.Errorf("pid_tgid, uid_gid: kernel %x, JIT %x", kout[n:], jout[n:])
+		}
+	}
+	t.Logf("%d reads equal", compared)
+}
+
+// TestClockOracle interleaves the kernel's ktime_get_ns and
+// ktime_get_boot_ns with the JIT's: every reading lies between the
+// kernel's readings before and after it.
+func TestClockOracle(t *testing.T) {
+	newOracle(t) // skips without the privilege to load BPF
+	for _, fn := range []asm.BuiltinFunc{asm.FnKtimeGetNs, asm.FnKtimeGetBootNs} {
+		insns := asm.Instructions{fn.Call(), asm.Return()}
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: insns, License: "GPL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		// The kernel's reading comes back through the test run's 32-bit
+		// result: compare modulo 2^32, over gaps far below 2^32 ns.
+		kernel := func() uint32 {
+			ret, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return ret
+		}
+		code, err := Compile(insns, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Load(code.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		var ctx [8]byte
+		for i := 0; i < 1000; i++ {
+			k1 := kernel()
+			j := uint32(f.Run(unsafe.Pointer(&ctx[0]), 0))
+			k2 := kernel()
+			if j-k1 > k2-k1 {
+				t.Fatalf("%v: kernel %d, JIT %d, kernel %d (mod 2^32)", fn, k1, j, k2)
+			}
+		}
+	}
+}

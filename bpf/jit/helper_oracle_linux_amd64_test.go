@@ -26,7 +26,7 @@ const helperOps = 40
 func genMapOps(r *rand.Rand) asm.Instructions {
 	insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
 	for i := 0; i < helperOps; i++ {
-		m := []string{"h", "h", "a", "p", "l"}[r.IntN(5)]
+		m := []string{"h", "h", "a", "p", "l", "q"}[r.IntN(6)]
 		keys := 8
 		if m == "l" {
 			keys = 4 // never fuller than max entries: eviction aside
@@ -76,6 +76,7 @@ var helperMaps = []*ebpf.MapSpec{
 	// The kernel's LRU may evict before it is full (its free nodes are
 	// held in per-CPU lists): 64 entries for 4 keys.
 	{Name: "l", Type: ebpf.LRUHash, KeySize: 4, ValueSize: 8, MaxEntries: 64},
+	{Name: "q", Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 8, MaxEntries: 4},
 	{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: 8 * helperOps, MaxEntries: 1},
 }
 
@@ -86,7 +87,7 @@ type dumpEntry struct{ k, v uint64 }
 func dumpKernel(t *testing.T, m *ebpf.Map) []dumpEntry {
 	var out []dumpEntry
 	var k uint32
-	if m.Type() == ebpf.PerCPUArray {
+	if m.Type() == ebpf.PerCPUArray || m.Type() == ebpf.PerCPUHash {
 		var vs []uint64
 		it := m.Iterate()
 		for it.Next(&k, &vs) {
@@ -195,7 +196,7 @@ func TestHelperOracle(t *testing.T) {
 			}
 			codes[c]++
 		}
-		for _, name := range []string{"h", "a", "p", "l"} {
+		for _, name := range []string{"h", "a", "p", "l", "q"} {
 			kd, jd := dumpKernel(t, kmaps[name]), dumpOurs(t, ours[name])
 			if !slices.Equal(kd, jd) {
 				t.Fatalf("program %d: map %s: kernel %v, JIT %v\n%v", n, name, kd, jd, insns)

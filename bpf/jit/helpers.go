@@ -207,6 +207,7 @@ func (c *compiler) mapLookup(h *hashLabels) {
 	c.percpuIndex(null)
 	a.Ret()
 	a.Bind(hash)
+	c.checkStripe(null)
 	a.CallLabel(h.lock)
 	a.CallLabel(h.find)
 	fresh := a.NewLabel()
@@ -219,6 +220,7 @@ func (c *compiler) mapLookup(h *hashLabels) {
 	a.Test(s64, rax, rax)
 	a.Jcc(x86enc.CondE, null)
 	c.hashValue(rax, rax)
+	c.ownStripe(rax)
 	a.Ret()
 	a.Bind(null)
 	a.ALU(x86enc.Xor, s32, rax, rax)
@@ -236,6 +238,8 @@ func (c *compiler) dispatch(array, percpu, hash, other x86enc.Label) {
 	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.Hash))
 	a.Jcc(x86enc.CondE, hash)
 	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.LRUHash))
+	a.Jcc(x86enc.CondE, hash)
+	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.PerCPUHash))
 	a.Jcc(x86enc.CondE, hash)
 	a.Jmp(other)
 }
@@ -260,13 +264,49 @@ func (c *compiler) percpuIndex(bad x86enc.Label) {
 }
 
 // hashValue sets dst to the value address of the hash entry at entry
-// (the descriptor in rdi); it changes rcx.
+// (the descriptor in rdi; a per-CPU hash's first stripe's value); it
+// changes rcx.
 func (c *compiler) hashValue(dst, entry x86enc.Reg) {
 	a := c.a
 	a.Load(s32, rcx, x86enc.At(rdi, maps.DescKeySize))
 	a.ALUImm8(x86enc.Add, s32, rcx, 7)
 	a.ALUImm8(x86enc.And, s32, rcx, -8)
 	a.Lea(dst, x86enc.Indexed(entry, rcx, 1, 8))
+}
+
+// valuePad sets r to the value size of the map in rdi padded to 8.
+func (c *compiler) valuePad(r x86enc.Reg) {
+	a := c.a
+	a.Load(s32, r, x86enc.At(rdi, maps.DescValueSize))
+	a.ALUImm8(x86enc.Add, s32, r, 7)
+	a.ALUImm8(x86enc.And, s32, r, -8)
+}
+
+// ownStripe moves dst, a per-CPU hash value's first stripe, to the
+// calling thread's stripe (the map in rdi; other maps keep dst); it
+// changes rcx.
+func (c *compiler) ownStripe(dst x86enc.Reg) {
+	a := c.a
+	skip := a.NewLabel()
+	a.ALUMemImm8(x86enc.Cmp, s32, x86enc.At(rdi, maps.DescType), int8(ebpf.PerCPUHash))
+	a.Jcc(x86enc.CondNE, skip)
+	c.valuePad(rcx)
+	a.Imul(s64, rcx, x86enc.R12)
+	a.ALU(x86enc.Add, s64, dst, rcx)
+	a.Bind(skip)
+}
+
+// checkStripe jumps to bad when the map in rdi is a per-CPU hash with no
+// stripe for the calling thread's number; it changes rax.
+func (c *compiler) checkStripe(bad x86enc.Label) {
+	a := c.a
+	ok := a.NewLabel()
+	a.ALUMemImm8(x86enc.Cmp, s32, x86enc.At(rdi, maps.DescType), int8(ebpf.PerCPUHash))
+	a.Jcc(x86enc.CondNE, ok)
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescStripes))
+	a.ALU(x86enc.Cmp, s64, x86enc.R12, rax)
+	a.Jcc(x86enc.CondAE, bad)
+	a.Bind(ok)
 }
 
 // mapUpdate: map_update_elem(map, key, value, flags) -> 0 or -errno.
@@ -305,6 +345,7 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 
 	a.Bind(hash)
 	found, notFound, unlockRet := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	c.checkStripe(big)
 	a.Push(rdx)
 	a.Push(rcx)
 	a.CallLabel(h.lock)
@@ -323,6 +364,7 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Bind(stamped)
 	a.Push(rdi)
 	c.hashValue(rax, rax)
+	c.ownStripe(rax)
 	a.Mov(s64, rsi, rdx)
 	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
 	a.Mov(s64, rdi, rax)
@@ -350,6 +392,22 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.RepMovsb()
 	a.Load(s64, rdi, x86enc.At(rsp, 0))
 	c.hashValue(rax, r9)
+	// A new entry of a per-CPU hash: every stripe's value zero, then the
+	// calling thread's written, as the kernel does.
+	zeroed := a.NewLabel()
+	a.ALUMemImm8(x86enc.Cmp, s32, x86enc.At(rdi, maps.DescType), int8(ebpf.PerCPUHash))
+	a.Jcc(x86enc.CondNE, zeroed)
+	a.Push(rax)
+	c.valuePad(rcx)
+	a.Load(s32, r10, x86enc.At(rdi, maps.DescStripes))
+	a.Imul(s64, rcx, r10)
+	a.Mov(s64, rdi, rax)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.RepStosb()
+	a.Pop(rax)
+	a.Load(s64, rdi, x86enc.At(rsp, 0))
+	c.ownStripe(rax)
+	a.Bind(zeroed)
 	a.Mov(s64, rsi, rdx)
 	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
 	a.Mov(s64, rdi, rax)

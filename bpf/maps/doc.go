@@ -5,8 +5,9 @@
 // by address.
 //
 // The map types are array, per-CPU array (per-thread stripes), hash, LRU
-// hash and ring buffer; New refuses the others (per-CPU hash, perf event
-// arrays ...) with ErrUnsupported.
+// hash, per-CPU hash (per-thread stripes of each entry's value) and ring
+// buffer; New refuses the others (perf event arrays, stack traces ...)
+// with ErrUnsupported.
 //
 // It owns the memory layout of each map type and the tracer's side of the
 // maps: Lookup, Update, Delete and Iterate with the kernel's flags and
@@ -38,7 +39,7 @@
 //
 // # Per-thread stripes
 //
-// A per-CPU map (percpu_array) is per-thread: the code that calls a
+// A per-CPU map (percpu_array, percpu_hash) is per-thread: the code that calls a
 // JIT-compiled program passes the calling thread's stripe number (see
 // package bpf/jit), a number in [0, Stripes) that no other live thread
 // holds at the same time. Only that thread writes its stripe, so a program

@@ -9,10 +9,11 @@ import (
 	"github.com/cilium/ebpf"
 )
 
-// A hash map (and an LRU hash map) is open addressing over a power of two
+// A hash map (and an LRU or per-CPU hash map) is open addressing over a power of two
 // of slots (at least twice max entries), probed linearly from FNV-1a of
 // the key; every slot is an 8-byte state word, the key and the value, each
-// padded to 8 bytes. The state is HashEmpty, HashDeleted, or for a slot in
+// padded to 8 bytes (a per-CPU hash: Stripes values, one per stripe, each
+// padded). The state is HashEmpty, HashDeleted, or for a slot in
 // use HashUsed | stamp<<2, the stamp being the map's use counter (the
 // descriptor's DescStamp, incremented by every insert, and in an LRU map
 // by every update and every lookup of a program) when the slot was last
@@ -96,7 +97,38 @@ func (m *Map) find(key []byte) (slot int, found bool) {
 	return free, false
 }
 
+// valueOff is the offset of slot's value (a per-CPU hash's first
+// stripe's: stripe s's follows at s*valueStride).
 func (m *Map) valueOff(slot int) int { return m.slotOff(slot) + hashHeader + (m.key+7)&^7 }
+
+// valueStride is a value's size padded to 8 bytes.
+func (m *Map) valueStride() int { return (m.value + 7) &^ 7 }
+
+// writeValues stores value in every stripe of slot's values.
+func (m *Map) writeValues(slot int, value []byte) {
+	for st := 0; st < m.stripes; st++ {
+		m.writeValue(m.valueOff(slot)+st*m.valueStride(), value)
+	}
+}
+
+// readValues reads every stripe of slot's values.
+func (m *Map) readValues(slot int) [][]byte {
+	out := make([][]byte, m.stripes)
+	for st := range out {
+		out[st] = m.readValue(m.valueOff(slot) + st*m.valueStride())
+	}
+	return out
+}
+
+func (m *Map) hashLookupPerCPU(key []byte) ([][]byte, error) {
+	m.lock()
+	defer m.unlock()
+	s, ok := m.find(key)
+	if !ok {
+		return nil, fmt.Errorf("map %s: key %x: %w", m.name, key, ErrKeyNotExist)
+	}
+	return m.readValues(s), nil
+}
 
 func (m *Map) hashLookup(key []byte) ([]byte, error) {
 	m.lock()
@@ -118,7 +150,7 @@ func (m *Map) hashUpdate(key, value []byte, flags uint64) error {
 	case !ok && flags == UpdateExist:
 		return fmt.Errorf("map %s: key %x: %w", m.name, key, ErrKeyNotExist)
 	case ok:
-		m.writeValue(m.valueOff(s), value)
+		m.writeValues(s, value)
 		if m.typ == ebpf.LRUHash {
 			atomic.StoreUint64(m.word(m.slotOff(s)), m.stamp())
 		}
@@ -146,7 +178,7 @@ func (m *Map) hashUpdate(key, value []byte, flags uint64) error {
 	}
 	off := m.slotOff(s)
 	copy(m.arena.mem[off+hashHeader:], key)
-	m.writeValue(m.valueOff(s), value)
+	m.writeValues(s, value)
 	atomic.StoreUint64(m.word(off), m.stamp())
 	atomic.AddUint32(count, 1)
 	return nil
@@ -171,5 +203,8 @@ func (m *Map) hashSlot(i int) (Entry, bool) {
 		return Entry{}, false
 	}
 	k := bytes.Clone(m.arena.mem[off+hashHeader : off+hashHeader+m.key])
+	if m.typ == ebpf.PerCPUHash {
+		return Entry{Key: k, Values: m.readValues(i)}, true
+	}
 	return Entry{Key: k, Value: m.readValue(m.valueOff(i))}, true
 }

@@ -155,7 +155,7 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 			m.stripes = stripes
 		}
 		size = m.stride * m.max * m.stripes
-	case ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		if m.key <= 0 || m.value <= 0 {
 			return nil, fmt.Errorf("map %s: key size %d, value size %d: %w", m.name, m.key, m.value, ErrInvalid)
 		}
@@ -164,7 +164,10 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 			slots *= 2
 		}
 		m.mask = slots - 1
-		m.stride = hashHeader + (m.key+7)&^7 + (m.value+7)&^7
+		if m.typ == ebpf.PerCPUHash {
+			m.stripes = stripes
+		}
+		m.stride = hashHeader + (m.key+7)&^7 + (m.value+7)&^7*m.stripes
 		size = m.stride * slots
 	case ebpf.RingBuf:
 		if m.max < 4096 || m.max&(m.max-1) != 0 {
@@ -283,7 +286,7 @@ func (m *Map) Lookup(key []byte) ([]byte, error) {
 			return nil, fmt.Errorf("map %s: key %d: %w", m.name, i, ErrKeyNotExist)
 		}
 		return m.readValue(m.data + int(i)*m.stride), nil
-	case ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		return m.hashLookup(key)
 	}
 	return nil, fmt.Errorf("map %s: lookup in a %v: %w", m.name, m.typ, ErrUnsupported)
@@ -293,6 +296,9 @@ func (m *Map) Lookup(key []byte) ([]byte, error) {
 func (m *Map) LookupPerCPU(key []byte) ([][]byte, error) {
 	if err := m.checkKey(key); err != nil {
 		return nil, err
+	}
+	if m.typ == ebpf.PerCPUHash {
+		return m.hashLookupPerCPU(key)
 	}
 	if m.typ != ebpf.PerCPUArray {
 		return nil, fmt.Errorf("map %s of type %v is not per-CPU: %w", m.name, m.typ, ErrInvalid)
@@ -334,7 +340,7 @@ func (m *Map) Update(key, value []byte, flags uint64) error {
 			m.writeValue(m.data+(s*m.max+int(i))*m.stride, value)
 		}
 		return nil
-	case ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		return m.hashUpdate(key, value, flags)
 	}
 	return fmt.Errorf("map %s: update of a %v: %w", m.name, m.typ, ErrUnsupported)
@@ -346,7 +352,7 @@ func (m *Map) Delete(key []byte) error {
 		return err
 	}
 	switch m.typ {
-	case ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		return m.hashDelete(key)
 	case ebpf.Array, ebpf.PerCPUArray:
 		return fmt.Errorf("map %s: delete from an array: %w", m.name, ErrInvalid)
@@ -401,7 +407,7 @@ func (it *Iterator) Next() bool {
 			it.cur, it.err = Entry{Key: k, Value: v}, err
 		}
 		return it.err == nil
-	case ebpf.Hash, ebpf.LRUHash:
+	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		for it.i <= m.mask {
 			e, ok := m.hashSlot(it.i)
 			it.i++

@@ -59,8 +59,9 @@
 //
 // The helpers are machine code emitted after the program (only those it
 // calls), using no library of the traced process: map lookup, update
-// and delete on array, per-CPU array, hash, LRU hash and per-CPU hash maps with the kernel's flags
-// and errors; ktime_get_ns and ktime_get_boot_ns (clock_gettime);
+// and delete on array, per-CPU array, hash, LRU hash and per-CPU hash
+// maps with the kernel's flags and errors (an array or per-CPU array
+// lookup whose map is known at the call is inlined); ktime_get_ns and ktime_get_boot_ns (clock_gettime);
 // get_current_pid_tgid and get_current_uid_gid (system calls);
 // get_smp_processor_id (the stripe); get_prandom_u32 (splitmix64 on a
 // per-stripe state in the Runtime area); probe_read_user and

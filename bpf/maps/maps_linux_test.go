@@ -162,3 +162,39 @@ func TestLRUEviction(t *testing.T) {
 		t.Errorf("entries %v, want %v (2 and 3 the least recently used)", got, want)
 	}
 }
+
+// TestPerCPUHash checks the tracer's side of a per-CPU hash: an update
+// stores the value in every stripe, a lookup and the iteration show every
+// stripe, a delete removes them all.
+func TestPerCPUHash(t *testing.T) {
+	m, err := New(NewArenaMem(make([]byte, 1<<16), 0x1000), &ebpf.MapSpec{Type: ebpf.PerCPUHash, KeySize: 4, ValueSize: 4, MaxEntries: 4}, &Options{Stripes: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, val := []byte{1, 0, 0, 0}, []byte{9, 8, 7, 6}
+	if _, err := m.Lookup(key); !errors.Is(err, ErrInvalid) {
+		t.Errorf("Lookup of a per-CPU map: %v, want ErrInvalid", err)
+	}
+	if err := m.Update(key, val, UpdateNoExist); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := m.LookupPerCPU(key)
+	if err != nil || len(vs) != 3 {
+		t.Fatalf("LookupPerCPU: %d values, %v", len(vs), err)
+	}
+	for s, v := range vs {
+		if !slices.Equal(v, val) {
+			t.Errorf("stripe %d: %x", s, v)
+		}
+	}
+	es, err := m.Entries()
+	if err != nil || len(es) != 1 || len(es[0].Values) != 3 || es[0].Value != nil {
+		t.Fatalf("Entries: %+v, %v", es, err)
+	}
+	if err := m.Delete(key); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.LookupPerCPU(key); !errors.Is(err, ErrKeyNotExist) {
+		t.Errorf("after Delete: %v", err)
+	}
+}

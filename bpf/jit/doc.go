@@ -63,6 +63,7 @@
 // maps with the kernel's flags and errors (an array or per-CPU array
 // lookup whose map is known at the call is inlined); ktime_get_ns and ktime_get_boot_ns (clock_gettime);
 // get_current_pid_tgid and get_current_uid_gid (system calls);
+// get_current_comm (prctl PR_GET_NAME, padded as the kernel pads it);
 // get_smp_processor_id (the stripe); get_prandom_u32 (splitmix64 on a
 // per-stripe state in the Runtime area); probe_read_user and
 // probe_read_user_str, and the old probe_read and probe_read_str, which

@@ -35,7 +35,7 @@ func NewRuntime(arena *maps.Arena, stripes int) (*Runtime, error) {
 var Helpers = []asm.BuiltinFunc{
 	asm.FnMapLookupElem, asm.FnMapUpdateElem, asm.FnMapDeleteElem,
 	asm.FnKtimeGetNs, asm.FnKtimeGetBootNs, asm.FnGetCurrentPidTgid,
-	asm.FnGetCurrentUidGid, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
+	asm.FnGetCurrentUidGid, asm.FnGetCurrentComm, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
 }
@@ -64,6 +64,7 @@ func (c *compiler) helper(fn asm.BuiltinFunc) (x86enc.Label, error) {
 const (
 	sysGetpid         = 39
 	sysGetuid         = 102
+	sysPrctl          = 157
 	sysGetgid         = 104
 	sysGettid         = 186
 	sysClockGettime   = 228
@@ -137,6 +138,8 @@ func (c *compiler) emitHelpers() error {
 			c.twoIDs(sysGetpid, sysGettid)
 		case asm.FnGetCurrentUidGid:
 			c.twoIDs(sysGetgid, sysGetuid)
+		case asm.FnGetCurrentComm:
+			c.comm()
 		case asm.FnGetSmpProcessorId:
 			a.Mov(s32, rax, x86enc.R12)
 			a.Ret()
@@ -632,6 +635,47 @@ func (c *compiler) twoIDs(hi, lo uint32) {
 	a.Syscall()
 	a.Mov(s32, rax, rax)
 	a.ALU(x86enc.Or, s64, rax, rdx)
+	a.Ret()
+}
+
+// comm: get_current_comm(buf, size) -> 0: the thread's name
+// (prctl PR_GET_NAME), cut to size-1 bytes and a NUL, the rest of buf
+// zero, as the kernel's strscpy_pad.
+func (c *compiler) comm() {
+	a := c.a
+	const prGetName = 16
+	copyLoop, pad, padLoop, done := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
+	a.Mov(s32, rsi, rsi)
+	a.Store(s64, x86enc.At(rsp, 16), rdi)
+	a.Store(s64, x86enc.At(rsp, 24), rsi)
+	a.MovImm32(rdi, prGetName)
+	a.Mov(s64, rsi, rsp)
+	a.MovImm32(rax, sysPrctl)
+	a.Syscall()
+	a.Load(s64, rdi, x86enc.At(rsp, 16))
+	a.Load(s64, rsi, x86enc.At(rsp, 24))
+	a.ALU(x86enc.Xor, s32, rcx, rcx)
+	a.Bind(copyLoop)
+	a.Lea(rdx, x86enc.At(rcx, 1))
+	a.ALU(x86enc.Cmp, s64, rdx, rsi)
+	a.Jcc(x86enc.CondAE, pad)
+	a.LoadZxB(rdx, x86enc.Indexed(rsp, rcx, 1, 0))
+	a.Test(s32, rdx, rdx)
+	a.Jcc(x86enc.CondE, pad)
+	a.StoreB(x86enc.Indexed(rdi, rcx, 1, 0), rdx)
+	a.Inc(s64, rcx)
+	a.Jmp(copyLoop)
+	a.Bind(pad)
+	a.Bind(padLoop)
+	a.ALU(x86enc.Cmp, s64, rcx, rsi)
+	a.Jcc(x86enc.CondAE, done)
+	a.StoreImmB(x86enc.Indexed(rdi, rcx, 1, 0), 0)
+	a.Inc(s64, rcx)
+	a.Jmp(padLoop)
+	a.Bind(done)
+	a.ALUImm8(x86enc.Add, s64, rsp, 32)
+	a.ALU(x86enc.Xor, s32, rax, rax)
 	a.Ret()
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"testing"
 	"unsafe"
 
@@ -187,6 +188,79 @@ func TestClockOracle(t *testing.T) {
 			if j-k1 > k2-k1 {
 				t.Fatalf("%v: kernel %d, JIT %d, kernel %d (mod 2^32)", fn, k1, j, k2)
 			}
+		}
+	}
+}
+
+// TestCommOracle compares get_current_comm with the kernel's for every
+// size from 1 to 24 bytes, into a buffer first filled with 0xa5, with a
+// thread name of 15 bytes (the most) and a short one.
+func TestCommOracle(t *testing.T) {
+	newOracle(t) // skips without the privilege to load BPF
+	// The thread is renamed: it stays locked, and ends with the test.
+	runtime.LockOSThread()
+	for _, name := range []string{"probeopt-oracle", "jit"} {
+		b := append([]byte(name), 0)
+		if err := unix.Prctl(unix.PR_SET_NAME, uintptr(unsafe.Pointer(&b[0])), 0, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		var insns asm.Instructions
+		insns = append(insns, asm.LoadMapValue(asm.R6, 0, 0).WithReference("o"))
+		for size := 1; size <= 24; size++ {
+			for off := -24; off < 0; off += 8 {
+				insns = append(insns, asm.LoadImm(asm.R1, int64(0xa5a5a5a5a5a5a5a5-1<<64), asm.DWord),
+					asm.StoreMem(asm.RFP, int16(off), asm.R1, asm.DWord))
+			}
+			insns = append(insns, asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -24),
+				asm.Mov.Imm(asm.R2, int32(size)), asm.FnGetCurrentComm.Call(),
+				asm.StoreMem(asm.R6, int16(32*(size-1)), asm.R0, asm.DWord))
+			for off := 0; off < 24; off += 8 {
+				insns = append(insns, asm.LoadMem(asm.R1, asm.RFP, int16(-24+off), asm.DWord),
+					asm.StoreMem(asm.R6, int16(32*(size-1)+8+off), asm.R1, asm.DWord))
+			}
+		}
+		insns = append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
+		spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: 32 * 24, MaxEntries: 1}
+		kmap, err := ebpf.NewMap(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer kmap.Close()
+		kins := slices.Clone(insns)
+		if err := kins.AssociateMap("o", kmap); err != nil {
+			t.Fatal(err)
+		}
+		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
+			t.Fatal(err)
+		}
+		var kout []byte
+		if err := kmap.Lookup(uint32(0), &kout); err != nil {
+			t.Fatal(err)
+		}
+		m, err := maps.New(testArena(t), spec, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := jitRun(insns, map[string]*maps.Map{"o": m}, 0); err != nil {
+			t.Fatal(err)
+		}
+		jout, err := m.Lookup([]byte{0, 0, 0, 0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for size := 1; size <= 24; size++ {
+			k, j := kout[32*(size-1):32*size], jout[32*(size-1):32*size]
+			if !bytes.Equal(k, j) {
+				t.Errorf("%q, size %d: kernel %q, JIT %q", name, size, k, j)
+			}
+		}
+		if !bytes.Contains(kout, []byte(name)) {
+			t.Errorf("the kernel's comm is not %q: %q", name, kout[:32*16])
 		}
 	}
 }

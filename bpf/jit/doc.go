@@ -58,19 +58,19 @@
 // # Helpers
 //
 // The helpers are machine code emitted after the program (only those it
-// calls), using no library of the traced process: map lookup, update
-// and delete on array, per-CPU array, hash, LRU hash and per-CPU hash
-// maps with the kernel's flags and errors (an array or per-CPU array
-// lookup whose map is known at the call is inlined); ktime_get_ns and ktime_get_boot_ns (clock_gettime);
-// get_current_pid_tgid and get_current_uid_gid (system calls);
-// get_current_comm (prctl PR_GET_NAME, padded as the kernel pads it);
-// get_smp_processor_id (the stripe); get_prandom_u32 (splitmix64 on a
-// per-stripe state in the Runtime area); probe_read_user and
-// probe_read_user_str, and the old probe_read and probe_read_str, which
-// copy through process_vm_readv on the process itself, so that a bad
-// pointer fails in the kernel with -EFAULT (dst zeroed) and never faults
-// the process; ringbuf_output, reserve, submit and discard on the ring
-// layout of package bpf/maps.
+// calls), using no library of the traced process: map lookup, update and
+// delete on array, per-CPU array, hash, LRU hash and per-CPU hash maps
+// with the kernel's flags and errors (an array or per-CPU array lookup
+// whose map is known at the call is inlined); ktime_get_ns and
+// ktime_get_boot_ns (clock_gettime); get_current_pid_tgid and
+// get_current_uid_gid (system calls); get_current_comm (prctl PR_GET_NAME,
+// padded as the kernel pads it); get_smp_processor_id (the stripe);
+// get_prandom_u32 (splitmix64 on a per-stripe state in the Runtime area);
+// probe_read_user and probe_read_user_str, and the old probe_read and
+// probe_read_str, which copy through process_vm_readv on the process
+// itself, so that a bad pointer fails in the kernel with -EFAULT (dst
+// zeroed) and never faults the process; ringbuf_output, reserve, submit
+// and discard on the ring layout of package bpf/maps.
 //
 // # Memory
 //

@@ -10,6 +10,10 @@ import (
 // callCode is in run_linux_amd64.s.
 func callCode(fn, ctx, stripe, stack uintptr) uint64
 
+// callCodeSaved (saved_linux_amd64.s) calls the code with sentinels in
+// the registers it must keep, for the tests of the calling convention.
+func callCodeSaved(fn, ctx, stack uintptr) (ret, changed uint64)
+
 // runStack is the size of the stack a Func runs on: eight frames of the
 // BPF stack and their saved registers, the helpers' frames, and room.
 const runStack = 64 << 10

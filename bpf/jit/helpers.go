@@ -638,13 +638,26 @@ func (c *compiler) twoIDs(hi, lo uint32) {
 	a.Ret()
 }
 
+// zeroBytes zeroes the bytes of base from index i up to index end, then
+// jumps to done; it changes i.
+func (c *compiler) zeroBytes(base, i, end x86enc.Reg, done x86enc.Label) {
+	a := c.a
+	loop := a.NewLabel()
+	a.Bind(loop)
+	a.ALU(x86enc.Cmp, s64, i, end)
+	a.Jcc(x86enc.CondAE, done)
+	a.StoreImmB(x86enc.Indexed(base, i, 1, 0), 0)
+	a.Inc(s64, i)
+	a.Jmp(loop)
+}
+
 // comm: get_current_comm(buf, size) -> 0: the thread's name
 // (prctl PR_GET_NAME), cut to size-1 bytes and a NUL, the rest of buf
 // zero, as the kernel's strscpy_pad.
 func (c *compiler) comm() {
 	a := c.a
 	const prGetName = 16
-	copyLoop, pad, padLoop, done := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	copyLoop, pad, done := a.NewLabel(), a.NewLabel(), a.NewLabel()
 	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
 	a.Mov(s32, rsi, rsi)
 	a.Store(s64, x86enc.At(rsp, 16), rdi)
@@ -667,12 +680,7 @@ func (c *compiler) comm() {
 	a.Inc(s64, rcx)
 	a.Jmp(copyLoop)
 	a.Bind(pad)
-	a.Bind(padLoop)
-	a.ALU(x86enc.Cmp, s64, rcx, rsi)
-	a.Jcc(x86enc.CondAE, done)
-	a.StoreImmB(x86enc.Indexed(rdi, rcx, 1, 0), 0)
-	a.Inc(s64, rcx)
-	a.Jmp(padLoop)
+	c.zeroBytes(rdi, rcx, rsi, done)
 	a.Bind(done)
 	a.ALUImm8(x86enc.Add, s64, rsp, 32)
 	a.ALU(x86enc.Xor, s32, rax, rax)
@@ -766,8 +774,8 @@ func (c *compiler) probeReadStr() {
 	const (
 		fDst, fSize, fDone, fBuf, frame = 32, 40, 48, 64, 128
 	)
-	zero, loop, copyLoop, found, noTail, tail, fail, full := a.NewLabel(), a.NewLabel(), a.NewLabel(),
-		a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	zero, loop, copyLoop, found, noTail, fail, full := a.NewLabel(), a.NewLabel(), a.NewLabel(),
+		a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
 	a.ALUImm32(x86enc.Sub, s64, rsp, frame)
 	a.Mov(s32, rsi, rsi)
 	a.Test(s64, rsi, rsi)
@@ -829,12 +837,7 @@ func (c *compiler) probeReadStr() {
 	a.Jcc(x86enc.CondA, noTail)
 	a.Load(s64, rdi, x86enc.At(rsp, fDst))
 	a.Lea(rcx, x86enc.At(rax, 1))
-	a.Bind(tail)
-	a.ALU(x86enc.Cmp, s64, rcx, rdx)
-	a.Jcc(x86enc.CondAE, noTail)
-	a.StoreImmB(x86enc.Indexed(rdi, rcx, 1, 0), 0)
-	a.Inc(s64, rcx)
-	a.Jmp(tail)
+	c.zeroBytes(rdi, rcx, rdx, noTail)
 	a.Bind(noTail)
 	a.Inc(s64, rax)
 	a.ALUImm32(x86enc.Add, s64, rsp, frame)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -187,38 +188,67 @@ func oracleCount() int {
 // (see gen_test.go for what they cover): R0, the registers, the stack
 // window and the map value after the run must be equal.
 func TestKernelOracle(t *testing.T) {
-	o := newOracle(t)
+	newOracle(t) // skips without the privilege to load BPF
 	n := oracleCount()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16))
-	seed := r.Uint64()
+	seed := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 16)).Uint64()
 	t.Logf("seed %#x", seed)
-	r = rand.New(rand.NewPCG(seed, 16))
 	start := time.Now()
-	compared, mismatches := 0, 0
-	for i := 0; i < n; i += oracleBatch {
-		insns, value := genProgram(r, oracleBatch, 20+r.IntN(60))
-		ok, diff, err := o.check(insns, value)
-		if err != nil {
-			t.Fatalf("batch %d: %v", i/oracleBatch, err)
+	// One worker per CPU, each with its own kernel map and arena; batch b
+	// is generated from (seed, b) whichever worker runs it.
+	type result struct {
+		batch    int
+		ok       bool
+		diff     string
+		err      error
+		rejected string
+	}
+	batches := (n + oracleBatch - 1) / oracleBatch
+	next := make(chan int)
+	results := make(chan result)
+	workers := runtime.GOMAXPROCS(0)
+	for w := 0; w < workers; w++ {
+		o := newOracle(t)
+		go func() {
+			for b := range next {
+				r := rand.New(rand.NewPCG(seed, uint64(b)))
+				insns, value := genProgram(r, oracleBatch, 20+r.IntN(60))
+				ok, diff, err := o.check(insns, value)
+				results <- result{batch: b, ok: ok, diff: diff, err: err, rejected: o.lastLog}
+			}
+		}()
+	}
+	go func() {
+		for b := 0; b < batches; b++ {
+			next <- b
 		}
-		if !ok {
-			o.rejected += oracleBatch
-			continue
-		}
-		compared += oracleBatch
-		if diff != "" {
-			mismatches++
-			if mismatches <= 3 {
-				t.Errorf("batch %d differs:\n%s", i/oracleBatch, diff)
+		close(next)
+	}()
+	compared, rejected, mismatches := 0, 0, 0
+	lastLog := ""
+	for i := 0; i < batches; i++ {
+		res := <-results
+		switch {
+		case res.err != nil:
+			t.Errorf("batch %d: %v", res.batch, res.err)
+		case !res.ok:
+			rejected += oracleBatch
+			lastLog = res.rejected
+		default:
+			compared += oracleBatch
+			if res.diff != "" {
+				mismatches++
+				if mismatches <= 3 {
+					t.Errorf("batch %d differs:\n%s", res.batch, res.diff)
+				}
 			}
 		}
 	}
-	t.Logf("%d programs (in batches of %d), %d compared, %d refused by the verifier, %d batches with a mismatch, %v",
-		n, oracleBatch, compared, o.rejected, mismatches, time.Since(start).Round(time.Millisecond))
+	t.Logf("%d programs (in batches of %d, %d workers), %d compared, %d refused by the verifier, %d batches with a mismatch, %v",
+		n, oracleBatch, workers, compared, rejected, mismatches, time.Since(start).Round(time.Millisecond))
 	// The generator keeps to what the verifier accepts: a refusal means
 	// a generator defect, which would hide cases.
-	if o.rejected*100 > n || o.rejected > 0 && n < 100*oracleBatch {
-		t.Errorf("%d of %d programs refused by the verifier; the last log:\n%s", o.rejected, n, o.lastLog)
+	if rejected*100 > n || rejected > 0 && n < 100*oracleBatch {
+		t.Errorf("%d of %d programs refused by the verifier; the last log:\n%s", rejected, n, lastLog)
 	}
 }
 

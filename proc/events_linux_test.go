@@ -117,7 +117,11 @@ func TestAttachDetach(t *testing.T) {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	}()
-	time.Sleep(50 * time.Millisecond)
+	// Attach once all 9 threads exist (a slow machine, such as the arm64
+	// guest under emulation, takes a while to start them).
+	if !fixtures.Eventually(60*time.Second, func() bool { tids, _ := listTasks(cmd.Process.Pid); return len(tids) == 9 }) {
+		t.Fatal("the fixture did not start its 8 workers")
+	}
 	p, err := Attach(cmd.Process.Pid, nil)
 	if err != nil {
 		t.Fatal(err)

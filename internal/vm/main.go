@@ -90,6 +90,11 @@ func run(args []string) int {
 	if res != nil && *times {
 		fmt.Fprintf(os.Stderr, "vm: boot %v, total %v\n", res.Boot.Round(1e6), res.Total.Round(1e6))
 	}
+	var ge *guest.GuestError
+	if errors.As(err, &ge) {
+		// The output so far was printed as it came.
+		ge.Stdout, ge.Stderr = nil, nil
+	}
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "vm: %v\n", err)
 		return guestFailed

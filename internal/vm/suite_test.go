@@ -58,7 +58,7 @@ func TestARM64Suite(t *testing.T) {
 	res, err := guest.Run(context.Background(), []string{"sh", "-c", strings.Join(script, "\n")}, &guest.Options{
 		Files:   files,
 		Env:     []string{fixtures.PrebuiltEnv + "=" + guest.WorkDir, "CI=" + os.Getenv("CI")},
-		Timeout: 20 * time.Minute,
+		Timeout: 40 * time.Minute,
 		Console: &console,
 	})
 	if err != nil {

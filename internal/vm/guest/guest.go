@@ -41,8 +41,11 @@ type GuestError struct {
 	Err error
 	// Panic is set when the console shows a kernel panic.
 	Panic bool
-	// Console is the guest's serial console, records included.
+	// Console is the guest's serial console without the records (the
+	// kernel's messages, QEMU's errors).
 	Console []byte
+	// Stdout and Stderr are what the command wrote before the failure.
+	Stdout, Stderr []byte
 }
 
 func (e *GuestError) Error() string {
@@ -50,7 +53,8 @@ func (e *GuestError) Error() string {
 	if e.Panic {
 		what += " (kernel panic)"
 	}
-	return fmt.Sprintf("arm64 guest: %s\n--- console ---\n%s--- end of console ---", what, e.Console)
+	return fmt.Sprintf("arm64 guest: %s\n--- the command's output so far ---\n%s%s--- console ---\n%s--- end of console ---",
+		what, e.Stdout, e.Stderr, e.Console)
 }
 
 func (e *GuestError) Unwrap() error { return e.Err }
@@ -94,7 +98,7 @@ type Result struct {
 	// Boot is the time from QEMU's start to /init's first record, Total
 	// to QEMU's exit.
 	Boot, Total time.Duration
-	// Console is the serial console, records included.
+	// Console is the serial console without the records.
 	Console []byte
 }
 
@@ -161,7 +165,8 @@ func Run(ctx context.Context, args []string, opts *Options) (*Result, error) {
 		res.Console = append(res.Console, qemuErr.Bytes()...)
 	}
 	gerr := func(err error) error {
-		return &GuestError{Err: err, Panic: bytes.Contains(res.Console, []byte("Kernel panic")), Console: res.Console}
+		return &GuestError{Err: err, Panic: bytes.Contains(res.Console, []byte("Kernel panic")), Console: res.Console,
+			Stdout: res.Stdout, Stderr: res.Stderr}
 	}
 	switch {
 	case rerr != nil:
@@ -211,9 +216,11 @@ func (r *reader) read(out io.Reader) error {
 	var bad error
 	for sc.Scan() {
 		line := sc.Text()
-		r.console.WriteString(line)
-		r.console.WriteByte('\n')
 		rec, ok, err := r.dec.Line(line)
+		if !ok || err != nil {
+			r.console.WriteString(strings.TrimRight(line, "\r"))
+			r.console.WriteByte('\n')
+		}
 		if !ok {
 			if r.o.Console != nil {
 				fmt.Fprintln(r.o.Console, strings.TrimRight(line, "\r"))

@@ -68,7 +68,7 @@ func finish(t testing.TB, f *fixture) string {
 	if err := unix.Kill(f.p.Pid(), unix.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	line, err := fixtures.ReadLine(f.out, 20*time.Second)
+	line, err := fixtures.ReadLine(f.out, 60*time.Second)
 	if err != nil {
 		t.Fatalf("no summary line: %v", err)
 	}
@@ -189,7 +189,7 @@ func TestLiveParkedThread(t *testing.T) {
 	if err := unix.Tgkill(f.p.Pid(), parkTid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
 		t.Fatal("park thread did not leave")
 	}
 	res, err = Apply(f.p, []Patch{park}, slow)
@@ -205,7 +205,7 @@ func TestLiveParkedThread(t *testing.T) {
 // returns its tid.
 func parked(t *testing.T, f *fixture) int {
 	t.Helper()
-	if !fixtures.Eventually(5*time.Second, func() bool {
+	if !fixtures.Eventually(60*time.Second, func() bool {
 		return f.read64(t, fixtures.SharedParked) == 1 && f.read32(t, fixtures.SharedParkTid) != 0
 	}) {
 		t.Fatal("park thread did not park")
@@ -221,7 +221,7 @@ func unpark(t *testing.T, f *fixture, tid int) {
 	if err := unix.Tgkill(f.p.Pid(), tid, unix.SIGUSR1); err != nil {
 		t.Fatal(err)
 	}
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedParked) == 0 }) {
 		t.Fatal("park thread did not leave")
 	}
 }
@@ -368,7 +368,7 @@ func TestLiveThreadExitsDuringPass(t *testing.T) {
 			t.Errorf("refused %v: the thread in the way had exited", res.Refused)
 		}
 	}
-	if !fixtures.Eventually(5*time.Second, func() bool {
+	if !fixtures.Eventually(60*time.Second, func() bool {
 		tids, _ := f.p.Threads()
 		for _, x := range tids {
 			if x == tid {
@@ -478,7 +478,7 @@ func TestLiveRollback(t *testing.T) {
 // counted exactly.
 func TestLiveSignalsDuringPause(t *testing.T) {
 	f := startFixture(t, nil)
-	if !fixtures.Eventually(5*time.Second, func() bool {
+	if !fixtures.Eventually(60*time.Second, func() bool {
 		for w := 0; w < 8; w++ {
 			if f.read32(t, fixtures.SharedWorkerTd+4*uint64(w)) == 0 {
 				return false
@@ -519,7 +519,7 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedSig2) == int64(len(tids)) }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedSig2) == int64(len(tids)) }) {
 		t.Fatalf("SIGUSR2 handled %d times after the pause, want %d", f.read64(t, fixtures.SharedSig2), len(tids))
 	}
 	expectText(t, f.p, ps, false)

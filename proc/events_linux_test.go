@@ -224,7 +224,7 @@ func TestGroupStopAndSignals(t *testing.T) {
 	if err := unix.Kill(f.p.Pid(), unix.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > a }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > a }) {
 		t.Errorf("workers did not resume after SIGCONT")
 	}
 }
@@ -243,7 +243,7 @@ func TestUnfollowedForks(t *testing.T) {
 		}
 	}
 	n := f.read64(t, fixtures.SharedForks)
-	if !fixtures.Eventually(10*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) > n+5 }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedForks) > n+5 }) {
 		t.Fatalf("forking stopped at %d", n)
 	}
 	tids, _ := f.p.Threads()

@@ -55,7 +55,7 @@ func startFixture(t *testing.T, opts *Options, args ...string) *fixture {
 	if err := p.Resume(); err != nil {
 		t.Fatalf("resume: %v", err)
 	}
-	line, err := fixtures.ReadLine(f.out, 10*time.Second)
+	line, err := fixtures.ReadLine(f.out, 60*time.Second)
 	if err != nil {
 		t.Fatalf("read fixture line: %v", err)
 	}

@@ -20,7 +20,7 @@ import (
 func TestSpawnStopResume(t *testing.T) {
 	f := startFixture(t, nil)
 	p := f.p
-	if !fixtures.Eventually(5*time.Second, func() bool { tids, _ := p.Threads(); return len(tids) == 9 }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { tids, _ := p.Threads(); return len(tids) == 9 }) {
 		tids, _ := p.Threads()
 		t.Fatalf("threads = %v, want 9 (main + 8 workers)", tids)
 	}
@@ -48,7 +48,7 @@ func TestSpawnStopResume(t *testing.T) {
 		}
 	}
 	before := f.read64(t, fixtures.SharedCalls)
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
 		t.Errorf("worker 0 made no progress after the stops")
 	}
 	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
@@ -250,7 +250,7 @@ func TestStepWithPendingSignal(t *testing.T) {
 		}
 	}
 	before := f.read64(t, fixtures.SharedCalls)
-	if !fixtures.Eventually(5*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
 		t.Errorf("worker 0 made no progress after the steps")
 	}
 	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {

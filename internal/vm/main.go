@@ -80,6 +80,16 @@ func run(args []string) int {
 			return 2
 		}
 	}
+	for _, f := range files {
+		st, err := os.Stat(f)
+		if err == nil && !st.Mode().IsRegular() {
+			err = fmt.Errorf("%s: not a regular file", f)
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "vm: --file: %v\n", err)
+			return 2
+		}
+	}
 	o.Files, o.Env = files, env
 	if *console {
 		o.Console = os.Stderr

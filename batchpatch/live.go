@@ -31,6 +31,28 @@ type Options struct {
 	// Nil means every blocking thread is stepped, up to MaxSteps.
 	Stuck func(code []byte, pc uint64) string
 
+	// MaxPause bounds the pause of each pass: the time from the first
+	// thread stopped to the last one resumed (proc.StopStats.Total), the
+	// thread-PC checks and single steps included. A batch that one pass
+	// cannot apply within it is applied in several passes, the process
+	// running between them, and no unit (Patch.Unit) is ever split. The
+	// size of each pass is predicted from the pause the previous pass
+	// measured (see the package documentation). 0 means no bound: one
+	// pass. DefaultMaxPause is the bound the project measured and
+	// recommends.
+	MaxPause time.Duration
+	// MaxPassPatches caps the patches of one pass, alone or with
+	// MaxPause (a unit larger than the cap goes in a pass of its own);
+	// 0 means no cap.
+	MaxPassPatches int
+	// PassGap is the least time the process runs between two passes;
+	// 0 means DefaultPassGap, a negative value none.
+	PassGap time.Duration
+	// OnPass, when set, is called after each pass that wrote patches,
+	// with the pass's figures and its patches, which are live from then
+	// on (in address order). It runs while the process runs.
+	OnPass func(PassStats, []Patch)
+
 	hooks *testHooks
 }
 
@@ -63,7 +85,29 @@ type Result struct {
 	Bytes   int             // bytes written
 	Steps   int             // single steps made to move threads out of ranges
 	Held    int             // traps on a site's int3 held until the site was whole (StopFree only)
-	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped)
+	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped); of the longest pass when there were several
+	Passes  []PassStats     // one per stop-the-world pass, in order (none when the world was already stopped)
+}
+
+// PassStats are the figures of one stop-the-world pass of Apply.
+type PassStats struct {
+	Patches int           // patches written
+	Units   int           // units written (Patch.Unit)
+	Refused int           // patches held back by a thread in this pass
+	Steps   int           // single steps made
+	Pause   time.Duration // from the first thread stopped to the last resumed (proc.StopStats.Total)
+}
+
+// LongestPause returns the longest pause of the passes, 0 with none.
+func (r *Result) LongestPause() time.Duration {
+	var d time.Duration
+	if r == nil {
+		return 0
+	}
+	for _, ps := range r.Passes {
+		d = max(d, ps.Pause)
+	}
+	return d
 }
 
 // Err returns nil when every patch was applied, else an error wrapping
@@ -91,7 +135,8 @@ type World interface {
 }
 
 // Apply validates the batch and applies it to the live process in one
-// stop-the-world pass (see the package documentation). Patches blocked by
+// stop-the-world pass, or in several when Options.MaxPause or
+// Options.MaxPassPatches asks (see the package documentation). Patches blocked by
 // a thread are listed in Result.Refused, not written; any other failure
 // leaves the text as it was and returns an error naming the patch (a
 // *PatchError, wrapping a *MismatchError when bytes differ).
@@ -102,14 +147,18 @@ func Apply(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 	if err := Validate(ps); err != nil {
 		return nil, err
 	}
+	if opts.bounded() {
+		return applyPasses(p, ps, opts)
+	}
 	var res *Result
 	stats, err := p.Stopped(func(w *proc.World) error {
 		var err error
-		res, err = ApplyStopped(w, ps, opts)
+		res, err = applyStopped(w, ps, identity(len(ps)), opts)
 		return err
 	})
 	if res != nil {
 		res.Stop = stats
+		res.Passes = []PassStats{{Patches: len(res.Applied), Units: countUnits(res.Applied), Refused: len(res.Refused), Steps: res.Steps, Pause: stats.Total}}
 	}
 	return res, err
 }
@@ -131,8 +180,13 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 	if err := Validate(ps); err != nil {
 		return nil, err
 	}
+	return applyStopped(w, ps, identity(len(ps)), opts)
+}
+
+// applyStopped is ApplyStopped for a valid batch; index maps a position
+// in ps to the caller's numbering, for errors.
+func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, error) {
 	res := &Result{}
-	index := identity(len(ps))
 	// Compare-and-swap first: nothing is stepped for a batch that cannot
 	// apply anyway.
 	spans := coalesce(ps, nil)
@@ -140,13 +194,14 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 		return nil, fmt.Errorf("read text: %w", err)
 	}
 	if i, err := checkOld(ps, spans); err != nil {
-		return nil, &PatchError{Index: i, Addr: ps[i].Addr, Err: err}
+		return nil, &PatchError{Index: index[i], Addr: ps[i].Addr, Err: err}
 	}
 	blocked, steps, err := clearThreads(w, ps, opts)
 	res.Steps = steps
 	if err != nil {
 		return res, err
 	}
+	holdUnits(ps, blocked)
 	for _, b := range blocked {
 		res.Refused = append(res.Refused, b)
 	}

@@ -21,6 +21,13 @@ type Patch struct {
 	// trampoline that this patch removes. A thread anywhere in [Start,
 	// End) blocks the patch.
 	Guard []Range
+	// Unit groups the patches that must change at once: the patches of a
+	// batch with the same non-zero Unit are written in the same pass or
+	// not at all (a thread blocking one of them holds back all of them),
+	// and a pass that fails takes none of them. Zero makes the patch a
+	// unit of its own. A tracer gives, for example, the jump of a detour
+	// and the write of its slot one Unit.
+	Unit uint64
 }
 
 // Range is the address range [Start, End).
@@ -33,7 +40,7 @@ func (p Patch) End() uint64 { return p.Addr + uint64(len(p.New)) }
 
 // Inverse returns the patch that undoes p.
 func (p Patch) Inverse() Patch {
-	return Patch{Addr: p.Addr, Old: p.New, New: p.Old, Guard: p.Guard}
+	return Patch{Addr: p.Addr, Old: p.New, New: p.Old, Guard: p.Guard, Unit: p.Unit}
 }
 
 // strictlyInside reports whether pc lies in (Addr, End).

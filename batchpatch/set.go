@@ -117,17 +117,20 @@ func (s *Set) done(applied []Patch) {
 	}
 }
 
-// Commit applies the pending changes to the live process in one pass
-// (see Apply). Changes blocked by a thread stay pending for the next
-// Commit; a failed pass changes nothing. With nothing pending it does not
-// stop the process.
+// Commit applies the pending changes to the live process in one pass,
+// or in several under Options.MaxPause or Options.MaxPassPatches (see
+// Apply): removals are batched like additions, so removing many patches
+// costs passes, not one stop each. Changes blocked by a thread stay
+// pending for the next Commit; a failed pass changes nothing of its own,
+// and the passes before it stay installed (Installed lists them). With
+// nothing pending it does not stop the process.
 func (s *Set) Commit(p *proc.Process, opts *Options) (*Result, error) {
 	batch := s.Pending()
 	if len(batch) == 0 {
 		return &Result{}, nil
 	}
 	res, err := Apply(p, batch, opts)
-	if err == nil && res != nil {
+	if res != nil {
 		s.done(res.Applied)
 	}
 	return res, err

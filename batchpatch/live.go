@@ -52,6 +52,18 @@ type Options struct {
 	// with the pass's figures and its patches, which are live from then
 	// on (in address order). It runs while the process runs.
 	OnPass func(PassStats, []Patch)
+	// Landed, when set, is called in every pass (ApplyStopped's too)
+	// right after its patches were written and read back, the world
+	// still stopped, with those patches: a tracer makes their sites live
+	// there, before any thread can run them. It runs on the tracer
+	// thread and must use w, not the Process; its time counts in the
+	// pause.
+	Landed func(w World, applied []Patch)
+	// BetweenPasses, when set, is called between two passes, the
+	// process running, after PassGap: a tracer can serve there the work
+	// that waits for it (a forked child). An error ends the batch: the
+	// passes already made stay, and Apply returns it.
+	BetweenPasses func() error
 
 	hooks *testHooks
 }
@@ -223,6 +235,9 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, err
 		if use(i) {
 			res.Applied = append(res.Applied, p)
 		}
+	}
+	if opts != nil && opts.Landed != nil && len(res.Applied) > 0 {
+		opts.Landed(w, res.Applied)
 	}
 	return res, nil
 }

@@ -23,7 +23,7 @@ const (
 	// scheduled again (a wake-up on a loaded 2-CPU machine takes tens of
 	// microseconds), short against the pauses themselves.
 	DefaultPassGap = 500 * time.Microsecond
-	// firstPatchCost is the per-patch time the first pass of a bounded
+	// firstPatchCost is the per-patch work the first pass of a bounded
 	// batch is sized with, before any pass has been measured: about
 	// twice the 0.4 us a patch cost in a 4,096-patch pass (its share of
 	// the stop included), so that the first pass stays under the bound.
@@ -124,20 +124,32 @@ func holdUnits(ps []Patch, blocked map[int]*BlockedError) {
 }
 
 // passSizer predicts how many patches the next pass can take within the
-// bound, from the per-patch time the previous pass measured (its pause
-// divided by its patches, the stop's share included, which errs on the
-// safe side).
+// bound. A pass costs the stop of the world (from the first thread
+// interrupted until all are stopped: it depends on the threads and on how
+// busy the machine is, not on the patches) plus the work done stopped
+// (checks, single steps, writes, read-back, resume), which grows with the
+// patches. Each pass measures both: its stop, and its work per patch. The
+// next pass gets the patches that fit, at the median work per patch of
+// the last few passes, in what the bound leaves after their median stop
+// (at least a quarter of the bound, so that slow stops do not shrink
+// passes to nothing). The medians keep one pass that the machine delayed
+// (the tracer preempted while the world was stopped) from shrinking the
+// next ones.
 type passSizer struct {
-	target time.Duration // the pause a pass is sized to
-	cap    int           // Options.MaxPassPatches, 0 for none
-	last   int           // the size of the previous pass, 0 before the first
-	cost   time.Duration // per-patch time of the previous pass
+	target time.Duration   // the pause a pass is sized to
+	cap    int             // Options.MaxPassPatches, 0 for none
+	last   int             // the size of the previous pass, 0 before the first
+	stops  []time.Duration // stop times of the last passes
+	costs  []time.Duration // work per patch of the last passes
 }
 
+// passHistory is how many passes the medians are taken over.
+const passHistory = 5
+
 func newPassSizer(o *Options) *passSizer {
-	s := &passSizer{cap: o.MaxPassPatches, cost: firstPatchCost}
+	s := &passSizer{cap: o.MaxPassPatches}
 	if o.MaxPause > 0 {
-		s.target = time.Duration(float64(o.MaxPause) * passHeadroom)
+		s.target = max(1, time.Duration(float64(o.MaxPause)*passHeadroom))
 	}
 	return s
 }
@@ -147,7 +159,12 @@ func newPassSizer(o *Options) *passSizer {
 func (s *passSizer) next() int {
 	n := 1 << 30
 	if s.target > 0 {
-		n = max(1, int(s.target/max(s.cost, 1)))
+		stop, cost := s.target/4, firstPatchCost // until a pass is measured
+		if len(s.costs) > 0 {
+			stop, cost = medianDur(s.stops), medianDur(s.costs)
+		}
+		budget := max(s.target-stop, s.target/4)
+		n = max(1, int(budget/max(cost, 1)))
 		if s.last > 0 {
 			n = min(n, passGrowth*s.last)
 		}
@@ -158,13 +175,24 @@ func (s *passSizer) next() int {
 	return n
 }
 
-// measured records a pass of n patches that paused for d.
-func (s *passSizer) measured(n int, d time.Duration) {
-	if n <= 0 {
+// measured records a pass of n patches and its stop figures.
+func (s *passSizer) measured(n int, st proc.StopStats) {
+	if n <= 0 || st.Total <= 0 {
 		return
 	}
 	s.last = n
-	s.cost = d / time.Duration(n)
+	s.stops = append(s.stops, st.Stop)
+	s.costs = append(s.costs, st.Pause/time.Duration(n))
+	if len(s.costs) > passHistory {
+		s.stops, s.costs = s.stops[1:], s.costs[1:]
+	}
+}
+
+// medianDur returns the median of ds (the upper one of an even count).
+func medianDur(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
 }
 
 // applyPasses applies a valid batch in as many passes as the bound asks
@@ -181,6 +209,12 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 	for pass := 0; len(queue) > 0; pass++ {
 		if pass > 0 && gap > 0 {
 			time.Sleep(gap)
+		}
+		if pass > 0 && opts.BetweenPasses != nil {
+			if err := opts.BetweenPasses(); err != nil {
+				Sort(res.Applied)
+				return res, fmt.Errorf("after pass %d: %w", pass, err)
+			}
 		}
 		// Take whole units, in address order, up to the predicted size;
 		// always at least one.
@@ -218,7 +252,7 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		if stats.Total >= res.Stop.Total {
 			res.Stop = stats
 		}
-		sizer.measured(len(batch), stats.Total)
+		sizer.measured(len(batch), stats)
 		refusedPass := err != nil && opts.AllOrNothing && errors.Is(err, ErrBlocked)
 		if pr == nil || (err != nil && !refusedPass) {
 			Sort(res.Applied)

@@ -92,6 +92,10 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	tg.restageInstalled(w, b)
 	tg.stageNew(w, b)
 	tg.stageRemovals(b)
+	if len(b.patches) > 0 && tg.bounded {
+		tg.stagePasses(b)
+		return
+	}
 	if len(b.patches) > 0 && !tg.apply(w, b) {
 		return
 	}
@@ -322,17 +326,23 @@ func (tg *target) install(w *proc.World, b *staged) {
 	}
 	tg.sites = b.next
 	for _, s := range b.next {
-		for _, r := range s.refs {
-			if r.c.tramp == nil && s.tramp != nil {
-				r.c.tramp, r.c.ret = s.tramp, r.p.sp.ret
-				r.c.decision = *s.ps.tramp
-			}
-			if r.c.live.CompareAndSwap(false, true) {
-				r.p.counters = append(r.p.counters, r.c)
-			}
-		}
+		s.goLive()
 	}
 	tg.publish()
+}
+
+// goLive marks the counters of the probes of site s live, once its text
+// is written: they count from then on, and Stats lists them.
+func (s *liveSite) goLive() {
+	for _, r := range s.refs {
+		if r.c.tramp == nil && s.tramp != nil {
+			r.c.tramp, r.c.ret = s.tramp, r.p.sp.ret
+			r.c.decision = *s.ps.tramp
+		}
+		if r.c.live.CompareAndSwap(false, true) {
+			r.p.counters = append(r.p.counters, r.c)
+		}
+	}
 }
 
 // patchOptions are the options of the engine's text passes: all or

@@ -26,8 +26,19 @@ func TestFixtureEveryFunction(t *testing.T) {
 	for _, mode := range []struct {
 		name string
 		opts probe.Options
-	}{{"trampolines", probe.Options{}}, {"traps", probe.Options{NoTrampolines: true}}} {
+	}{
+		{"trampolines", probe.Options{}},
+		{"traps", probe.Options{NoTrampolines: true}},
+		// A bound no pass meets: one site per pass, each live as its
+		// pass lands (the process is held at its start meanwhile, so
+		// every hit counts).
+		{"bounded", probe.Options{MaxPause: time.Nanosecond}},
+	} {
 		t.Run(mode.name, func(t *testing.T) {
+			var passes [][2]int
+			if mode.opts.MaxPause > 0 {
+				mode.opts.OnPass = func(done, total int) { passes = append(passes, [2]int{done, total}) }
+			}
 			r := spawn(t, argv, &mode.opts, nil)
 			probes, err := r.tr.Add("*")
 			if err != nil {
@@ -52,6 +63,23 @@ func TestFixtureEveryFunction(t *testing.T) {
 				}
 			}
 			t.Logf("traps %d, emulated %d, boosted %d, stepped %d, fallbacks %d, batches %d", st.Traps, st.Emulated, st.Boosted, st.Stepped, st.Fallbacks, st.Batches)
+			if mode.opts.MaxPause > 0 {
+				sites := 0
+				for _, p := range st.Probes {
+					sites += len(p.Sites)
+				}
+				// The engine's own sites (the dynamic linker's
+				// rendezvous) are in the batch too.
+				if len(passes) < sites || st.Batches < len(passes) || passes[len(passes)-1][1] != len(passes) {
+					t.Errorf("bounded: %d passes (%d reported: %v) for %d sites", st.Batches, len(passes), passes, sites)
+				}
+				for k, p := range passes {
+					if p[0] != k+1 {
+						t.Errorf("pass %d reported %d of %d sites", k, p[0], p[1])
+						break
+					}
+				}
+			}
 			tramps := 0
 			for _, p := range st.Probes {
 				for _, s := range p.Sites {

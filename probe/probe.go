@@ -142,6 +142,21 @@ type Options struct {
 	// out-of-line copy), even those the plan would rewrite into a jump
 	// to a trampoline.
 	NoTrampolines bool
+	// MaxPause bounds each stop of the process that writes the sites of
+	// an Add or a Remove (batchpatch.Options.MaxPause): a batch that one
+	// stop cannot write within it is written in several passes, the
+	// process running between them, and a probe's site counts (and shows
+	// in Stats) from the pass that wrote it. Planning the batch and
+	// writing its trampolines' slots happen in the first stop and are
+	// not bounded; nor are the stops of a new module, an exec, a fork's
+	// clean-up or Detach. 0 means one stop per batch.
+	// batchpatch.DefaultMaxPause is the recommended bound.
+	MaxPause time.Duration
+	// OnPass, when set, is called after each pass of a bounded batch with
+	// the sites written so far and the batch's number of sites (for a
+	// progress display). It runs on the goroutine that called Add or
+	// Remove and must not call the Tracer.
+	OnPass func(done, total int)
 }
 
 // DefaultRingSize is the capacity of each thread's event ring in events
@@ -268,4 +283,8 @@ type Stats struct {
 	// Batches counts the stop-the-world passes that wrote text, and
 	// Patches the bytes they wrote.
 	Batches, Patches int
+	// LongestPause is the longest pause of a pass of a bounded batch
+	// (Options.MaxPause), from the first thread stopped to the last one
+	// resumed; 0 without a bound.
+	LongestPause time.Duration
 }

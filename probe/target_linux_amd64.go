@@ -165,6 +165,13 @@ type target struct {
 	ring atomic.Pointer[ringReader]
 	live atomic.Pointer[trampState]
 
+	// bounded asks commit to stage its batch in staged instead of
+	// writing it, for runPasses (see passes_linux_amd64.go); passing is
+	// set while those passes run, the lock released between them.
+	bounded bool
+	staged  *staged
+	passing bool
+
 	hmu  sync.Mutex
 	held []held
 	wake chan struct{}

@@ -60,6 +60,12 @@ type liveTracer struct {
 	// threadDrops keeps the events dropped per thread (pid, tid) of the
 	// targets that are gone.
 	threadDrops map[[2]int]uint64
+	// longestPause is the longest pass of a bounded batch.
+	longestPause time.Duration
+	// opMu orders Add, Remove and Detach: a bounded batch releases mu
+	// between its passes (see runPasses), and no other of them may start
+	// meanwhile. It is taken before mu.
+	opMu sync.Mutex
 
 	events  chan Event
 	dropped atomic.Uint64
@@ -297,6 +303,8 @@ func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 		}
 		parsed[i] = sp
 	}
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -312,10 +320,13 @@ func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 	var errs []error
 	for _, tg := range t.targetList() {
 		var res batchResult
+		tg.bounded = t.opts.MaxPause > 0
 		_, err := tg.p.Stopped(func(w *proc.World) error {
 			res = tg.rescanStopped(w)
 			return nil
 		})
+		tg.bounded = false
+		t.runPasses(tg, &res)
 		if err != nil && tg == t.root {
 			errs = append(errs, err)
 		}
@@ -398,6 +409,8 @@ func (tg *target) mainModule() *module {
 }
 
 func (t *Tracer) remove(probes ...*Probe) error {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -415,11 +428,14 @@ func (t *Tracer) remove(probes ...*Probe) error {
 	var errs []error
 	for _, tg := range t.targetList() {
 		var res batchResult
+		tg.bounded = t.opts.MaxPause > 0
 		_, err := tg.p.Stopped(func(w *proc.World) error {
 			tg.sync(w)
 			tg.commit(w, tg.cloneSites(), &res)
 			return nil
 		})
+		tg.bounded = false
+		t.runPasses(tg, &res)
 		if err != nil && tg == t.root {
 			errs = append(errs, err)
 		}
@@ -470,6 +486,7 @@ func (t *Tracer) stats() Stats {
 		XOLMethod:       xolMethod,
 		Batches:         t.batches,
 		Patches:         t.patches,
+		LongestPause:    t.longestPause,
 	}
 	for _, p := range t.probes {
 		if p.internal {
@@ -527,6 +544,8 @@ func (tg *target) threadDrops() map[int]uint64 {
 }
 
 func (t *Tracer) detach() error {
+	t.opMu.Lock()
+	defer t.opMu.Unlock()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.closed {
@@ -922,7 +941,7 @@ func (tg *target) rescanLoop(interval time.Duration) {
 		key := mappingsKey(execMappings(s.maps))
 		t := tg.t
 		t.mu.Lock()
-		if !tg.closed && !t.closed && key != tg.mapsKey {
+		if !tg.closed && !t.closed && !tg.passing && key != tg.mapsKey {
 			_, _ = tg.p.Stopped(func(w *proc.World) error {
 				tg.rescanStopped(w)
 				return nil

@@ -32,6 +32,9 @@ type benchPatchOptions struct {
 	threads int
 	repeat  int
 	json    bool
+	// The bounded-pause benchmark (--patches).
+	patches  []int
+	maxPause time.Duration
 }
 
 // benchPatchRow is one line of the "bench patch" table. Durations are in
@@ -91,9 +94,23 @@ The goal: 4,096 patches in one pause of at most 5 ms, and at least 20 times
 faster than one stop per patch. The target checks every result it computes;
 a wrong one (neither the old nor the new value) makes the command fail.
 
+With --patches, the command times bounded pauses instead: the target gets
+as many generated functions as the largest size, and a stall thread that
+sleeps 100 us in a loop and records the longest time it could not run
+beyond that. For each size it installs (and removes) every stride-th
+function's patch, in one unbounded pass and in passes under --max-pause
+(batchpatch.Options.MaxPause), and gives the passes, the longest and the
+median pause of a pass, the total time of the install, the target's worst
+stall, and that thread's worst stall over as long with nothing patched
+(the machine's noise). The goals: no pause over the bound plus 10 %, every
+size installed in at most 10 times the unbounded pass's total, and the
+worst stall within the bound plus 10 %. With --json, one object per size
+and bound (max_pause_ns 0 for none).
+
 Needs Linux on x86-64 and permission to trace a child process.`,
 		Example: `  probeopt bench patch
-  probeopt bench patch --sizes 1,256 --threads 4 --json`,
+  probeopt bench patch --sizes 1,256 --threads 4 --json
+  probeopt bench patch --patches 1000,10000,100000 --max-pause 2ms`,
 		Args: argsRange(0, 0, ""),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
 			if o.threads < 1 || o.threads > 64 {
@@ -101,6 +118,9 @@ Needs Linux on x86-64 and permission to trace a child process.`,
 			}
 			if o.repeat < 1 {
 				return usagef("--repeat must be at least 1, got %d", o.repeat)
+			}
+			if cmd.Flags().Changed("patches") {
+				return runBenchPause(cmd, &o)
 			}
 			for _, n := range o.sizes {
 				if n < 1 || n > benchSites || benchSites%n != 0 {
@@ -128,25 +148,76 @@ Needs Linux on x86-64 and permission to trace a child process.`,
 	f := cmd.Flags()
 	f.IntSliceVar(&o.sizes, "sizes", []int{1, 16, 256, 4096}, "batch sizes to time (divisors of 4096)")
 	f.IntVar(&o.threads, "threads", 8, "threads of the target calling the patched functions")
-	f.IntVar(&o.repeat, "repeat", 20, "passes per batch size for the medians (one stop per patch: fewer for large sizes)")
-	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	f.IntVar(&o.repeat, "repeat", 20, "passes per batch size for the medians (one stop per patch: fewer for large sizes; with --patches, installs per size and bound, default 5)")
+	f.BoolVar(&o.json, "json", false, "print the report as one JSON object (with --patches: one object per size and bound)")
+	f.IntSliceVar(&o.patches, "patches", nil, "time bounded pauses for these numbers of patches instead (at most 1,000,000)")
+	f.DurationVar(&o.maxPause, "max-pause", 2*time.Millisecond, "with --patches: the pause bound of a pass")
 	return cmd
+}
+
+// runBenchPause is "bench patch --patches": checks the flags, runs the
+// benchmark and prints it.
+func runBenchPause(cmd *cobra.Command, o *benchPatchOptions) error {
+	if len(o.patches) == 0 {
+		return usagef("--patches needs at least one size")
+	}
+	for _, n := range o.patches {
+		if n < 1 || n > 1000000 {
+			return usagef("--patches: %d is not between 1 and 1000000", n)
+		}
+	}
+	if o.maxPause <= 0 {
+		return usagef("--max-pause must be positive, got %v", o.maxPause)
+	}
+	if !cmd.Flags().Changed("repeat") {
+		o.repeat = 5
+	}
+	rep, err := benchPause(cmd.ErrOrStderr(), o)
+	if err != nil {
+		return err
+	}
+	w := cmd.OutOrStdout()
+	if o.json {
+		err = writeBenchPauseJSON(w, rep)
+	} else {
+		err = printBenchPause(w, rep)
+	}
+	if err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	if rep.Bad != 0 {
+		return fmt.Errorf("the target computed %d wrong results", rep.Bad)
+	}
+	return nil
 }
 
 // newBenchPatchTargetCmd is the hidden target process of "bench patch".
 func newBenchPatchTargetCmd() *cobra.Command {
-	var threads int
+	var o patchTargetOptions
 	cmd := &cobra.Command{
 		Use:    "patch-target",
 		Short:  "The target process of bench patch",
 		Hidden: true,
 		Args:   argsRange(0, 0, ""),
 		RunE: runE(func(cmd *cobra.Command, _ []string) error {
-			return runPatchTarget(cmd.OutOrStdout(), threads)
+			if o.sites < 1 || o.sites > 1<<24 {
+				return usagef("--sites must be between 1 and %d, got %d", 1<<24, o.sites)
+			}
+			return runPatchTarget(cmd.OutOrStdout(), o)
 		}),
 	}
-	cmd.Flags().IntVar(&threads, "threads", 8, "calling threads")
+	f := cmd.Flags()
+	f.IntVar(&o.threads, "threads", 8, "calling threads")
+	f.IntVar(&o.sites, "sites", benchSites, "generated functions")
+	f.BoolVar(&o.stall, "stall", false, "run a thread that measures its own worst stall")
 	return cmd
+}
+
+// patchTargetOptions are the flags of the hidden "bench patch-target".
+type patchTargetOptions struct {
+	threads int  // threads calling every function in a loop
+	sites   int  // generated functions, 16 bytes apart
+	stall   bool // run the stall thread
 }
 
 // benchSites is the number of generated functions in the target.

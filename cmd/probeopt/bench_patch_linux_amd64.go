@@ -36,15 +36,18 @@ func benchNew(i int) []byte { return []byte{0x48, 0x8d, 0x40, byte(64 + i&63), 0
 
 // runPatchTarget is the target process: it maps the functions read-write,
 // fills them, makes them read-execute (never both writable and
-// executable), and calls them from threads goroutines, each locked to its
-// own OS thread, forever. It prints the address of the functions and of
-// its wrong-result counter, then waits to be killed.
-func runPatchTarget(w io.Writer, threads int) error {
-	mem, err := unix.Mmap(-1, 0, benchSites*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+// executable), and calls them from o.threads goroutines, each locked to
+// its own OS thread, forever. With o.stall, one more thread measures its
+// own worst stall (see stallLoop). It prints the address of the functions,
+// of its wrong-result counter and of its worst stall (0 without one),
+// then waits to be killed.
+func runPatchTarget(w io.Writer, o patchTargetOptions) error {
+	sites := o.sites
+	mem, err := unix.Mmap(-1, 0, sites*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("map code: %w", err)
 	}
-	for i := 0; i < benchSites; i++ {
+	for i := 0; i < sites; i++ {
 		fn := mem[16*i : 16*i+16]
 		for j := range fn {
 			fn[j] = 0xcc
@@ -56,7 +59,7 @@ func runPatchTarget(w io.Writer, threads int) error {
 		return fmt.Errorf("protect code: %w", err)
 	}
 	base := uintptr(unsafe.Pointer(&mem[0]))
-	fns := make([]func(uint64) uint64, benchSites)
+	fns := make([]func(uint64) uint64, sites)
 	for i := range fns {
 		// A func value points to a word holding the code address.
 		code := new(uintptr)
@@ -64,7 +67,7 @@ func runPatchTarget(w io.Writer, threads int) error {
 		fns[i] = *(*func(uint64) uint64)(unsafe.Pointer(&code))
 	}
 	bad := new(atomic.Int64)
-	for t := 0; t < threads; t++ {
+	for t := 0; t < o.threads; t++ {
 		go func() {
 			runtime.LockOSThread()
 			x := uint64(t * 1000)
@@ -79,50 +82,121 @@ func runPatchTarget(w io.Writer, threads int) error {
 			}
 		}()
 	}
-	if _, err := fmt.Fprintf(w, "target base=%#x n=%d bad=%#x\n", base, benchSites, uintptr(unsafe.Pointer(bad))); err != nil {
+	var stall uintptr
+	if o.stall {
+		worst := new(atomic.Int64)
+		stall = uintptr(unsafe.Pointer(worst))
+		go stallLoop(worst)
+	}
+	if _, err := fmt.Fprintf(w, "target base=%#x n=%d bad=%#x stall=%#x\n", base, sites, uintptr(unsafe.Pointer(bad)), stall); err != nil {
 		return err
 	}
 	select {}
 }
 
-// benchPatch runs the target and times the passes.
-func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, error) {
+// stallPeriod is how long the stall thread sleeps between two readings
+// of the clock.
+const stallPeriod = 100 * time.Microsecond
+
+// stallLoop is the target's stall thread: on its own OS thread, at the
+// highest nice priority it can get (so that the other threads of a busy
+// machine delay its wake-ups as little as possible), it reads the clock,
+// sleeps stallPeriod and reads it again, forever; the longest time it
+// could not run beyond the sleep it asked for goes to worst. The tracer
+// resets worst by writing 0 to it.
+func stallLoop(worst *atomic.Int64) {
+	runtime.LockOSThread()
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
+	ts := unix.NsecToTimespec(int64(stallPeriod))
+	for {
+		t0 := time.Now()
+		_ = unix.Nanosleep(&ts, nil)
+		if d := int64(time.Since(t0) - stallPeriod); d > worst.Load() {
+			worst.Store(d)
+		}
+	}
+}
+
+// patchTarget is a running "bench patch-target".
+type patchTarget struct {
+	p                *proc.Process
+	base, bad, stall uint64 // addresses the target printed
+	sites            int
+}
+
+// startPatchTarget spawns the target with threads calling threads and
+// sites functions (and the stall thread with stall), and returns it
+// running once every thread has started. The caller kills it.
+func startPatchTarget(threads, sites int, stall bool) (*patchTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return nil, fmt.Errorf("bench patch: %w", err)
+		return nil, err
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
-		return nil, fmt.Errorf("bench patch: %w", err)
+		return nil, err
 	}
 	defer r.Close()
 	// asyncpreemptoff: the Go scheduler of the target would otherwise
 	// signal its threads every 10 ms, and each signal is a ptrace stop.
-	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
-	p, err := proc.Spawn([]string{exe, "bench", "patch-target", "--threads", strconv.Itoa(o.threads)},
-		&proc.SpawnOptions{Stdout: w, Env: env})
+	// GOMAXPROCS: every locked thread has a P of its own, so that the
+	// kernel, not the Go scheduler, shares the CPUs between them.
+	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1", fmt.Sprintf("GOMAXPROCS=%d", threads+2))
+	args := []string{exe, "bench", "patch-target", "--threads", strconv.Itoa(threads), "--sites", strconv.Itoa(sites)}
+	if stall {
+		args = append(args, "--stall")
+	}
+	p, err := proc.Spawn(args, &proc.SpawnOptions{Stdout: w, Env: env})
 	w.Close()
 	if err != nil {
-		return nil, fmt.Errorf("bench patch: start target: %w", err)
+		return nil, fmt.Errorf("start target: %w", err)
 	}
-	defer p.Kill()
+	t := &patchTarget{p: p, sites: sites}
+	fail := func(err error) (*patchTarget, error) {
+		_ = p.Kill()
+		return nil, err
+	}
 	if err := p.Resume(); err != nil {
-		return nil, fmt.Errorf("bench patch: %w", err)
+		return fail(err)
 	}
 	line, err := readTargetLine(r, 10*time.Second)
 	if err != nil {
-		return nil, fmt.Errorf("bench patch: target: %w", err)
+		return fail(fmt.Errorf("target: %w", err))
 	}
-	var base, badAddr uint64
 	var n int
-	if _, err := fmt.Sscanf(line, "target base=%v n=%d bad=%v", &base, &n, &badAddr); err != nil || n != benchSites {
-		return nil, fmt.Errorf("bench patch: target said %q", line)
+	if _, err := fmt.Sscanf(line, "target base=%v n=%d bad=%v stall=%v", &t.base, &n, &t.bad, &t.stall); err != nil || n != sites {
+		return fail(fmt.Errorf("target said %q", line))
 	}
 	time.Sleep(200 * time.Millisecond) // let every thread start calling
-	all := make([]batchpatch.Patch, benchSites)
+	return t, nil
+}
+
+// patches returns the target's patch of every function.
+func (t *patchTarget) patches() []batchpatch.Patch {
+	all := make([]batchpatch.Patch, t.sites)
 	for i := range all {
-		all[i] = batchpatch.Patch{Addr: base + 16*uint64(i), Old: benchOld(i), New: benchNew(i)}
+		all[i] = batchpatch.Patch{Addr: t.base + 16*uint64(i), Old: benchOld(i), New: benchNew(i)}
 	}
+	return all
+}
+
+// read64 reads a counter of the target.
+func (t *patchTarget) read64(addr uint64) (int64, error) {
+	var b [8]byte
+	if err := t.p.ReadMemory(addr, b[:]); err != nil {
+		return 0, err
+	}
+	return int64(binary.LittleEndian.Uint64(b[:])), nil
+}
+
+// benchPatch runs the target and times the passes.
+func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, error) {
+	t, err := startPatchTarget(o.threads, benchSites, false)
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	defer t.p.Kill()
+	p, all := t.p, t.patches()
 	prog := isTerminal(stderr)
 	rep := &benchPatchReport{Threads: o.threads}
 	for k, size := range o.sizes {
@@ -138,11 +212,9 @@ func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, erro
 	if prog {
 		fmt.Fprint(stderr, "\r\033[K")
 	}
-	var b [8]byte
-	if err := p.ReadMemory(badAddr, b[:]); err != nil {
+	if rep.Bad, err = t.read64(t.bad); err != nil {
 		return nil, fmt.Errorf("bench patch: read the target's counter: %w", err)
 	}
-	rep.Bad = int64(binary.LittleEndian.Uint64(b[:]))
 	return rep, nil
 }
 

@@ -15,6 +15,11 @@ func benchPatch(_ io.Writer, _ *benchPatchOptions) (*benchPatchReport, error) {
 }
 
 // runPatchTarget needs Linux on x86-64.
-func runPatchTarget(_ io.Writer, _ int) error {
+func runPatchTarget(_ io.Writer, _ patchTargetOptions) error {
 	return fmt.Errorf("bench patch target: %w", proc.ErrNotSupported)
+}
+
+// benchPause needs Linux on x86-64.
+func benchPause(_ io.Writer, _ *benchPatchOptions) (*benchPauseReport, error) {
+	return nil, fmt.Errorf("bench patch: %w", proc.ErrNotSupported)
 }

@@ -1,0 +1,134 @@
+//go:build linux && amd64
+
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"time"
+
+	"github.com/probeopt/probeopt/batchpatch"
+)
+
+// benchPause times installs of each size in o.patches, in one unbounded
+// pass and in passes under o.maxPause, on a target with max(o.patches)
+// generated functions and a stall thread.
+func benchPause(stderr io.Writer, o *benchPatchOptions) (*benchPauseReport, error) {
+	sites := slices.Max(o.patches)
+	t, err := startPatchTarget(o.threads, sites, true)
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	defer t.p.Kill()
+	all := t.patches()
+	rep := &benchPauseReport{Threads: o.threads, Sites: sites}
+	prog := newProgress(stderr, "bench patch", "installs", 2*len(o.patches)*o.repeat)
+	if !isTerminal(stderr) {
+		prog = nil
+	}
+	done := 0
+	for _, size := range o.patches {
+		stride := sites / size
+		ps := make([]batchpatch.Patch, 0, size)
+		for i := 0; len(ps) < size; i += stride {
+			ps = append(ps, all[i])
+		}
+		for _, bound := range []time.Duration{0, o.maxPause} {
+			row, err := benchPauseRun(t, ps, bound, o.repeat, func() { done++; prog.update(done) })
+			if err != nil {
+				return nil, fmt.Errorf("bench patch: %d patches, max pause %v: %w", size, bound, err)
+			}
+			rep.Rows = append(rep.Rows, row)
+		}
+	}
+	prog.done()
+	if rep.Bad, err = t.read64(t.bad); err != nil {
+		return nil, fmt.Errorf("bench patch: read the target's counter: %w", err)
+	}
+	return rep, nil
+}
+
+// benchPauseRun installs and removes ps repeat times under the bound (0:
+// one pass) and sums up the figures.
+func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, repeat int, tick func()) (benchPauseRow, error) {
+	row := benchPauseRow{Patches: len(ps), MaxPause: bound, Repeats: repeat}
+	var opts *batchpatch.Options
+	if bound > 0 {
+		opts = &batchpatch.Options{MaxPause: bound}
+	}
+	var pauses, totals []time.Duration
+	var passes, removals []int
+	for r := 0; r < repeat; r++ {
+		// The machine's own noise, over as long as the last install
+		// took (at least 20 ms).
+		window := max(20*time.Millisecond, median(totals))
+		idle, err := t.worstStall(func() error { time.Sleep(window); return nil })
+		if err != nil {
+			return row, err
+		}
+		row.IdleWorstStall = max(row.IdleWorstStall, idle)
+		var res *batchpatch.Result
+		var total time.Duration
+		stall, err := t.worstStall(func() error {
+			t0 := time.Now()
+			var err error
+			res, err = batchpatch.Apply(t.p, ps, opts)
+			total = time.Since(t0)
+			return err
+		})
+		if err != nil {
+			return row, err
+		}
+		if len(res.Refused) > 0 {
+			return row, fmt.Errorf("install: %w", res.Err())
+		}
+		fmt.Fprintf(os.Stderr, "DBG n=%d bound=%v steps=%d writes=%d stop=%+v\n", len(ps), bound, res.Steps, res.Writes, res.Stop)
+		row.TargetWorstStall = max(row.TargetWorstStall, stall)
+		row.Applied = len(res.Applied)
+		totals = append(totals, total)
+		passes = append(passes, len(res.Passes))
+		for _, p := range res.Passes {
+			pauses = append(pauses, p.Pause)
+			row.LongestPause = max(row.LongestPause, p.Pause)
+		}
+		tick()
+		inv := make([]batchpatch.Patch, len(res.Applied))
+		for i, q := range res.Applied {
+			inv[i] = q.Inverse()
+		}
+		rres, err := batchpatch.Apply(t.p, inv, opts)
+		if err != nil {
+			return row, fmt.Errorf("remove: %w", err)
+		}
+		if len(rres.Refused) > 0 {
+			return row, fmt.Errorf("remove: %w", rres.Err())
+		}
+		removals = append(removals, len(rres.Passes))
+		tick()
+	}
+	slices.Sort(passes)
+	slices.Sort(removals)
+	row.Passes, row.RemovalPasses = passes[len(passes)/2], removals[len(removals)/2]
+	row.MedianPause, row.Total = median(pauses), median(totals)
+	return row, nil
+}
+
+// worstStall resets the stall thread's worst stall, runs fn, lets the
+// stall thread wake once more, and returns the worst stall it saw.
+func (t *patchTarget) worstStall(fn func() error) (time.Duration, error) {
+	var zero [8]byte
+	if err := t.p.WriteMemory(t.stall, zero[:]); err != nil {
+		return 0, fmt.Errorf("reset the stall: %w", err)
+	}
+	if err := fn(); err != nil {
+		return 0, err
+	}
+	time.Sleep(2 * stallPeriod)
+	d, err := t.read64(t.stall)
+	if err != nil {
+		return 0, fmt.Errorf("read the stall: %w", err)
+	}
+	return time.Duration(d), nil
+}

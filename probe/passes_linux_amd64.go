@@ -1,0 +1,156 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// Bounded installs (Options.MaxPause). The commit of an Add or a Remove
+// stages its batch in one stop as usual (plans, slots written where no
+// thread runs them yet), but instead of writing the sites' patches it
+// makes the hit path's table serve every site the batch adds and keeps
+// every site it removes (stagePasses): a table entry for an int3 not
+// written yet, or already removed, is never used. runPasses then writes
+// the patches with batchpatch in passes under the bound, each site a unit
+// of its own (a trampoline's slot is written before its jump; an entry
+// probe and the return probe sharing its slot are one site, one patch).
+// Each pass, still stopped, makes the probes of its sites live (counters,
+// USDT semaphores) or retires the sites it removed; between passes the
+// tracer's lock is released, so that a forked child is served within one
+// pass: it inherits the sites whose bytes it holds (the text it copied is
+// whole per site). After the last pass the table holds the sites that
+// stay.
+
+// stagePasses keeps b for runPasses and publishes the table of every
+// site the batch adds or removes (the world is stopped).
+func (tg *target) stagePasses(b *staged) {
+	batchpatch.Sort(b.patches)
+	tg.staged = b
+	all := make(map[uint64]*liveSite, len(b.next)+len(b.removed))
+	for a, s := range b.next {
+		all[a] = s
+	}
+	for _, s := range b.removed {
+		all[s.addr] = s
+	}
+	tg.sites = all
+	tg.publish()
+}
+
+// runPasses writes the batch stagePasses kept, in passes under
+// Options.MaxPause (see above). It is called with Tracer.mu held and the
+// world running, and returns with it held.
+func (t *Tracer) runPasses(tg *target, res *batchResult) {
+	b := tg.staged
+	tg.staged = nil
+	if b == nil {
+		return
+	}
+	added := make(map[uint64]*liveSite, len(b.added))
+	for _, s := range b.added {
+		added[s.addr] = s
+	}
+	removed := make(map[uint64]*liveSite, len(b.removed))
+	for _, s := range b.removed {
+		removed[s.addr] = s
+	}
+	steps := -1
+	for i := range b.patches {
+		b.patches[i].Unit = b.patches[i].Addr
+		if len(b.patches[i].New) > 1 {
+			steps = 0
+		}
+	}
+	opts := patchOptions(steps)
+	opts.MaxPause = t.opts.MaxPause
+	opts.PassGap = -1 // slept with the lock released, below
+	opts.Landed = func(w batchpatch.World, applied []batchpatch.Patch) {
+		pw, _ := w.(*proc.World)
+		for _, p := range applied {
+			if s := added[p.Addr]; s != nil {
+				if pw != nil {
+					tg.semaphore(pw, s, +1)
+				}
+			}
+			if s := removed[p.Addr]; s != nil {
+				if pw != nil {
+					tg.semaphore(pw, s, -1)
+				}
+				tg.retire(s)
+				tg.forget(s)
+				continue
+			}
+			if s := b.next[p.Addr]; s != nil {
+				s.goLive()
+			}
+		}
+	}
+	done, total := 0, len(b.patches)
+	opts.OnPass = func(st batchpatch.PassStats, applied []batchpatch.Patch) {
+		t.batches++
+		t.patches += len(applied)
+		t.longestPause = max(t.longestPause, st.Pause)
+		done += len(applied)
+		if t.opts.OnPass != nil {
+			t.opts.OnPass(done, total)
+		}
+	}
+	opts.BetweenPasses = func() error {
+		t.mu.Unlock()
+		time.Sleep(batchpatch.DefaultPassGap)
+		t.mu.Lock()
+		if tg.closed || t.closed {
+			return ErrClosed
+		}
+		return nil
+	}
+	tg.passing = true
+	r, err := batchpatch.Apply(tg.p, b.patches, opts)
+	tg.passing = false
+	applied := map[uint64]bool{}
+	if r != nil {
+		for _, p := range r.Applied {
+			applied[p.Addr] = true
+		}
+		if err == nil {
+			err = r.Err()
+		}
+	}
+	if err != nil {
+		res.errs = append(res.errs, fmt.Errorf("install %d, remove %d probe sites in %d: %w", len(b.added), len(b.removed), tg.pid, err))
+	}
+	if tg.closed {
+		return
+	}
+	// The sites that stay: the batch's, less the additions that were
+	// not written, plus the removals that were not.
+	final := make(map[uint64]*liveSite, len(b.next))
+	for a, s := range b.next {
+		final[a] = s
+	}
+	for _, s := range b.added {
+		if applied[s.addr] {
+			continue
+		}
+		delete(final, s.addr)
+		why := "the pass that would install it did not run"
+		if err != nil {
+			why = err.Error()
+		}
+		for _, r := range s.refs {
+			res.refuse(r.p, s.rejected(r, ReasonPatchFailed, why))
+		}
+	}
+	for _, s := range b.removed {
+		if !applied[s.addr] {
+			final[s.addr] = s
+		}
+	}
+	tg.sites = final
+	tg.publish()
+}

@@ -26,6 +26,29 @@ import (
 // whole per site). After the last pass the table holds the sites that
 // stay.
 
+// warmPlans plans, while the process runs, the sites the new probes name
+// in the modules the target knows (the plans are cached per file), so
+// that the stop that stages a bounded batch finds them decided. A module
+// mapped since the last look is planned in that stop.
+func (tg *target) warmPlans(probes []*probeState) {
+	for _, mod := range tg.modules {
+		for _, p := range probes {
+			if mod.resolved[p.ID] || p.internal || !p.sp.matchesModule(mod.fi.path, mod.main) {
+				continue
+			}
+			sites, err := mod.fi.resolve(&p.sp)
+			if err != nil {
+				continue
+			}
+			for i := range sites {
+				if sites[i].OffsetErr == nil {
+					_, _ = mod.fi.plan(&sites[i], tg.t.vendor)
+				}
+			}
+		}
+	}
+}
+
 // stagePasses keeps b for runPasses and publishes the table of every
 // site the batch adds or removes (the world is stopped).
 func (tg *target) stagePasses(b *staged) {

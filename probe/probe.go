@@ -285,6 +285,8 @@ type Stats struct {
 	Batches, Patches int
 	// LongestPause is the longest pause of a pass of a bounded batch
 	// (Options.MaxPause), from the first thread stopped to the last one
-	// resumed; 0 without a bound.
-	LongestPause time.Duration
+	// resumed; 0 without a bound. LongestStage is the longest stop that
+	// staged such a batch (planned its new sites and wrote their
+	// trampolines' slots, before the passes): it is not bounded.
+	LongestPause, LongestStage time.Duration
 }

@@ -60,8 +60,9 @@ type liveTracer struct {
 	// threadDrops keeps the events dropped per thread (pid, tid) of the
 	// targets that are gone.
 	threadDrops map[[2]int]uint64
-	// longestPause is the longest pass of a bounded batch.
-	longestPause time.Duration
+	// longestPause is the longest pass of a bounded batch, longestStage
+	// the longest stop that staged one.
+	longestPause, longestStage time.Duration
 	// opMu orders Add, Remove and Detach: a bounded batch releases mu
 	// between its passes (see runPasses), and no other of them may start
 	// meanwhile. It is taken before mu.
@@ -321,11 +322,17 @@ func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 	for _, tg := range t.targetList() {
 		var res batchResult
 		tg.bounded = t.opts.MaxPause > 0
-		_, err := tg.p.Stopped(func(w *proc.World) error {
+		if tg.bounded {
+			tg.warmPlans(added)
+		}
+		stop, err := tg.p.Stopped(func(w *proc.World) error {
 			res = tg.rescanStopped(w)
 			return nil
 		})
 		tg.bounded = false
+		if tg.staged != nil {
+			t.longestStage = max(t.longestStage, stop.Total)
+		}
 		t.runPasses(tg, &res)
 		if err != nil && tg == t.root {
 			errs = append(errs, err)
@@ -429,12 +436,15 @@ func (t *Tracer) remove(probes ...*Probe) error {
 	for _, tg := range t.targetList() {
 		var res batchResult
 		tg.bounded = t.opts.MaxPause > 0
-		_, err := tg.p.Stopped(func(w *proc.World) error {
+		stop, err := tg.p.Stopped(func(w *proc.World) error {
 			tg.sync(w)
 			tg.commit(w, tg.cloneSites(), &res)
 			return nil
 		})
 		tg.bounded = false
+		if tg.staged != nil {
+			t.longestStage = max(t.longestStage, stop.Total)
+		}
 		t.runPasses(tg, &res)
 		if err != nil && tg == t.root {
 			errs = append(errs, err)
@@ -487,6 +497,7 @@ func (t *Tracer) stats() Stats {
 		Batches:         t.batches,
 		Patches:         t.patches,
 		LongestPause:    t.longestPause,
+		LongestStage:    t.longestStage,
 	}
 	for _, p := range t.probes {
 		if p.internal {

@@ -5,7 +5,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
 
@@ -84,7 +83,6 @@ func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, r
 		if len(res.Refused) > 0 {
 			return row, fmt.Errorf("install: %w", res.Err())
 		}
-		fmt.Fprintf(os.Stderr, "DBG n=%d bound=%v steps=%d writes=%d stop=%+v\n", len(ps), bound, res.Steps, res.Writes, res.Stop)
 		row.TargetWorstStall = max(row.TargetWorstStall, stall)
 		row.Applied = len(res.Applied)
 		totals = append(totals, total)

@@ -35,6 +35,7 @@ type traceOptions struct {
 	// The event output (see traceevents.go).
 	format   string
 	ringSize int
+	pause    tracePauseOptions // --max-pause: see trace_pause.go
 }
 
 func newTraceCmd() *cobra.Command {
@@ -68,7 +69,11 @@ get an int3 and trap: the displaced instruction is emulated where the plan
 says so; otherwise it runs out of line, as a relocated copy in a slot that
 jumps back (for instructions that cannot fault), or is single-stepped in
 place (the original byte put back while every thread is stopped). Every
-site is written in one stop of the whole process. --traps serves every site
+site is written in one stop of the whole process, or, with --max-pause, in
+as many stops as it takes for none to last longer than DURATION (2ms is what
+the project recommends, from docs/BENCHMARKS.md): the process runs between
+them, and each probe counts from the stop that wrote its site; on a terminal
+a progress line shows the sites written. --traps serves every site
 through traps. Return probes need a trampoline. A spec none of whose sites
 can be probed is an error; when no probe at all could be installed probeopt
 stops (killing CMD, or detaching from PID) with exit status 1.
@@ -124,6 +129,9 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 			case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
 				return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
 			}
+			if err := o.pause.check(); err != nil {
+				return err
+			}
 			return runTrace(cmd, &o, specs, argv)
 		}),
 	}
@@ -139,6 +147,7 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 	// The event output: its form and the rings it is drained from.
 	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
 	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
+	addTracePauseFlags(f, &o.pause)
 	return cmd
 }
 
@@ -160,6 +169,8 @@ type traceReport struct {
 	XOL         string             `json:"xol_method"`
 	Batches     int                `json:"batches"`
 	Elapsed     time.Duration      `json:"elapsed_ns"`
+	// Bounded pauses (trace_pause.go).
+	tracePauseReport
 }
 
 // traceThreadDrops is the count of events one thread dropped.
@@ -286,6 +297,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 			return err
 		}
 	}
+	rep.tracePauseReport = newTracePauseReport(&o.pause, tr.Stats()) // bounded pauses (trace_pause.go)
 	if o.json {
 		if err := json.NewEncoder(out).Encode(rep); err != nil {
 			return fmt.Errorf("write JSON: %w", err)
@@ -305,6 +317,8 @@ func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer, sink *e
 	if sink != nil {
 		opts.OnEvents = sink.write
 	}
+	// Bounded pauses (trace_pause.go).
+	progressDone := o.pause.apply(&opts, stderr)
 	var tr *probe.Tracer
 	var err error
 	if o.pid != 0 {
@@ -315,7 +329,12 @@ func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer, sink *e
 	if err != nil {
 		return nil, nil, traceStartError(err, o.pid)
 	}
+	if err := o.pause.beforeAdd(tr, o.pid != 0); err != nil { // bounded pauses (trace_pause.go)
+		tr.Detach()
+		return nil, nil, err
+	}
 	probes, addErr := tr.Add(specs...)
+	progressDone()
 	if addErr != nil {
 		for _, line := range strings.Split(addErr.Error(), "\n") {
 			fmt.Fprintf(stderr, "probeopt: %s\n", line)
@@ -562,6 +581,8 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 			fmt.Fprintf(w, "  thread %d (pid %d): %d dropped\n", d.Tid, d.Pid, d.Dropped)
 		}
 	}
+	// Bounded pauses (trace_pause.go).
+	printTracePause(w, &rep.tracePauseReport)
 	switch {
 	case rep.Detached:
 		fmt.Fprintf(w, "process %d detached after %v, still running\n", rep.Pid, rep.Elapsed.Round(time.Millisecond))

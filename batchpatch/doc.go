@@ -28,6 +28,33 @@
 // No mapping changes protection: text is written through /proc/PID/mem, so
 // the process never holds a writable and executable mapping.
 //
+// # Bounded pauses
+//
+// One pass of a large batch is one long freeze. Options.MaxPause bounds
+// each pass (from the first thread stopped to the last resumed, checks and
+// single steps included; Options.MaxPassPatches caps its patches), and
+// Apply then writes the batch in as many passes as it takes, the process
+// running between them (Options.PassGap). Patches that must change at
+// once share a Patch.Unit: a unit is never split between passes, a thread
+// that blocks one of its patches holds back all of them, and a site is
+// live only once its whole unit is written. A unit held back is tried
+// again in a later pass (up to three more), then refused. A pass that
+// fails rolls back its own units only: the earlier passes stay, listed in
+// Result.Applied and Result.Passes, and a child forked at any time holds
+// every unit either old or new. Removals go the same way: a Set commits
+// staged removals in passes too.
+//
+// The size of a pass is predicted from the passes before it: a pass
+// costs the stop of the world (interrupting every thread until all are
+// stopped, which depends on the threads and the machine's load, not on
+// the patches) plus work that grows with the patches. Each pass measures
+// both, and the next one takes the patches that fit, at the median work
+// per patch of the last five passes, in 75 % of the bound less their
+// median stop, and at most twice the previous pass. The first pass
+// assumes 800 ns a patch and a stop of a quarter of that budget.
+// DefaultMaxPause (2 ms) and DefaultPassGap (500 us) come from the
+// measurements in docs/BENCHMARKS.md.
+//
 // A Set stages additions and removals and commits them in one pass; a
 // patch removed and added again before the commit (or the reverse) costs
 // no text write at all.

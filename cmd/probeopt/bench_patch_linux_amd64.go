@@ -139,9 +139,13 @@ func startPatchTarget(threads, sites int, stall bool) (*patchTarget, error) {
 	defer r.Close()
 	// asyncpreemptoff: the Go scheduler of the target would otherwise
 	// signal its threads every 10 ms, and each signal is a ptrace stop.
-	// GOMAXPROCS: every locked thread has a P of its own, so that the
-	// kernel, not the Go scheduler, shares the CPUs between them.
-	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1", fmt.Sprintf("GOMAXPROCS=%d", threads+2))
+	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
+	if stall {
+		// Every locked thread gets a P of its own: the calling threads
+		// never yield, and the stall thread must run whenever the
+		// kernel lets it.
+		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", threads+2))
+	}
 	args := []string{exe, "bench", "patch-target", "--threads", strconv.Itoa(threads), "--sites", strconv.Itoa(sites)}
 	if stall {
 		args = append(args, "--stall")

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// TestTracePauseUsage checks that a negative bound is a usage error.
+func TestTracePauseUsage(t *testing.T) {
+	if _, stderr, code := runCLI(t, "trace", "--max-pause", "-1ms", "main", "--", "true"); code != exitUsage || !strings.Contains(stderr, "--max-pause") {
+		t.Errorf("exit %d, want %d (%s)", code, exitUsage, stderr)
+	}
+}
+
+// TestTraceMaxPause traces the fixture with a bound no pass can meet, so
+// that every site is written in a stop of its own: the program's output
+// and the hit counts must be those of one stop, and the report must give
+// the passes and the bound. Then it attaches to a running server the same
+// way: the passes pause a running process (a longest pause above zero),
+// and after the detach the server's text is the file's.
+func TestTraceMaxPause(t *testing.T) {
+	tracee := traceTracee(t)
+	bin := probeoptBinary(t)
+	report := filepath.Join(t.TempDir(), "report.json")
+	cmd := exec.Command(bin, "trace", "--max-pause", "1ns", "--json", "-o", report, "k_*", "c_sum", "--", tracee, "work", "50")
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(errb.String(), "operation not permitted") {
+			testenv.Unavailable(t, "ptrace: %s", errb.String())
+		}
+		t.Fatalf("trace: %v\n%s", err, errb.String())
+	}
+	want, err := exec.Command(tracee, "work", "50").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != string(want) {
+		t.Errorf("the traced program printed %q, untraced %q", out.String(), want)
+	}
+	rep := readTraceReport(t, report)
+	hits, sites := map[string]uint64{}, 0
+	for _, p := range rep.Probes {
+		for _, s := range p.Sites {
+			hits[s.Symbol] += s.Hits
+			sites++
+		}
+	}
+	for sym, w := range map[string]uint64{"k_push": 50, "k_mov": 100, "k_sse": 50, "c_sum": 50} {
+		if hits[sym] != w {
+			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
+		}
+	}
+	if rep.MaxPause != 1 || rep.Passes < sites {
+		t.Errorf("report: max pause %d ns, %d passes for %d sites", rep.MaxPause, rep.Passes, sites)
+	}
+
+	srv, in, sout := startTraceServer(t, tracee)
+	pid := srv.Process.Pid
+	cmd = exec.Command(bin, "trace", "--max-pause", "1ns", "--json", "-o", report, "k_*", "-p", fmt.Sprint(pid))
+	errb.Reset()
+	cmd.Stderr = &errb
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	waitTraced(t, pid, cmd.Process.Pid)
+	// The server runs during the install: it answers meanwhile.
+	fmt.Fprintln(in, 10)
+	if l, err := sout.ReadString('\n'); err != nil || !strings.HasPrefix(l, "work 10 ") {
+		t.Fatalf("server answered %q, %v", l, err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("trace: %v\n%s", err, errb.String())
+	}
+	rep = readTraceReport(t, report)
+	sites = 0
+	for _, p := range rep.Probes {
+		sites += len(p.Sites)
+	}
+	if !rep.Detached || rep.Passes < sites || rep.LongestPause <= 0 {
+		t.Errorf("attached: detached %v, %d passes for %d sites, longest pause %v", rep.Detached, rep.Passes, sites, rep.LongestPause)
+	}
+	testenv.TextEqualsFile(t, pid, tracee)
+	in.Close()
+}
+
+func readTraceReport(t *testing.T, path string) *traceReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep traceReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	return &rep
+}

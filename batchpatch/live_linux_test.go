@@ -532,50 +532,36 @@ func TestLiveSignalsDuringPause(t *testing.T) {
 func TestLiveForkRace(t *testing.T) {
 	f := startFixture(t, &proc.Options{FollowForks: true}, "fork")
 	ps := patches(f, nSites, aPatch)
-	var wg sync.WaitGroup
 	var mu sync.Mutex
 	var children, oldText, newText int
 	var fails []string
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		buf := make([]byte, 16*nSites)
-		for {
-			select {
-			case <-f.p.Exited():
-				return
-			case ev := <-f.p.Events():
-				if ev.Kind != proc.EventFork || ev.Child == nil {
-					continue
-				}
-				err := ev.Child.ReadMemory(f.A, buf)
-				nOld, nNew := 0, 0
-				for _, q := range ps {
-					off := q.Addr - f.A
-					switch {
-					case bytes.Equal(buf[off:off+uint64(len(q.Old))], q.Old):
-						nOld++
-					case bytes.Equal(buf[off:off+uint64(len(q.New))], q.New):
-						nNew++
-					}
-				}
-				_ = ev.Child.Kill()
-				mu.Lock()
-				children++
-				switch {
-				case err != nil:
-					fails = append(fails, err.Error())
-				case nOld == len(ps):
-					oldText++
-				case nNew == len(ps):
-					newText++
-				default:
-					fails = append(fails, "child with a mix of old and new text")
-				}
-				mu.Unlock()
+	buf := make([]byte, 16*nSites)
+	wait := watchForks(f, func(child *proc.Process) {
+		err := child.ReadMemory(f.A, buf)
+		nOld, nNew := 0, 0
+		for _, q := range ps {
+			off := q.Addr - f.A
+			switch {
+			case bytes.Equal(buf[off:off+uint64(len(q.Old))], q.Old):
+				nOld++
+			case bytes.Equal(buf[off:off+uint64(len(q.New))], q.New):
+				nNew++
 			}
 		}
-	}()
+		mu.Lock()
+		defer mu.Unlock()
+		children++
+		switch {
+		case err != nil:
+			fails = append(fails, err.Error())
+		case nOld == len(ps):
+			oldText++
+		case nNew == len(ps):
+			newText++
+		default:
+			fails = append(fails, "child with a mix of old and new text")
+		}
+	})
 	s := NewSet()
 	deadline := time.Now().Add(3 * time.Second)
 	for r := 0; time.Now().Before(deadline) || r < 10; r++ {
@@ -600,7 +586,7 @@ func TestLiveForkRace(t *testing.T) {
 	}
 	// Children keep coming (and are killed) until the fixture exits.
 	finish(t, f)
-	wg.Wait()
+	wait()
 	mu.Lock()
 	defer mu.Unlock()
 	if len(fails) > 0 {
@@ -682,4 +668,28 @@ func TestSetCancel(t *testing.T) {
 	}
 	expectText(t, f.p, ps, false)
 	finish(t, f)
+}
+
+// watchForks calls check on every child the fixture forks, stopped as
+// the fork left it, then kills the child, until the fixture exits. The
+// returned function waits for the watcher to end.
+func watchForks(f *fixture, check func(child *proc.Process)) (wait func()) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-f.p.Exited():
+				return
+			case ev := <-f.p.Events():
+				if ev.Kind != proc.EventFork || ev.Child == nil {
+					continue
+				}
+				check(ev.Child)
+				_ = ev.Child.Kill()
+			}
+		}
+	}()
+	return wg.Wait
 }

@@ -10,6 +10,20 @@
 // emulation where the plan says so, else out of line — and lets the thread
 // go on. Detach restores every byte in one batch.
 //
+// # Bounded pauses
+//
+// With Options.MaxPause an Add or a Remove plans its sites while the
+// process runs, stages them in one stop (slots written, the hit path's
+// table made ready for every site), and writes the sites in passes under
+// the bound (batchpatch.Options.MaxPause), the process running between
+// them. Each site is one unit (an entry probe and the return probe that
+// shares its slot are one site). A site counts, and shows in Stats, from
+// the pass that wrote it; Options.OnPass reports the progress. The
+// tracer's lock is released between passes, so a child forked meanwhile is
+// served within one pass: it inherits the sites whose bytes it holds,
+// every one of them whole. Stats.LongestPause is the longest pass,
+// Stats.LongestStage the staging stop, which is not bounded.
+//
 // # Probe specs
 //
 // A spec is what elfscan.ParseSpec accepts (SYM, SYM+OFF, 0xADDR,

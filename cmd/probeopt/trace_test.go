@@ -54,10 +54,26 @@ func TestTraceUsage(t *testing.T) {
 // TestTraceCommand traces the fixture and checks the JSON report and the
 // refusal of a probe inside an instruction.
 func TestTraceCommand(t *testing.T) {
+	rep, stderr := traceWork(t, "k_*", "c_sum", "k_syscall+1")
+	if !strings.Contains(stderr, "k_syscall+1") || !strings.Contains(stderr, "mid-instruction") {
+		t.Errorf("no refusal with its reason on stderr:\n%s", stderr)
+	}
+	if rep.Exit == nil || rep.Exit.Code != 0 || rep.Detached || len(rep.Probes) != 2 || rep.XOL == "" {
+		t.Fatalf("report %+v", rep)
+	}
+}
+
+// traceWork runs "trace --json -o FILE ARGS... -- tracee work 50", checks
+// that the program printed what it prints untraced and that the report
+// counts the calls "work 50" makes of k_push, k_mov, k_sse and c_sum, and
+// returns the report and probeopt's standard error.
+func traceWork(t *testing.T, args ...string) (*traceReport, string) {
+	t.Helper()
 	tracee := traceTracee(t)
 	bin := probeoptBinary(t)
 	report := filepath.Join(t.TempDir(), "report.json")
-	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "c_sum", "k_syscall+1", "--", tracee, "work", "50")
+	argv := append([]string{"trace", "--json", "-o", report}, args...)
+	cmd := exec.Command(bin, append(argv, "--", tracee, "work", "50")...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -73,9 +89,6 @@ func TestTraceCommand(t *testing.T) {
 	if out.String() != string(want) {
 		t.Errorf("the traced program printed %q, untraced %q", out.String(), want)
 	}
-	if !strings.Contains(errb.String(), "k_syscall+1") || !strings.Contains(errb.String(), "mid-instruction") {
-		t.Errorf("no refusal with its reason on stderr:\n%s", errb.String())
-	}
 	var rep traceReport
 	b, err := os.ReadFile(report)
 	if err != nil {
@@ -83,9 +96,6 @@ func TestTraceCommand(t *testing.T) {
 	}
 	if err := json.Unmarshal(b, &rep); err != nil {
 		t.Fatalf("JSON: %v\n%s", err, b)
-	}
-	if rep.Exit == nil || rep.Exit.Code != 0 || rep.Detached || len(rep.Probes) != 2 || rep.XOL == "" {
-		t.Fatalf("report %+v", rep)
 	}
 	hits := map[string]uint64{}
 	for _, p := range rep.Probes {
@@ -98,6 +108,7 @@ func TestTraceCommand(t *testing.T) {
 			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
 		}
 	}
+	return &rep, errb.String()
 }
 
 // TestTraceRefusedOnly checks that a command whose only probe is refused

@@ -50,6 +50,8 @@ func TestBenchPatchUsage(t *testing.T) {
 		{"bench", "patch", "--threads", "0"},
 		{"bench", "patch", "--repeat", "0"},
 		{"bench", "patch", "extra"},
+		{"bench", "patch", "--patches", "0"},
+		{"bench", "patch", "--patches", "100", "--max-pause", "0"},
 	} {
 		if _, stderr, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, stderr)

@@ -1,0 +1,65 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"os/exec"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// TestBenchPatchPauses runs the bounded-pause benchmark on small sizes
+// and checks its JSON: one object per size and bound, every patch
+// applied, a pass count and pauses that fit together, a stall measured,
+// and no wrong result in the target (the command fails on one). The
+// bound is one no pass meets, so that every size takes several passes.
+func TestBenchPatchPauses(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("bench patch needs linux/amd64")
+	}
+	bin := probeoptBinary(t)
+	var out, errb bytes.Buffer
+	cmd := exec.Command(bin, "bench", "patch", "--patches", "32,128", "--max-pause", "1us", "--repeat", "1", "--threads", "2", "--json")
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(errb.String(), "operation not permitted") {
+			testenv.Unavailable(t, "ptrace: %s", errb.String())
+		}
+		t.Fatalf("bench patch: %v\n%s", err, errb.String())
+	}
+	var rows []map[string]int64
+	sc := bufio.NewScanner(&out)
+	for sc.Scan() {
+		var r map[string]int64
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("JSON: %v\n%s", err, sc.Text())
+		}
+		rows = append(rows, r)
+	}
+	if len(rows) != 4 {
+		t.Fatalf("%d objects, want 4:\n%s", len(rows), out.String())
+	}
+	for i, r := range rows {
+		size := []int64{32, 32, 128, 128}[i]
+		bound := []int64{0, int64(time.Microsecond), 0, int64(time.Microsecond)}[i]
+		for _, k := range []string{"patches", "max_pause_ns", "passes", "longest_pause_ns", "median_pause_ns", "total_ns", "target_worst_stall_ns", "applied"} {
+			if _, ok := r[k]; !ok {
+				t.Errorf("object %d lacks %q", i, k)
+			}
+		}
+		if r["patches"] != size || r["applied"] != size || r["max_pause_ns"] != bound {
+			t.Errorf("object %d: %v", i, r)
+		}
+		if r["longest_pause_ns"] < r["median_pause_ns"] || r["median_pause_ns"] <= 0 || r["total_ns"] < r["longest_pause_ns"] || r["target_worst_stall_ns"] <= 0 {
+			t.Errorf("object %d: figures do not fit: %v", i, r)
+		}
+		if (bound == 0) != (r["passes"] == 1) {
+			t.Errorf("object %d: %d passes", i, r["passes"])
+		}
+	}
+}

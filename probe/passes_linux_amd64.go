@@ -58,8 +58,10 @@ func (tg *target) stagePasses(b *staged) {
 	for a, s := range b.next {
 		all[a] = s
 	}
+	tg.removing = make(map[uint64]bool, len(b.removed))
 	for _, s := range b.removed {
 		all[s.addr] = s
+		tg.removing[s.addr] = true
 	}
 	tg.sites = all
 	tg.publish()
@@ -106,6 +108,7 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 				}
 				tg.retire(s)
 				tg.forget(s)
+				delete(tg.removing, p.Addr)
 				continue
 			}
 			if s := b.next[p.Addr]; s != nil {
@@ -135,6 +138,7 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	tg.passing = true
 	r, err := batchpatch.Apply(tg.p, b.patches, opts)
 	tg.passing = false
+	tg.removing = nil
 	applied := map[uint64]bool{}
 	if r != nil {
 		for _, p := range r.Applied {

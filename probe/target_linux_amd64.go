@@ -171,6 +171,9 @@ type target struct {
 	bounded bool
 	staged  *staged
 	passing bool
+	// removing holds the sites a bounded batch removes whose pass has
+	// not landed yet: a child forked meanwhile does not inherit them.
+	removing map[uint64]bool
 
 	hmu  sync.Mutex
 	held []held

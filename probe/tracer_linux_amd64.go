@@ -787,7 +787,14 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 			// sites.
 			cts, _ = forkTrampolines(w, child.Pid(), parent.ts)
 		}
+		var restore []batchpatch.Patch
 		for a, s := range parent.sites {
+			if parent.removing[a] {
+				// A bounded Remove has not reached it yet: the
+				// child does not keep it.
+				restore = append(restore, s.removePatch())
+				continue
+			}
 			if holds(w, s.installPatch()) {
 				tramp := s.tramp
 				if tramp != nil && cts != nil {
@@ -806,7 +813,6 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		}
 		// Sites the parent removed after the fork: the child still has
 		// their int3 bytes or jumps.
-		var restore []batchpatch.Patch
 		for a, orig := range parent.retired {
 			restore = append(restore, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{orig}})
 		}

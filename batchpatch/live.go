@@ -226,7 +226,15 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, err
 	if opts != nil {
 		hooks = opts.hooks
 	}
-	st, err := transact(w, ps, use, index, hooks)
+	var st txStats
+	if len(blocked) == 0 && steps == 0 {
+		// No thread ran since the text was read: write what was
+		// checked, without reading it again.
+		fill(ps, spans)
+		st, err = writeSpans(w, ps, index, spans, hooks)
+	} else {
+		st, err = transact(w, ps, use, index, hooks)
+	}
 	if err != nil {
 		return res, err
 	}

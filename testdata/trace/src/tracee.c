@@ -8,6 +8,9 @@
  *   tracee signals N       "work N" on the stepped kinds under a 200 us
  *                          interval timer (SIGALRM during single steps)
  *   tracee fork N          fork; parent and child each run "work N"
+ *   tracee forks N         N times: fork, the child runs "work 1" and
+ *                          exits 0 if its checksum is right, the parent
+ *                          runs "work 1" too; print how many were wrong
  *   tracee vfork N         N times: vfork, the child calls k_push and
  *                          k_sse (sharing the parent's memory) and exits
  *   tracee exec N          exec itself as "work N"
@@ -138,6 +141,25 @@ int main(int argc, char **argv)
 		setitimer(ITIMER_REAL, &off, NULL);
 		printf("signals %ld %016lx\n", n, h);
 		fprintf(stderr, "alarms %d\n", (int)alarms);
+		return 0;
+	}
+	if (argc >= 3 && strcmp(argv[1], "forks") == 0) {
+		long n = atol(argv[2]), bad = 0;
+		unsigned long want = work(1, 0);
+		fflush(stdout);
+		for (long i = 0; i < n; i++) {
+			pid_t pid = fork();
+			if (pid < 0)
+				return 1;
+			if (pid == 0)
+				_exit(work(1, 0) == want ? 0 : 1);
+			int st;
+			if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+				bad++;
+			if (work(1, 0) != want)
+				bad++;
+		}
+		printf("forks %ld bad %ld\n", n, bad);
 		return 0;
 	}
 	if (argc >= 3 && strcmp(argv[1], "fork") == 0) {

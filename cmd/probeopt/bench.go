@@ -102,7 +102,8 @@ function's patch, in one unbounded pass and in passes under --max-pause
 (batchpatch.Options.MaxPause), and gives the passes, the longest and the
 median pause of a pass, the total time of the install, the target's worst
 stall, and that thread's worst stall over as long with nothing patched
-(the machine's noise). The goals: no pause over the bound plus 10 %, every
+(the machine's noise). Patches a thread held back are applied again, their
+passes counted with the others. The goals: no pause over the bound plus 10 %, every
 size installed in at most 10 times the unbounded pass's total, and the
 worst stall within the bound plus 10 %. With --json, one object per size
 and bound (max_pause_ns 0 for none).

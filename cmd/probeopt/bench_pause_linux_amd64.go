@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/proc"
 )
 
 // benchPause times installs of each size in o.patches, in one unbounded
@@ -73,15 +74,12 @@ func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, r
 		stall, err := t.worstStall(func() error {
 			t0 := time.Now()
 			var err error
-			res, err = batchpatch.Apply(t.p, ps, opts)
+			res, err = applyUntilDone(t.p, ps, opts)
 			total = time.Since(t0)
 			return err
 		})
 		if err != nil {
 			return row, err
-		}
-		if len(res.Refused) > 0 {
-			return row, fmt.Errorf("install: %w", res.Err())
 		}
 		row.TargetWorstStall = max(row.TargetWorstStall, stall)
 		row.Applied = len(res.Applied)
@@ -96,12 +94,9 @@ func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, r
 		for i, q := range res.Applied {
 			inv[i] = q.Inverse()
 		}
-		rres, err := batchpatch.Apply(t.p, inv, opts)
+		rres, err := applyUntilDone(t.p, inv, opts)
 		if err != nil {
 			return row, fmt.Errorf("remove: %w", err)
-		}
-		if len(rres.Refused) > 0 {
-			return row, fmt.Errorf("remove: %w", rres.Err())
 		}
 		removals = append(removals, len(rres.Passes))
 		tick()
@@ -129,4 +124,35 @@ func (t *patchTarget) worstStall(fn func() error) (time.Duration, error) {
 		return 0, fmt.Errorf("read the stall: %w", err)
 	}
 	return time.Duration(d), nil
+}
+
+// applyUntilDone applies ps, and applies again the patches a thread held
+// back (a thread that did not finish its single step in time on a loaded
+// machine), as the passes of one batch: the Result sums them up.
+func applyUntilDone(p *proc.Process, ps []batchpatch.Patch, opts *batchpatch.Options) (*batchpatch.Result, error) {
+	all := &batchpatch.Result{}
+	for try := 0; len(ps) > 0; try++ {
+		if try == 100 {
+			return nil, fmt.Errorf("%d patches still held back after 100 batches", len(ps))
+		}
+		res, err := batchpatch.Apply(p, ps, opts)
+		if err != nil {
+			return nil, err
+		}
+		all.Applied = append(all.Applied, res.Applied...)
+		all.Passes = append(all.Passes, res.Passes...)
+		held := map[uint64]bool{}
+		for _, b := range res.Refused {
+			held[b.Addr] = true
+		}
+		var left []batchpatch.Patch
+		for _, q := range ps {
+			if held[q.Addr] {
+				left = append(left, q)
+			}
+		}
+		ps = left
+	}
+	batchpatch.Sort(all.Applied)
+	return all, nil
 }

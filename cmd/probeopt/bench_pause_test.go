@@ -4,13 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"os/exec"
-	"runtime"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/probeopt/probeopt/internal/testenv"
 )
 
 // TestBenchPatchPauses runs the bounded-pause benchmark on small sizes
@@ -19,21 +14,9 @@ import (
 // and no wrong result in the target (the command fails on one). The
 // bound is one no pass meets, so that every size takes several passes.
 func TestBenchPatchPauses(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("bench patch needs linux/amd64")
-	}
-	bin := probeoptBinary(t)
-	var out, errb bytes.Buffer
-	cmd := exec.Command(bin, "bench", "patch", "--patches", "32,128", "--max-pause", "1us", "--repeat", "1", "--threads", "2", "--json")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		if strings.Contains(errb.String(), "operation not permitted") {
-			testenv.Unavailable(t, "ptrace: %s", errb.String())
-		}
-		t.Fatalf("bench patch: %v\n%s", err, errb.String())
-	}
+	out := runBenchPatch(t, "--patches", "32,128", "--max-pause", "1us", "--repeat", "1", "--threads", "2", "--json")
 	var rows []map[string]int64
-	sc := bufio.NewScanner(&out)
+	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		var r map[string]int64
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
@@ -42,7 +25,7 @@ func TestBenchPatchPauses(t *testing.T) {
 		rows = append(rows, r)
 	}
 	if len(rows) != 4 {
-		t.Fatalf("%d objects, want 4:\n%s", len(rows), out.String())
+		t.Fatalf("%d objects, want 4:\n%s", len(rows), out)
 	}
 	for i, r := range rows {
 		size := []int64{32, 32, 128, 128}[i]

@@ -15,22 +15,10 @@ import (
 // report's shape and that the target saw no wrong result. Timings are not
 // checked: they depend on the machine.
 func TestBenchPatch(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("bench patch needs linux/amd64")
-	}
-	bin := probeoptBinary(t)
-	var out, errb bytes.Buffer
-	cmd := exec.Command(bin, "bench", "patch", "--sizes", "1,16,256", "--repeat", "2", "--threads", "4", "--json")
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	if err := cmd.Run(); err != nil {
-		if strings.Contains(errb.String(), "operation not permitted") {
-			testenv.Unavailable(t, "ptrace: %s", errb.String())
-		}
-		t.Fatalf("bench patch: %v\n%s", err, errb.String())
-	}
+	out := runBenchPatch(t, "--sizes", "1,16,256", "--repeat", "2", "--threads", "4", "--json")
 	var rep benchPatchReport
-	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
-		t.Fatalf("JSON: %v\n%s", err, out.String())
+	if err := json.Unmarshal(out, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, out)
 	}
 	if rep.Threads != 4 || len(rep.Rows) != 3 || rep.Bad != 0 {
 		t.Fatalf("report %+v", rep)
@@ -57,4 +45,23 @@ func TestBenchPatchUsage(t *testing.T) {
 			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, stderr)
 		}
 	}
+}
+
+// runBenchPatch runs "probeopt bench patch ARGS..." and returns its
+// standard output; it skips where the command cannot run.
+func runBenchPatch(t *testing.T, args ...string) []byte {
+	t.Helper()
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("bench patch needs linux/amd64")
+	}
+	var out, errb bytes.Buffer
+	cmd := exec.Command(probeoptBinary(t), append([]string{"bench", "patch"}, args...)...)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		if strings.Contains(errb.String(), "operation not permitted") {
+			testenv.Unavailable(t, "ptrace: %s", errb.String())
+		}
+		t.Fatalf("bench patch: %v\n%s", err, errb.String())
+	}
+	return out.Bytes()
 }

@@ -197,11 +197,7 @@ func kernelScaleCounts(t *testing.T, exe string, funcs []string, args ...string)
 	}) {
 		t.Fatal("the workload did not stop")
 	}
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counters := map[string][]*kuprobe.Counter{}
+	counters := map[string]*kuprobe.Tasks{}
 	for _, name := range funcs {
 		addr, ok := addrOf[name]
 		if !ok {
@@ -211,16 +207,12 @@ func kernelScaleCounts(t *testing.T, exe string, funcs []string, args ...string)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, task := range tasks {
-			var tid int
-			fmt.Sscan(task.Name(), &tid)
-			c, err := kuprobe.Open(exe, off, tid, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			counters[name] = append(counters[name], c)
+		c, err := kuprobe.OpenTasks(exe, off, pid, nil)
+		if err != nil {
+			t.Fatal(err)
 		}
+		defer c.Close()
+		counters[name] = c
 	}
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
@@ -229,14 +221,12 @@ func kernelScaleCounts(t *testing.T, exe string, funcs []string, args ...string)
 		t.Fatalf("workload: %v\n%s", err, outb.String())
 	}
 	out := map[string]uint64{}
-	for name, cs := range counters {
-		for _, c := range cs {
-			n, err := c.Count()
-			if err != nil {
-				t.Fatal(err)
-			}
-			out[name] += n
+	for name, c := range counters {
+		n, err := c.Count()
+		if err != nil {
+			t.Fatal(err)
 		}
+		out[name] = n
 	}
 	return out
 }

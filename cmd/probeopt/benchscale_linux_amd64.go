@@ -242,40 +242,20 @@ func scaleKernel(exe string, off uint64, args []string) ([]byte, uint64, error) 
 			return nil, 0, errors.New("the workload did not stop before its loop")
 		}
 	}
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	counter, err := kuprobe.OpenTasks(exe, off, pid, nil)
 	if err != nil {
 		return nil, 0, err
 	}
-	var counters []*kuprobe.Counter
-	defer func() {
-		for _, c := range counters {
-			c.Close()
-		}
-	}()
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		c, err := kuprobe.Open(exe, off, tid, nil)
-		if err != nil {
-			return nil, 0, err
-		}
-		counters = append(counters, c)
-	}
+	defer counter.Close()
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		return nil, 0, err
 	}
 	if err := cmd.Wait(); err != nil {
 		return nil, 0, fmt.Errorf("workload: %w", err)
 	}
-	var hits uint64
-	for _, c := range counters {
-		n, err := c.Count()
-		if err != nil {
-			return nil, 0, err
-		}
-		hits += n
+	hits, err := counter.Count()
+	if err != nil {
+		return nil, 0, err
 	}
 	return out.Bytes(), hits, nil
 }

@@ -169,37 +169,15 @@ func benchTrace(progress io.Writer, o *benchTraceOptions) (*benchTraceReport, er
 // creates): the Go runtime may run the loop on any of them. The function
 // it returns checks the count and removes the probes.
 func benchTraceKernel(exe string, s benchTraceSite, pid, calls int, ret bool) (func() error, error) {
-	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	counter, err := kuprobe.OpenTasks(exe, s.offset, pid, &kuprobe.Options{Inherit: true, Return: ret})
 	if err != nil {
 		return nil, err
 	}
-	var counters []*kuprobe.Counter
-	closeAll := func() {
-		for _, c := range counters {
-			c.Close()
-		}
-	}
-	for _, t := range tasks {
-		tid, err := strconv.Atoi(t.Name())
-		if err != nil {
-			continue
-		}
-		c, err := kuprobe.Open(exe, s.offset, tid, &kuprobe.Options{Inherit: true, Return: ret})
-		if err != nil {
-			closeAll()
-			return nil, err
-		}
-		counters = append(counters, c)
-	}
 	return func() error {
-		defer closeAll()
-		var total uint64
-		for _, c := range counters {
-			n, err := c.Count()
-			if err != nil {
-				return err
-			}
-			total += n
+		defer counter.Close()
+		total, err := counter.Count()
+		if err != nil {
+			return err
 		}
 		if total != uint64(calls) {
 			return fmt.Errorf("kernel uprobe on %s: %d hits for %d calls", s.name, total, calls)

@@ -74,10 +74,11 @@ type benchDrainRow struct {
 	Dropped   uint64  `json:"dropped"`
 	WrittenPS float64 `json:"written_per_s"`
 	Bytes     int64   `json:"bytes"`
-	// TracerCPUNs is the CPU time probeopt's process spent over the run
-	// (user and system: draining, converting, writing, and the tracer's
-	// other work); PerCPUSecond the events written per second of it, the
-	// rate one tracer thread sustains when it has a CPU to itself.
+	// TracerCPUNs is the CPU time probeopt's process spent while the
+	// workload ran, from its start to its exit (user and system:
+	// draining, converting, writing, and the tracer's other work);
+	// PerCPUSecond the events written per second of it, what one tracer
+	// thread sustains on a CPU of its own.
 	TracerCPUNs  int64   `json:"tracer_cpu_ns"`
 	PerCPUSecond float64 `json:"written_per_cpu_s"`
 }

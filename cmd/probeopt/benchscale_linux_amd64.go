@@ -165,7 +165,7 @@ func scaleRun(exe string, off uint64, mode string, n, calls int) (benchScaleRow,
 			opts.Events = true
 			opts.OnEvents = func(evs []probe.Event) { events.Add(uint64(len(evs))) }
 		}
-		out, st, err = scaleTraced(exe, args, opts)
+		out, st, _, err = scaleTraced(exe, args, opts)
 		for _, p := range st.Probes {
 			row.Hits += p.Hits
 		}
@@ -187,36 +187,40 @@ func scaleRun(exe string, off uint64, mode string, n, calls int) (benchScaleRow,
 }
 
 // scaleTraced runs the workload under probeopt, probing hot with opts,
-// and returns its output and the tracer's statistics.
-func scaleTraced(exe string, args []string, opts probe.Options) ([]byte, probe.Stats, error) {
+// and returns its output, the tracer's statistics and the CPU time this
+// process spent while the workload ran (from its start, the probes
+// installed, to its exit: the drain and the tracer's other work).
+func scaleTraced(exe string, args []string, opts probe.Options) ([]byte, probe.Stats, int64, error) {
 	f, err := os.CreateTemp("", "probeopt-scale-out-")
 	if err != nil {
-		return nil, probe.Stats{}, err
+		return nil, probe.Stats{}, 0, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
 	tr, err := probe.Spawn(append([]string{exe}, args...), &probe.SpawnOptions{Options: opts, Stdout: f})
 	if err != nil {
-		return nil, probe.Stats{}, err
+		return nil, probe.Stats{}, 0, err
 	}
 	if _, err := tr.Add("hot"); err != nil {
 		tr.Kill()
-		return nil, probe.Stats{}, err
+		return nil, probe.Stats{}, 0, err
 	}
+	cpu0 := selfCPU()
 	if err := tr.Resume(); err != nil {
 		tr.Kill()
-		return nil, probe.Stats{}, err
+		return nil, probe.Stats{}, 0, err
 	}
 	es, err := tr.Wait()
+	cpu := selfCPU() - cpu0
 	if err == nil && (es.Code != 0 || es.Signal != 0) {
 		err = fmt.Errorf("workload exited with %+v", es)
 	}
 	st := tr.Stats()
 	if err != nil {
-		return nil, st, err
+		return nil, st, cpu, err
 	}
 	out, err := os.ReadFile(f.Name())
-	return out, st, err
+	return out, st, cpu, err
 }
 
 // scaleKernel runs the workload untraced with a kernel uprobe counting
@@ -280,9 +284,8 @@ func scaleDrain(exe, dir, format string, threads, rate, calls int) (benchDrainRo
 	if rate > 0 {
 		args = append(args, strconv.Itoa(rate/threads))
 	}
-	cpu0 := selfCPU()
-	out, st, err := scaleTraced(exe, args, probe.Options{Events: true, OnEvents: sink.write})
-	row.TracerCPUNs = selfCPU() - cpu0
+	out, st, cpu, err := scaleTraced(exe, args, probe.Options{Events: true, OnEvents: sink.write})
+	row.TracerCPUNs = cpu
 	if err != nil {
 		return row, err
 	}

@@ -93,6 +93,10 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	tg.stageNew(w, b)
 	tg.stageRemovals(b)
 	if len(b.patches) > 0 && tg.bounded {
+		if err := tg.guardRecord(b); err != nil {
+			b.res.errs = append(b.res.errs, err) // nothing written
+			return
+		}
 		tg.stagePasses(b)
 		return
 	}
@@ -298,7 +302,11 @@ func (tg *target) apply(w *proc.World, b *staged) bool {
 			steps = 0
 		}
 	}
-	if _, err := batchpatch.ApplyStopped(w, b.patches, patchOptions(steps)); err != nil {
+	err := tg.guardRecord(b) // the guardian knows every range before it changes
+	if err == nil {
+		_, err = batchpatch.ApplyStopped(w, b.patches, patchOptions(steps))
+	}
+	if err != nil {
 		b.res.errs = append(b.res.errs, fmt.Errorf("install %d, remove %d probe sites in %d: %w", len(b.added), len(b.removed), tg.pid, err))
 		for _, s := range b.added {
 			for _, r := range s.refs {

@@ -65,6 +65,9 @@ func TestMain(m *testing.M) {
 	if pid := os.Getenv(killedTracerEnv); pid != "" {
 		os.Exit(killedTracer(pid))
 	}
+	if arg := os.Getenv(killCampaignEnv); arg != "" {
+		os.Exit(killCampaignTracer(arg))
+	}
 	if os.Getenv(noRandomizeEnv) == "" {
 		reexecWithoutASLR()
 	}

@@ -157,6 +157,13 @@ type Options struct {
 	// progress display). It runs on the goroutine that called Add or
 	// Remove and must not call the Tracer.
 	OnPass func(done, total int)
+	// NoGuardian attaches without a guardian (package guardian): if the
+	// tracing program then dies without detaching, a thread that runs an
+	// int3 left in the text dies of SIGTRAP. By default Attach starts one,
+	// and the process is restored and runs on whatever the tracing program
+	// dies of. (Spawn starts none: a spawned process is killed with its
+	// tracer.)
+	NoGuardian bool
 }
 
 // DefaultRingSize is the capacity of each thread's event ring in events

@@ -18,6 +18,7 @@ import (
 
 	"github.com/probeopt/probeopt/batchpatch"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/guardian"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/xol"
@@ -174,6 +175,10 @@ type target struct {
 	// removing holds the sites a bounded batch removes whose pass has
 	// not landed yet: a child forked meanwhile does not inherit them.
 	removing map[uint64]bool
+	// guard is the guardian of an attached process (guard_linux_amd64.go),
+	// nil without one; guarded the ranges recorded in its log.
+	guard   *guardian.Guard
+	guarded map[guardKey]bool
 
 	hmu  sync.Mutex
 	held []held
@@ -231,6 +236,7 @@ func (tg *target) sync(w *proc.World) bool {
 		return false
 	}
 	tg.execs = w.Execs()
+	tg.resetGuard()
 	for _, s := range tg.sites {
 		tg.forget(s)
 	}

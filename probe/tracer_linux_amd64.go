@@ -25,6 +25,7 @@ import (
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/guardian"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
 )
@@ -55,6 +56,7 @@ type liveTracer struct {
 	root    *target
 	targets map[int]*target
 	closed  bool
+	guard   *guardian.Guard // the root target's guardian (Attach), nil without one
 	batches int
 	patches int
 	// threadDrops keeps the events dropped per thread (pid, tid) of the
@@ -183,13 +185,30 @@ func Attach(pid int, opts *Options) (*Tracer, error) {
 		return nil, err
 	}
 	po := procOptions()
+	var g *guardian.Guard
+	if !o.NoGuardian && pid > 0 {
+		// Started first: from the moment the latch is armed, a process
+		// whose tracer dies stops, and only the guardian lets it go.
+		var err error
+		if g, err = guardian.Start(pid, nil); err != nil {
+			return nil, fmt.Errorf("attach %d: %w", pid, err)
+		}
+		po.StopLatch = true
+	}
 	p, err := proc.Attach(pid, &po)
 	if err != nil {
+		if g != nil {
+			_ = g.Release()
+		}
 		return nil, err
 	}
 	t := newTracer(o)
+	t.guard = g
 	if err := t.start(p); err != nil {
 		_ = p.Detach()
+		if g != nil {
+			_ = g.Release()
+		}
 		return nil, err
 	}
 	return t, nil
@@ -231,6 +250,9 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	tg, err := newTarget(t, p)
 	if err != nil {
 		return nil, err
+	}
+	if t.root == nil && t.guard != nil {
+		tg.guard, tg.guarded = t.guard, map[guardKey]bool{}
 	}
 	tg.ts = ts
 	if ts != nil {
@@ -566,9 +588,13 @@ func (t *Tracer) detach() error {
 	var errs []error
 	list := t.targetList()
 	for i := len(list) - 1; i >= 0; i-- {
-		if err := list[i].detach(); err != nil && !errors.Is(err, proc.ErrExited) {
+		err := list[i].detach()
+		if err != nil && !errors.Is(err, proc.ErrExited) {
+			// The guardian restores what is left once this program exits.
 			errs = append(errs, fmt.Errorf("detach %d: %w", list[i].pid, err))
+			continue
 		}
+		list[i].releaseGuard()
 	}
 	return errors.Join(errs...)
 }
@@ -918,6 +944,7 @@ func (t *Tracer) onGone(tg *target) {
 		f.Close()
 	}
 	last := len(t.targets) == 0
+	guard := tg.guard
 	var ring *ringReader
 	if tg.ts != nil {
 		ring = tg.ts.ring
@@ -925,6 +952,10 @@ func (t *Tracer) onGone(tg *target) {
 	t.mu.Unlock()
 	if ring != nil {
 		ring.drain() // the events recorded before the end
+	}
+	if guard != nil {
+		// Exited, or detached (Detach releases it too): nothing to guard.
+		_ = guard.Release()
 	}
 	if tg == t.root {
 		st, err := tg.p.Wait()

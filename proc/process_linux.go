@@ -50,6 +50,8 @@ type ptraceProcess struct {
 	events  chan Event
 	dropped atomic.Int64
 
+	latch latch // Options.StopLatch: see latch_linux.go
+
 	exitCh  chan struct{} // closed when the process has exited or was detached
 	status  ExitStatus
 	exitErr error // ErrDetached when detached rather than exited
@@ -256,6 +258,11 @@ func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOpt
 	p.threads[pid] = th
 	p.stopped = true
 	t.procs[pid] = p
+	if o.StopLatch {
+		if err := t.armLatch(p); err != nil {
+			return fail(err)
+		}
+	}
 	return p, nil
 }
 
@@ -313,6 +320,12 @@ func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
 				continue // exited meanwhile
 			case err == unix.EPERM && taskZombie(pid, tid):
 				continue // an exited leader waiting for its threads
+			case err == unix.EPERM && taskTracer(pid, tid) == unix.Gettid():
+				// Created by a thread seized in an earlier round: traced
+				// already, its first stop still to come.
+				t.adopt(p, tid)
+				added++
+				continue
 			default:
 				return fail(&ThreadError{Tid: tid, Op: "seize", Err: err})
 			}
@@ -333,6 +346,11 @@ func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
 	}
 	if err := t.stopWorld(p); err != nil {
 		return fail(err)
+	}
+	if o.StopLatch {
+		if err := t.armLatch(p); err != nil {
+			return fail(err)
+		}
 	}
 	return p, nil
 }
@@ -728,6 +746,11 @@ func (p *ptraceProcess) Detach() error {
 				}
 				delete(t.threads, th.tid)
 			}
+		}
+		if p.latch.armed && !p.latch.real {
+			// Every thread left its tracer with the latch's group stop
+			// in effect, so it stops again: end that stop.
+			_ = unix.Kill(p.pid, unix.SIGCONT)
 		}
 		for _, q := range members {
 			q.threads = map[int]*thread{}

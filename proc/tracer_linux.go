@@ -55,6 +55,7 @@ type thread struct {
 	parked      bool // resumed after a vfork event, blocked until VFORK_DONE
 	parkRegs    Regs // registers at the vfork stop
 	held        bool // kept stopped by a TrapHandler
+	latched     bool // has taken the stop latch's group stop (Options.StopLatch)
 	stepping    bool // single-stepped, a SIGTRAP ends the step
 	// stepRestarts counts the steps reissued because a signal stopped
 	// the thread before the stepped instruction ran; stepSignals the
@@ -393,9 +394,13 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 		case sig == int(unix.SIGTRAP) && p.trapHandler() != nil && t.trapStop(th):
 		default:
 			th.sig = sig
+			p.root().latch.signalStop(p.pid, sig)
 		}
 	case unix.PTRACE_EVENT_STOP:
-		th.group = isStopSignal(sig)
+		th.group = p.root().latch.groupStop(sig)
+		if !th.group && isStopSignal(sig) {
+			th.latched = true // in the latch's group stop, or past it
+		}
 		if th.stepping && !th.staleStep && !th.group && th.stepRestarts < maxStepRestarts {
 			// An interrupt sent while the thread was already in another
 			// stop stays pending and fires when it resumes, before the
@@ -636,6 +641,7 @@ func (t *tracer) resumeThread(th *thread) {
 	// (its PTRACE_EVENT_EXIT stop, which must be continued, or its exit):
 	// it is not marked gone here.
 	_ = err
+	th.p.root().latch.resumed(th.p.pid)
 	th.stopped, th.sig, th.group, th.regsOK = false, 0, false, false
 	if th.event == unix.PTRACE_EVENT_EXIT {
 		th.gone = true // it only finishes exiting now
@@ -699,6 +705,22 @@ func listTasks(pid int) ([]int, error) {
 }
 
 // taskZombie reports whether task tid of pid is a zombie (or gone).
+// taskTracer returns the tid of the thread that traces task tid of
+// process pid (TracerPid), 0 if none or unknown.
+func taskTracer(pid, tid int) int {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
+}
+
 func taskZombie(pid, tid int) bool {
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/stat")
 	if err != nil {

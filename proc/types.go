@@ -19,6 +19,18 @@ type Options struct {
 	// exits without detaching (PTRACE_O_EXITKILL). Spawn sets it whatever
 	// the value; Attach leaves it off unless asked.
 	KillOnExit bool
+	// StopLatch makes the process stop, rather than run on, if the
+	// tracing program dies without detaching (killed, crashed): every
+	// thread then sits in a group stop until another tracer (a guardian
+	// that restores the text) seizes it, or a SIGCONT ends the stop. It is
+	// armed with a SIGSTOP once the process is seized, whose group stop is
+	// resumed at once (the real parent of an attached process sees a
+	// stop and a continue, as with a short job-control stop); a SIGCONT
+	// the program receives is followed by a new SIGSTOP; Detach ends the
+	// latch with a SIGCONT. A job-control stop the program gets while the
+	// latch holds is kept, as without it; one sent in the instant the latch
+	// is armed is merged with the latch's own.
+	StopLatch bool
 	// HoldExec keeps a process that execs stopped at the exec, after its
 	// EventExec is delivered, until Release lets it go: the caller can
 	// prepare the new image (probe it) before it runs its first

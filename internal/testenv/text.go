@@ -14,17 +14,31 @@ import (
 // proc's own tests can use it.
 func TextEqualsFile(t testing.TB, pid int, path string) {
 	t.Helper()
-	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	diff, err := TextDiff(pid, path)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if diff != "" {
+		t.Error(diff)
+	}
+}
+
+// TextDiff is TextEqualsFile's check without a test: it returns "" when
+// every executable mapping of path in process pid holds the file's bytes,
+// else the first difference; an error when the file, the process or a
+// mapping of path cannot be read.
+func TextDiff(pid int, path string) (string, error) {
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return "", err
 	}
 	file, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
-		t.Fatal(err)
+		return "", err
 	}
 	defer mem.Close()
 	checked := 0
@@ -35,30 +49,30 @@ func TextEqualsFile(t testing.TB, pid int, path string) {
 		}
 		var start, end, off uint64
 		if _, err := fmt.Sscanf(f[0], "%x-%x", &start, &end); err != nil {
-			t.Fatalf("maps line %q: %v", l, err)
+			return "", fmt.Errorf("maps line %q: %w", l, err)
 		}
 		if _, err := fmt.Sscanf(f[2], "%x", &off); err != nil {
-			t.Fatalf("maps line %q: %v", l, err)
+			return "", fmt.Errorf("maps line %q: %w", l, err)
 		}
 		if off > uint64(len(file)) {
-			t.Fatalf("%s mapped at file offset %#x, past its end", path, off)
+			return "", fmt.Errorf("%s mapped at file offset %#x, past its end", path, off)
 		}
 		n := min(end-start, uint64(len(file))-off)
 		got := make([]byte, n)
 		if _, err := mem.ReadAt(got, int64(start)); err != nil {
-			t.Fatalf("read the text of %d at %#x: %v", pid, start, err)
+			return "", fmt.Errorf("read the text of %d at %#x: %w", pid, start, err)
 		}
+		checked++
 		if want := file[off : off+n]; !bytes.Equal(got, want) {
 			for i := range got {
 				if got[i] != want[i] {
-					t.Errorf("%s in process %d: text at %#x (file offset %#x) is %#x, the file has %#x", path, pid, start+uint64(i), off+uint64(i), got[i], want[i])
-					break
+					return fmt.Sprintf("%s in process %d: text at %#x (file offset %#x) is %#x, the file has %#x", path, pid, start+uint64(i), off+uint64(i), got[i], want[i]), nil
 				}
 			}
 		}
-		checked++
 	}
 	if checked == 0 {
-		t.Fatalf("process %d maps no text of %s", pid, path)
+		return "", fmt.Errorf("process %d maps no text of %s", pid, path)
 	}
+	return "", nil
 }

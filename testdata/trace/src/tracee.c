@@ -17,6 +17,9 @@
  *   tracee dlopen LIB N    dlopen LIB and call its lib_work(N)
  *   tracee serve           print "ready", then for each line N of stdin
  *                          run "work N" and print the checksum
+ *   tracee tserve T        as serve, with T threads (started once) running
+ *                          "work N" at once for each line; prints every
+ *                          thread's checksum
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -90,6 +93,21 @@ static void *run(void *arg)
 {
 	struct job *j = arg;
 	j->h = work(j->n, 0);
+	return NULL;
+}
+
+/* tserve: T threads, started once, each run "work N" per request. */
+static struct job tserve_jobs[64];
+static pthread_barrier_t tserve_start, tserve_done;
+
+static void *tserve_worker(void *arg)
+{
+	struct job *j = arg;
+	for (;;) {
+		pthread_barrier_wait(&tserve_start);
+		j->h = work(j->n, 0);
+		pthread_barrier_wait(&tserve_done);
+	}
 	return NULL;
 }
 
@@ -222,6 +240,33 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	fprintf(stderr, "usage: tracee work|threads|signals|fork|exec|dlopen|serve ...\n");
+	if (argc >= 3 && strcmp(argv[1], "tserve") == 0) {
+		int t = atoi(argv[2]);
+		char line[64];
+		pthread_t th;
+		if (t < 1 || t > 64)
+			return 2;
+		pthread_barrier_init(&tserve_start, NULL, t + 1);
+		pthread_barrier_init(&tserve_done, NULL, t + 1);
+		for (int i = 0; i < t; i++)
+			if (pthread_create(&th, NULL, tserve_worker, &tserve_jobs[i]) != 0)
+				return 1;
+		printf("ready\n");
+		fflush(stdout);
+		while (fgets(line, sizeof line, stdin)) {
+			long n = atol(line);
+			for (int i = 0; i < t; i++)
+				tserve_jobs[i].n = n;
+			pthread_barrier_wait(&tserve_start);
+			pthread_barrier_wait(&tserve_done);
+			printf("work %ld", n);
+			for (int i = 0; i < t; i++)
+				printf(" %016lx", tserve_jobs[i].h);
+			printf("\n");
+			fflush(stdout);
+		}
+		return 0;
+	}
+	fprintf(stderr, "usage: tracee work|threads|signals|fork|exec|dlopen|serve|tserve ...\n");
 	return 2;
 }

@@ -1,0 +1,493 @@
+//go:build linux && amd64
+
+package guardian
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/proc"
+)
+
+// envServe is set in the environment of the re-executed program that
+// serves as a guardian (see the package documentation).
+const envServe = "PROBEOPT_GUARDIAN_SERVE"
+
+// The guardian's inherited descriptors.
+const (
+	fdLog   = 3 // the shared undo log (a memfd)
+	fdDeath = 4 // read end of a pipe whose write end only the tracer holds
+	fdReady = 5 // write end of a pipe: one byte once the guardian is ready
+)
+
+// DefaultRecords is the capacity of a log when Options.Records is 0.
+const DefaultRecords = 1 << 17
+
+// Options tune Start. A nil *Options means the defaults.
+type Options struct {
+	// Records is the capacity of the undo log, in records; 0 means
+	// DefaultRecords (the log is sparse: its pages exist once written).
+	Records int
+	// Stderr receives the guardian's report when it restores a process;
+	// nil means the tracer's standard error.
+	Stderr *os.File
+}
+
+// Guard is the tracer's side of a guardian watching one process. Its
+// methods are safe for concurrent use.
+type Guard struct {
+	pid  int
+	mem  []byte // the shared log, mapped
+	cap  int
+	cmd  *exec.Cmd
+	done chan struct{} // closed once the guardian exited
+	err  error         // its exit error, after done
+
+	mu     sync.Mutex
+	death  *os.File // write end of the death pipe; nil once released
+	closed bool
+}
+
+// Start starts a guardian for process pid: a child of the calling program
+// (the program's own executable run again, in a session of its own) that
+// restores every byte recorded in the log if the calling program dies
+// before Release. The caller records a range before it writes it (Record).
+// The process must have been seized with proc.Options.StopLatch, so that
+// it stops when its tracer dies.
+func Start(pid int, opts *Options) (*Guard, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if o.Records <= 0 {
+		o.Records = DefaultRecords
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	size := headerSize + o.Records*recordSize
+	fd, err := unix.MemfdCreate("probeopt-guardian", unix.MFD_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("guardian for %d: create the log: %w", pid, err)
+	}
+	logf := os.NewFile(uintptr(fd), "probeopt-guardian-log")
+	defer logf.Close()
+	if err := logf.Truncate(int64(size)); err != nil {
+		return nil, fmt.Errorf("guardian for %d: size the log: %w", pid, err)
+	}
+	mem, err := unix.Mmap(fd, 0, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		return nil, fmt.Errorf("guardian for %d: map the log: %w", pid, err)
+	}
+	binary.LittleEndian.PutUint64(mem[offPid:], uint64(pid))
+	binary.LittleEndian.PutUint64(mem[offCap:], uint64(o.Records))
+	binary.LittleEndian.PutUint64(mem[offMagic:], logMagic)
+	g := &Guard{pid: pid, mem: mem, cap: o.Records, done: make(chan struct{})}
+	fail := func(err error) (*Guard, error) {
+		_ = unix.Munmap(mem)
+		return nil, fmt.Errorf("guardian for %d: %w", pid, err)
+	}
+	deathR, deathW, err := os.Pipe()
+	if err != nil {
+		return fail(err)
+	}
+	readyR, readyW, err := os.Pipe()
+	if err != nil {
+		deathR.Close()
+		deathW.Close()
+		return fail(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		exe = "/proc/self/exe"
+	}
+	cmd := &exec.Cmd{
+		Path:        "/proc/self/exe",
+		Args:        []string{exe, "probeopt-guardian", strconv.Itoa(pid)},
+		Env:         append(os.Environ(), envServe+"=1"),
+		ExtraFiles:  []*os.File{logf, deathR, readyW},
+		Stderr:      o.Stderr,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true},
+	}
+	err = cmd.Start()
+	deathR.Close()
+	readyW.Close()
+	if err != nil {
+		readyR.Close()
+		deathW.Close()
+		return fail(fmt.Errorf("start: %w", err))
+	}
+	g.cmd, g.death = cmd, deathW
+	go func() {
+		g.err = cmd.Wait()
+		close(g.done)
+	}()
+	// The guardian says it is ready once it has mapped the log; EOF
+	// means it died first.
+	_ = readyR.SetReadDeadline(time.Now().Add(10 * time.Second))
+	var b [1]byte
+	_, err = io.ReadFull(readyR, b[:])
+	readyR.Close()
+	if err != nil {
+		deathW.Close()
+		<-g.done
+		return fail(fmt.Errorf("not ready: %w (exit: %v)", err, g.err))
+	}
+	return g, nil
+}
+
+// Pid returns the process id of the guardian.
+func (g *Guard) Pid() int { return g.cmd.Process.Pid }
+
+// Record appends records to the log. Call it before the ranges are
+// written: a record of a range that keeps its original bytes restores
+// nothing.
+func (g *Guard) Record(recs ...Record) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return fmt.Errorf("record in the log of %d: %w", g.pid, os.ErrClosed)
+	}
+	count := int(g.loadCount())
+	if count+len(recs) > g.cap {
+		return fmt.Errorf("record %d ranges of %d (%d of %d used): %w", len(recs), g.pid, count, g.cap, ErrFull)
+	}
+	for i, r := range recs {
+		off := headerSize + (count+i)*recordSize
+		if err := encodeRecord(g.mem[off:off+recordSize], r); err != nil {
+			return err
+		}
+	}
+	// Published: the guardian reads the count, then the records below it.
+	atomic.StoreUint64(g.countPtr(), uint64(count+len(recs)))
+	return nil
+}
+
+func (g *Guard) countPtr() *uint64 { return (*uint64)(unsafe.Pointer(&g.mem[offCount])) }
+func (g *Guard) loadCount() uint64 { return atomic.LoadUint64(g.countPtr()) }
+
+// Reset empties the log: the process replaced its image (exec), and the
+// ranges recorded name addresses of the old one.
+func (g *Guard) Reset() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		atomic.StoreUint64(g.countPtr(), 0)
+	}
+}
+
+// Release tells the guardian that the process no longer needs it (it was
+// detached cleanly, or it exited) and waits until the guardian is gone.
+func (g *Guard) Release() error { return g.end(stateReleased) }
+
+// Restore asks the guardian to restore the process now, as if the tracer
+// had died, and waits until it has. The caller must not trace the process
+// any more (the guardian seizes it).
+func (g *Guard) Restore() error { return g.end(stateActive) }
+
+func (g *Guard) end(state uint64) error {
+	g.mu.Lock()
+	if g.closed {
+		g.mu.Unlock()
+		<-g.done
+		return nil
+	}
+	g.closed = true
+	atomic.StoreUint64((*uint64)(unsafe.Pointer(&g.mem[offState])), state)
+	g.death.Close()
+	g.mu.Unlock()
+	var err error
+	select {
+	case <-g.done:
+		err = g.err
+	case <-time.After(10 * time.Second):
+		_ = g.cmd.Process.Kill()
+		<-g.done
+		err = fmt.Errorf("guardian of %d did not finish", g.pid)
+	}
+	_ = unix.Munmap(g.mem)
+	if err != nil {
+		return fmt.Errorf("guardian of %d: %w", g.pid, err)
+	}
+	return nil
+}
+
+// init turns the program into a guardian when it was started as one: the
+// guardian is the tracer's own executable run again, so that a program that
+// uses the library guards its processes without any file of ours.
+func init() {
+	if os.Getenv(envServe) == "" {
+		return
+	}
+	os.Exit(serve())
+}
+
+// serve is the guardian: it waits for the tracer's death and restores the
+// process. Its exit code is 0 when nothing was left to restore or every
+// byte was restored.
+func serve() int {
+	_ = os.Unsetenv(envServe)
+	logf := os.NewFile(fdLog, "log")
+	death := os.NewFile(fdDeath, "death")
+	ready := os.NewFile(fdReady, "ready")
+	st, err := logf.Stat()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: %v\n", err)
+		return 2
+	}
+	mem, err := unix.Mmap(fdLog, 0, int(st.Size()), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: map the log: %v\n", err)
+		return 2
+	}
+	logf.Close()
+	if binary.LittleEndian.Uint64(mem[offMagic:]) != logMagic {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: %v\n", ErrBadLog)
+		return 2
+	}
+	pid := int(binary.LittleEndian.Uint64(mem[offPid:]))
+	_, _ = ready.Write([]byte{1})
+	ready.Close()
+	// Only the tracer holds the write end: EOF comes when it closes it
+	// (Release, Restore) or when it is gone, however it died.
+	var b [1]byte
+	for {
+		if _, err := death.Read(b[:]); err != nil {
+			break
+		}
+	}
+	if atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offState]))) == stateReleased {
+		return 0
+	}
+	recs, err := readLog(mem)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
+		return 1
+	}
+	rep, err := restore(pid, recs, time.Second)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
+		return 1
+	}
+	if rep.Bytes > 0 || rep.Rewound > 0 || rep.Late > 0 || rep.Left > 0 {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: the tracer of process %d is gone: restored %d bytes in %d ranges; %d threads sent back to their trap sites, %d late traps served; %d ranges left as the program has them\n",
+			pid, rep.Bytes, rep.Ranges, rep.Rewound, rep.Late, rep.Left)
+	}
+	return 0
+}
+
+// readLog returns the published records of a mapped log.
+func readLog(mem []byte) ([]Record, error) {
+	n := int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offCount]))))
+	capacity := int(binary.LittleEndian.Uint64(mem[offCap:]))
+	if n > capacity || headerSize+n*recordSize > len(mem) {
+		return nil, fmt.Errorf("%d records in a log of %d: %w", n, capacity, ErrBadLog)
+	}
+	recs := make([]Record, 0, n)
+	for i := 0; i < n; i++ {
+		off := headerSize + i*recordSize
+		r, err := decodeRecord(mem[off : off+recordSize])
+		if err != nil {
+			return nil, fmt.Errorf("record %d: %w", i, err)
+		}
+		recs = append(recs, r)
+	}
+	return recs, nil
+}
+
+// Report says what a restore did.
+type Report struct {
+	Bytes, Ranges int // bytes and contiguous ranges written back
+	Rewound       int // threads sent back from just past a breakpoint to its site
+	Late          int // traps taken just before the restore, served after it
+	Left          int // recorded ranges that hold bytes other than the tracer's or the file's, left alone
+}
+
+// restore seizes process pid as soon as its former tracer has let it go
+// (within wait), and in one stop: sends every thread that stands just past
+// a breakpoint of a trap site back to the site, clears a trap flag left by
+// a single step, and writes back every byte of recs where memory holds the
+// tracer's. It then ends the latch's group stop (SIGCONT), serves the
+// breakpoint traps taken in the instant before the process stopped (the
+// thread goes back to the site, where the original instruction is now),
+// and detaches. A process that is gone needs nothing.
+func restore(pid int, recs []Record, wait time.Duration) (Report, error) {
+	var rep Report
+	var p *proc.Process
+	deadline := time.Now().Add(wait)
+	for {
+		var err error
+		p, err = proc.Attach(pid, nil)
+		if err == nil {
+			break
+		}
+		if errors.Is(err, proc.ErrExited) {
+			return rep, nil
+		}
+		if time.Now().After(deadline) {
+			return rep, fmt.Errorf("seize: %w", err)
+		}
+		time.Sleep(200 * time.Microsecond) // the dying tracer still holds it
+	}
+	var pl *plan
+	rewound := map[int]uint64{}
+	late := false
+	_, err := p.Stopped(func(w *proc.World) error {
+		pl = makePlan(w, recs)
+		var err error
+		rep, err = restoreStopped(w, pl, rewound)
+		late = trapPending(pid)
+		return err
+	})
+	if err == nil && late {
+		// A thread ran an int3 in the instant between the tracer's end
+		// and its stop: its SIGTRAP is queued. Serve it, then detach.
+		err = serveLate(p, pid, pl, rewound, &rep)
+	}
+	derr := p.Detach()
+	_ = unix.Kill(pid, unix.SIGCONT) // end the latch's group stop
+	if errors.Is(err, proc.ErrExited) {
+		return rep, nil
+	}
+	if err != nil {
+		return rep, err
+	}
+	if derr != nil && !errors.Is(derr, proc.ErrExited) {
+		return rep, fmt.Errorf("detach: %w", derr)
+	}
+	return rep, nil
+}
+
+// serveLate lets the process run under the guardian until the SIGTRAP of
+// every breakpoint it ran before the restore has been taken: the thread
+// is sent back to the site, where the original instruction is now.
+func serveLate(p *proc.Process, pid int, pl *plan, rewound map[int]uint64, rep *Report) error {
+	_, err := p.SetTrapHandler(func(ctx *proc.TrapContext) proc.TrapAction {
+		switch {
+		case pl.traps[ctx.Addr]:
+			ctx.Regs.SetPC(ctx.Addr)
+		case rewound[ctx.Tid] == ctx.Regs.PC() && ctx.Regs.PC() != 0:
+			// Sent back to the site already; the trap it took there
+			// is all that is left.
+			delete(rewound, ctx.Tid)
+		default:
+			return proc.TrapPass
+		}
+		rep.Late++
+		return proc.TrapResume
+	})
+	if err != nil {
+		return err
+	}
+	_ = unix.Kill(pid, unix.SIGCONT)
+	if err := p.Resume(); err != nil {
+		return err
+	}
+	return p.DrainTraps(time.Millisecond)
+}
+
+// trapPending reports whether a thread of process pid has a SIGTRAP
+// queued (SigPnd or ShdPnd of /proc/PID/task/TID/status).
+func trapPending(pid int) bool {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			for _, k := range []string{"SigPnd:", "ShdPnd:"} {
+				if v, ok := strings.CutPrefix(l, k); ok {
+					m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+					if err == nil && m&(1<<(unix.SIGTRAP-1)) != 0 {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// trapFlag is the x86-64 EFLAGS single-step bit.
+const trapFlag = 1 << 8
+
+// restoreStopped is restore's work on the stopped world.
+// Threads sent back are listed in rewound (tid -> site).
+func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64) (Report, error) {
+	rep := Report{Left: pl.left}
+	ths, err := w.Threads()
+	if err != nil {
+		return rep, err
+	}
+	for _, th := range ths {
+		if th.Exiting || th.Parked {
+			continue
+		}
+		r, err := w.Regs(th.Tid)
+		if err != nil {
+			continue
+		}
+		changed := false
+		if r.Eflags&trapFlag != 0 {
+			r.Eflags &^= trapFlag
+			changed = true
+		}
+		if pl.traps[r.PC()-1] {
+			r.SetPC(r.PC() - 1)
+			rewound[th.Tid] = r.PC()
+			rep.Rewound++
+			changed = true
+		}
+		if changed {
+			if err := w.SetRegs(th.Tid, &r); err != nil {
+				return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
+			}
+		}
+	}
+	var patches []batchpatch.Patch
+	for _, rn := range pl.runs() {
+		cur := make([]byte, len(rn.orig))
+		if err := w.ReadMemory(rn.addr, cur); err != nil {
+			continue
+		}
+		// Only the bytes that differ, each stretch a patch of its own.
+		for i := 0; i < len(cur); {
+			if cur[i] == rn.orig[i] {
+				i++
+				continue
+			}
+			j := i
+			for j < len(cur) && cur[j] != rn.orig[j] {
+				j++
+			}
+			patches = append(patches, batchpatch.Patch{Addr: rn.addr + uint64(i), Old: bytes.Clone(cur[i:j]), New: bytes.Clone(rn.orig[i:j])})
+			rep.Bytes += j - i
+			i = j
+		}
+	}
+	if len(patches) == 0 {
+		return rep, nil
+	}
+	rep.Ranges = len(patches)
+	batchpatch.Sort(patches)
+	if _, err := batchpatch.ApplyStopped(w, patches, &batchpatch.Options{AllOrNothing: true}); err != nil {
+		return rep, fmt.Errorf("restore %d ranges: %w", len(patches), err)
+	}
+	return rep, nil
+}

@@ -1,0 +1,72 @@
+//go:build linux && amd64
+
+package probe
+
+import (
+	"fmt"
+
+	"github.com/probeopt/probeopt/guardian"
+)
+
+// The guardian of an attached process (package guardian): started by
+// Attach before the process is seized; every range a
+// batch writes is recorded in its undo log before the batch runs; released
+// once the process is detached cleanly or has exited.
+
+// guardKey names one record: a site's address, its kind and the bytes
+// written there.
+type guardKey struct {
+	addr uint64
+	kind guardian.Kind
+	new  string
+}
+
+// guardRecord records, in the guardian's log, the original bytes of every
+// site of the batch not recorded yet (under Tracer.mu, before the batch is
+// written).
+func (tg *target) guardRecord(b *staged) error {
+	if tg.guard == nil {
+		return nil
+	}
+	var recs []guardian.Record
+	var keys []guardKey
+	for _, s := range b.next {
+		in := s.installPatch()
+		r := guardian.Record{Addr: s.addr, Kind: guardian.KindTrap, InstLen: len(s.ps.code), Orig: s.removePatch().New, New: in.New}
+		if s.tramp != nil {
+			r.Kind, r.InstLen = guardian.KindJump, 0
+		}
+		k := guardKey{s.addr, r.Kind, string(in.New)}
+		if tg.guarded[k] {
+			continue
+		}
+		recs = append(recs, r)
+		keys = append(keys, k)
+	}
+	if len(recs) == 0 {
+		return nil
+	}
+	if err := tg.guard.Record(recs...); err != nil {
+		return fmt.Errorf("guardian of %d: %w", tg.pid, err)
+	}
+	for _, k := range keys {
+		tg.guarded[k] = true
+	}
+	return nil
+}
+
+// resetGuard empties the guardian's log after an exec (under Tracer.mu,
+// before the new image is probed).
+func (tg *target) resetGuard() {
+	if tg.guard != nil {
+		tg.guard.Reset()
+		tg.guarded = map[guardKey]bool{}
+	}
+}
+
+// releaseGuard tells the guardian that the target needs it no more.
+func (tg *target) releaseGuard() {
+	if tg.guard != nil {
+		_ = tg.guard.Release()
+	}
+}

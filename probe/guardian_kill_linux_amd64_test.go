@@ -1,0 +1,397 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/testenv"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// killCampaignEnv makes the test binary a tracer for TestGuardianKill:
+// "MODE:PID:SEED". It attaches to PID, adds killCampaignSpecs, prints
+// "ready" once the process runs probed, then does what MODE says (see
+// killCampaignTracer) until it is killed or dies.
+const killCampaignEnv = "PROBEOPT_TEST_KILL_CAMPAIGN"
+
+// killCampaignSpecs probe the tracee with every kind of site: trampolines
+// (c_sum, k_nop), return probes (c_fib%return, work%return), emulated traps
+// (k_push, k_mov, mix) and traps single-stepped in place (k_sse, k_lock,
+// k_rep), most of them hit in every thread.
+var killCampaignSpecs = []string{"c_sum", "k_nop", "c_fib%return", "work%return", "k_push", "k_mov", "mix", "k_sse", "k_lock", "k_rep", "k_riprel"}
+
+// killCampaignTracer is the tracer of one run. Modes: serve (serve traps
+// until killed), churn (remove and add probes in a loop: batches while the
+// threads run), detach (print "detaching", then Detach), panic (panic
+// after a random delay), exit (os.Exit without Detach after a random
+// delay).
+func killCampaignTracer(arg string) int {
+	f := strings.SplitN(arg, ":", 3)
+	if len(f) != 3 {
+		fmt.Println("bad argument", arg)
+		return 1
+	}
+	pid, _ := strconv.Atoi(f[1])
+	seed, _ := strconv.ParseInt(f[2], 10, 64)
+	rnd := rand.New(rand.NewSource(seed))
+	tr, err := probe.Attach(pid, &probe.Options{Events: f[0] == "churn"})
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	probes, err := tr.Add(killCampaignSpecs...)
+	if err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	if err := tr.Resume(); err != nil {
+		fmt.Println(err)
+		return 1
+	}
+	fmt.Println("ready")
+	switch f[0] {
+	case "churn":
+		for i := 0; ; i++ {
+			k := i % len(probes)
+			if err := tr.Remove(probes[k]); err != nil {
+				fmt.Println(err)
+				return 1
+			}
+			ps, err := tr.Add(probes[k].Spec)
+			if err != nil || len(ps) != 1 {
+				fmt.Println(err)
+				return 1
+			}
+			probes[k] = ps[0]
+		}
+	case "detach":
+		time.Sleep(time.Duration(rnd.Intn(20)) * time.Millisecond)
+		fmt.Println("detaching")
+		if err := tr.Detach(); err != nil {
+			fmt.Println(err)
+			return 1
+		}
+		fmt.Println("detached")
+	case "panic":
+		time.Sleep(time.Duration(rnd.Intn(30)) * time.Millisecond)
+		var st *probe.Stats
+		fmt.Println(st.Traps) // a nil dereference, as a tracer bug would
+	case "exit":
+		time.Sleep(time.Duration(rnd.Intn(30)) * time.Millisecond)
+		os.Exit(3)
+	}
+	for {
+		time.Sleep(time.Hour)
+	}
+}
+
+// killRun is one run of the campaign.
+type killRun struct {
+	mode string
+	// delay is how long after the tracer started (install) or said
+	// "ready" (serve, churn) or "detaching" (detach) it is killed; panic
+	// and exit modes die on their own.
+	delay time.Duration
+	seed  int64
+}
+
+// TestGuardianKill kills the tracer of a multi-threaded program (three
+// threads, two of them working at once on every request, with trampoline,
+// return, emulated and stepped sites) at random points: during the attach and the
+// install batch, while traps are served and threads stepped, during
+// batches that remove and add probes, during Detach; and lets it panic or
+// call os.Exit. In every run the program's answers before, during and
+// after are those of the untraced program, it ends traced by nobody and
+// running, and its text and its libraries' equal their files within a
+// second of the tracer's death. PROBEOPT_LONG=1 makes 240 runs; CI 30.
+func TestGuardianKill(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	per := 5
+	if os.Getenv("PROBEOPT_LONG") != "" {
+		per = 40
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("seed %d (PROBEOPT_SEED)", seed)
+	rnd := rand.New(rand.NewSource(seed))
+	want := tserveAnswer(t, exe, 3, 2)
+	var runs []killRun
+	for i := 0; i < per; i++ {
+		runs = append(runs,
+			killRun{mode: "install", delay: time.Duration(rnd.Intn(400)) * time.Millisecond},
+			killRun{mode: "serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			killRun{mode: "churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+			killRun{mode: "detach", delay: time.Duration(rnd.Intn(4000)) * time.Microsecond},
+			killRun{mode: "panic"},
+			killRun{mode: "exit"},
+		)
+	}
+	counts := map[string]int{}
+	var slowest time.Duration
+	for i := range runs {
+		runs[i].seed = rnd.Int63()
+		took := runKill(t, exe, runs[i], want)
+		counts[runs[i].mode]++
+		slowest = max(slowest, took)
+		if t.Failed() {
+			t.Fatalf("run %d (%+v) failed", i, runs[i])
+		}
+	}
+	t.Logf("%d runs, targets damaged: 0; runs per kill point: %v; slowest restore: %v", len(runs), counts, slowest)
+}
+
+// tserveAnswer returns what "tracee tserve T" answers to "n": every
+// thread's checksum of "work n", from an untraced run.
+func tserveAnswer(t *testing.T, exe string, n, threads int) string {
+	f := strings.Fields(string(untraced(t, []string{exe, "work", strconv.Itoa(n)}, nil)))
+	if len(f) < 3 {
+		t.Fatalf("tracee work %d printed %q", n, f)
+	}
+	return "work " + strconv.Itoa(n) + strings.Repeat(" "+f[2], threads)
+}
+
+// runKill makes one run and returns how long after the tracer's death the
+// text was whole again.
+func runKill(t *testing.T, exe string, r killRun, want string) time.Duration {
+	t.Helper()
+	s := startThreadServer(t, exe, 2)
+	defer s.stop()
+	// Requests go on during the whole run, each answer checked.
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	bad := make(chan string, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if got, err := s.ask(3); err != nil || got != want {
+				select {
+				case bad <- fmt.Sprintf("answer %q (%v), want %q", got, err, want):
+				default:
+				}
+				return
+			}
+		}
+	}()
+	tracer := exec.Command(os.Args[0])
+	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", killCampaignEnv, r.mode, s.cmd.Process.Pid, r.seed))
+	tracer.Stderr = os.Stderr
+	out, err := tracer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	waitLine := func(want string) {
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Errorf("tracer (%s) ended before %q", r.mode, want)
+					return
+				}
+				if l == want {
+					return
+				}
+				if l != "ready" {
+					t.Errorf("tracer (%s): %s", r.mode, l)
+				}
+			case <-time.After(20 * time.Second):
+				// Its goroutines on its standard error, for the record.
+				_ = tracer.Process.Signal(syscall.SIGQUIT)
+				t.Errorf("tracer (%s) said nothing for 20 s", r.mode)
+				return
+			}
+		}
+	}
+	switch r.mode {
+	case "install":
+		time.Sleep(r.delay)
+	case "serve", "churn":
+		waitLine("ready")
+		time.Sleep(r.delay)
+	case "detach":
+		waitLine("detaching")
+		time.Sleep(r.delay)
+	}
+	if r.mode != "panic" && r.mode != "exit" {
+		_ = tracer.Process.Signal(syscall.SIGKILL)
+	}
+	_ = tracer.Wait()
+	for range lines {
+	}
+	died := time.Now()
+	// Within a second: traced by nobody, not stopped, the text whole.
+	var took time.Duration
+	var last string
+	for {
+		last = killCheck(s.cmd.Process.Pid, exe)
+		took = time.Since(died)
+		if last == "" || took > time.Second {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if last != "" {
+		t.Errorf("%s run, %v after the tracer's death: %s", r.mode, took, last)
+	}
+	time.Sleep(20 * time.Millisecond) // more requests after the restore
+	close(quit)
+	wg.Wait()
+	select {
+	case b := <-bad:
+		t.Errorf("%s run: %s", r.mode, b)
+	default:
+	}
+	if got, err := s.ask(3); err != nil || got != want {
+		t.Errorf("%s run: after the tracer's death: answer %q (%v), want %q", r.mode, got, err, want)
+	}
+	if err := s.finish(); err != nil {
+		t.Errorf("%s run: the program ended with %v", r.mode, err)
+	}
+	return took
+}
+
+// killCheck returns "" when process pid is traced by nobody, not stopped,
+// and its executable, C library and dynamic linker equal their files; else
+// what is not so.
+func killCheck(pid int, exe string) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return err.Error()
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok && strings.TrimSpace(v) != "0" {
+			return "traced by " + strings.TrimSpace(v)
+		}
+		if v, ok := strings.CutPrefix(l, "State:"); ok && strings.ContainsAny(v, "tT") {
+			return "stopped: " + strings.TrimSpace(v)
+		}
+	}
+	for _, path := range append([]string{exe}, mappedLibs(pid)...) {
+		d, err := testenv.TextDiff(pid, path)
+		if err != nil {
+			return err.Error()
+		}
+		if d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// mappedLibs returns the C library and dynamic linker process pid maps.
+func mappedLibs(pid int) []string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range strings.Split(string(b), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 6 || !strings.Contains(f[1], "x") {
+			continue
+		}
+		p := f[5]
+		if (strings.Contains(p, "/libc.so") || strings.Contains(p, "/ld-linux")) && !seen[p] {
+			seen[p] = true
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// threadServer is "tracee tserve T".
+type threadServer struct {
+	cmd *exec.Cmd
+	in  *os.File
+	out *bufio.Reader
+	mu  sync.Mutex
+}
+
+func startThreadServer(t *testing.T, exe string, threads int) *threadServer {
+	t.Helper()
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(exe, "tserve", strconv.Itoa(threads))
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	s := &threadServer{cmd: cmd, in: inW, out: bufio.NewReader(outR)}
+	if l, err := s.out.ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
+		s.stop()
+		t.Fatalf("tserve said %q, %v", l, err)
+	}
+	return s
+}
+
+// ask sends n and returns the answer (an error after 10 s without one).
+func (s *threadServer) ask(n int) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, err := fmt.Fprintf(s.in, "%d\n", n); err != nil {
+		return "", err
+	}
+	type res struct {
+		l   string
+		err error
+	}
+	c := make(chan res, 1)
+	go func() {
+		l, err := s.out.ReadString('\n')
+		c <- res{strings.TrimSpace(l), err}
+	}()
+	select {
+	case r := <-c:
+		return r.l, r.err
+	case <-time.After(10 * time.Second):
+		return "", fmt.Errorf("no answer in 10 s")
+	}
+}
+
+// finish closes the program's input and waits for its exit status.
+func (s *threadServer) finish() error {
+	s.in.Close()
+	return s.cmd.Wait()
+}
+
+func (s *threadServer) stop() {
+	s.in.Close()
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+}

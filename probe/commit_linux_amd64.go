@@ -225,7 +225,9 @@ func (tg *target) stageNew(w *proc.World, b *staged) {
 		}
 		if s.tramp == nil && s.wantsReturn() {
 			why := "the site cannot take a trampoline"
-			if s.trampErr != nil {
+			if !tg.t.wantTrampolines() {
+				why = "Options.NoTrampolines (or StepOnly) forbids trampolines"
+			} else if s.trampErr != nil {
 				why = fmt.Sprintf("the trampoline could not be made: %v", s.trampErr)
 			} else if s.ps.tramp == nil {
 				why = "the plan gives the site no trampoline: " + s.ps.decision.Detail

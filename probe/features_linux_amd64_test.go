@@ -85,7 +85,10 @@ func TestThreadEvents(t *testing.T) {
 	total := 0
 	for {
 		select {
-		case e := <-r.tr.Events():
+		case e, ok := <-r.tr.Events():
+			if !ok {
+				break // closed: the process is gone and every event read
+			}
 			total++
 			perThread[e.Tid]++
 			if e.Pid != r.tr.Pid() || e.Time.IsZero() {
@@ -216,7 +219,10 @@ func TestFork(t *testing.T) {
 			}
 			for {
 				select {
-				case e := <-r.tr.Events():
+				case e, ok := <-r.tr.Events():
+					if !ok {
+						break // closed: the process is gone and every event read
+					}
 					if !e.Return {
 						sym := ""
 						for _, p := range st.Probes {
@@ -494,7 +500,10 @@ func TestEvents(t *testing.T) {
 	seen := map[[2]uint64]int{}
 	for {
 		select {
-		case e := <-r.tr.Events():
+		case e, ok := <-r.tr.Events():
+			if !ok {
+				break // closed: the process is gone and every event read
+			}
 			if e.Probe != probes[0].ID || e.Pid != r.tr.Pid() || e.Tid != e.Pid || e.Time.IsZero() {
 				t.Errorf("event %+v", e)
 			}

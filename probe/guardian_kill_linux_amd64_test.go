@@ -45,7 +45,7 @@ func killCampaignTracer(arg string) int {
 	pid, _ := strconv.Atoi(f[1])
 	seed, _ := strconv.ParseInt(f[2], 10, 64)
 	rnd := rand.New(rand.NewSource(seed))
-	tr, err := probe.Attach(pid, &probe.Options{Events: f[0] == "churn"})
+	tr, err := probe.Attach(pid, &probe.Options{Events: f[0] == "churn", NoGuardian: f[0] == "unguarded"})
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -152,6 +152,38 @@ func TestGuardianKill(t *testing.T) {
 		}
 	}
 	t.Logf("%d runs, targets damaged: 0; runs per kill point: %v; slowest restore: %v", len(runs), counts, slowest)
+}
+
+// TestGuardianKillUnguarded is the campaign's control: the same kill
+// while traps are served, without a guardian, leaves the program's text
+// changed (int3 bytes and jumps) a second after the tracer's death, or the
+// program dead. It shows that TestGuardianKill's checks see damage.
+func TestGuardianKillUnguarded(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startThreadServer(t, exe, 2)
+	defer s.stop()
+	tracer := exec.Command(os.Args[0])
+	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=unguarded:%d:1", killCampaignEnv, s.cmd.Process.Pid))
+	out, err := tracer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
+		_ = tracer.Process.Kill()
+		t.Fatalf("tracer said %q, %v", l, err)
+	}
+	_ = tracer.Process.Kill()
+	_ = tracer.Wait()
+	time.Sleep(time.Second)
+	if why := killCheck(s.cmd.Process.Pid, exe); why == "" {
+		t.Fatal("without a guardian the program's text is whole a second after its tracer's death")
+	} else {
+		t.Logf("without a guardian: %s", why)
+	}
 }
 
 // tserveAnswer returns what "tracee tserve T" answers to "n": every

@@ -273,11 +273,13 @@ type Stats struct {
 	// was full, how many (threads that had no ring of their own record
 	// in a shared ring, whose drops are in DroppedEvents only).
 	ThreadDrops []ThreadDrops
-	// Traps counts the traps served; Emulated, Boosted and Stepped how
+	// Traps counts the traps served at the probes' sites; InternalTraps
+	// those at the engine's own (the dynamic linker's rendezvous, where
+	// new modules are found), which no probe counts. Emulated, Boosted and Stepped how
 	// the displaced instructions ran (see SiteStats); Fallbacks the
 	// emulations refused at run time (an access another thread could see
 	// half-done, a fault...) that were stepped instead.
-	Traps, Emulated, Boosted, Stepped, Fallbacks uint64
+	Traps, InternalTraps, Emulated, Boosted, Stepped, Fallbacks uint64
 	// DeferredSignals counts the signals that stopped a thread about to
 	// be stepped, before the instruction: each was delivered after it.
 	DeferredSignals uint64

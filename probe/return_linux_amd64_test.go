@@ -57,7 +57,10 @@ func TestReturnProbes(t *testing.T) {
 	entries, returns := 0, 0
 	for {
 		select {
-		case e := <-r.tr.Events():
+		case e, ok := <-r.tr.Events():
+			if !ok {
+				break // closed: the process is gone and every event read
+			}
 			switch {
 			case e.Probe == probes[0].ID && !e.Return:
 				entries++

@@ -36,8 +36,9 @@ func (t *Tracer) Pid() int { return t.pid() }
 // added). Calling it again does no harm.
 func (t *Tracer) Resume() error { return t.resume() }
 
-// Events returns the channel of probe hits (Options.Events). It is never
-// closed; Exited tells when the process is gone.
+// Events returns the channel of probe hits (Options.Events). It is closed
+// after the last event, once every traced process has exited or was
+// detached (Exited is closed first).
 func (t *Tracer) Events() <-chan Event { return t.eventCh() }
 
 // Exited returns a channel closed once the process has exited or was

@@ -70,9 +70,13 @@ type liveTracer struct {
 	// meanwhile. It is taken before mu.
 	opMu sync.Mutex
 
-	events  chan Event
-	dropped atomic.Uint64
-	traps   atomic.Uint64
+	events      chan Event
+	closeEvents sync.Once
+	dropped     atomic.Uint64
+	traps       atomic.Uint64
+	// internalTraps counts the traps of the engine's own sites (the
+	// dynamic linker's rendezvous), not in traps.
+	internalTraps atomic.Uint64
 	// emulated, stepped and fallbacks count the executions of displaced
 	// instructions.
 	emulated, stepped, fallbacks atomic.Uint64
@@ -446,6 +450,9 @@ func (t *Tracer) remove(probes ...*Probe) error {
 		return ErrClosed
 	}
 	for _, pr := range probes {
+		if pr == nil {
+			return fmt.Errorf("remove a nil probe: %w", ErrUnknownProbe)
+		}
 		p := t.probeByID(pr.ID)
 		if p == nil || p.removed {
 			return fmt.Errorf("remove probe %d (%s): %w", pr.ID, pr.Spec, ErrUnknownProbe)
@@ -510,6 +517,7 @@ func (t *Tracer) stats() Stats {
 	st := Stats{
 		DroppedEvents:   t.dropped.Load(),
 		Traps:           t.traps.Load(),
+		InternalTraps:   t.internalTraps.Load(),
 		Emulated:        t.emulated.Load(),
 		Stepped:         t.stepped.Load(),
 		Boosted:         t.boosted.Load(),
@@ -967,6 +975,12 @@ func (t *Tracer) onGone(tg *target) {
 	}
 	if last {
 		t.files.close()
+		// Every sender of events (the trap handler, the ring readers)
+		// is done once the service goroutines are.
+		go func() {
+			t.wg.Wait()
+			t.closeEvents.Do(func() { close(t.events) })
+		}()
 	}
 }
 

@@ -68,7 +68,11 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	if ctx.Tid != tg.pid {
 		tg.multi.Store(true)
 	}
-	t.traps.Add(1)
+	if len(e.refs) == 0 {
+		t.internalTraps.Add(1) // the engine's own site only
+	} else {
+		t.traps.Add(1)
+	}
 	var now time.Time
 	if t.opts.Events {
 		now = time.Now()

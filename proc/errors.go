@@ -26,7 +26,34 @@ var (
 	ErrStepTimeout = errors.New("single step did not finish in time")
 	// ErrShortIO means a memory read or write moved fewer bytes than asked.
 	ErrShortIO = errors.New("short memory transfer")
+	// ErrNoProcess means no process has the pid given (Attach). It
+	// matches ErrExited too.
+	ErrNoProcess error = noProcess{}
+	// ErrAlreadyTraced means another tracer traces the process; the error
+	// is a *TracedError that names it.
+	ErrAlreadyTraced = errors.New("already traced")
 )
+
+type noProcess struct{}
+
+func (noProcess) Error() string { return "no such process" }
+
+// Is makes ErrNoProcess match ErrExited.
+func (noProcess) Is(target error) bool { return target == ErrExited }
+
+// TracedError reports a process that another program traces already.
+type TracedError struct {
+	Pid    int // the process
+	Tid    int // its thread that could not be seized
+	Tracer int // the process (thread group) that traces it
+}
+
+func (e *TracedError) Error() string {
+	return fmt.Sprintf("process %d is already traced by process %d", e.Pid, e.Tracer)
+}
+
+// Unwrap returns ErrAlreadyTraced.
+func (e *TracedError) Unwrap() error { return ErrAlreadyTraced }
 
 // ThreadError reports an operation that failed on one thread.
 type ThreadError struct {

@@ -268,7 +268,8 @@ func (t *tracer) spawn(path string, argv []string, files []*os.File, o *SpawnOpt
 
 // Attach seizes every thread of process pid (PTRACE_SEIZE) and returns
 // it with the world stopped; call Resume to let it go. A pid that does not
-// exist gives an error wrapping ErrExited.
+// exist gives an error wrapping ErrNoProcess (which matches ErrExited); a
+// process another program traces, a *TracedError.
 func Attach(pid int, opts *Options) (*Process, error) {
 	var o Options
 	if opts != nil {
@@ -287,8 +288,8 @@ func Attach(pid int, opts *Options) (*Process, error) {
 }
 
 func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
-	if pid <= 0 {
-		return nil, ErrExited
+	if _, err := os.Stat("/proc/" + strconv.Itoa(pid)); pid <= 0 || errors.Is(err, os.ErrNotExist) {
+		return nil, ErrNoProcess
 	}
 	p := newProcess(t, pid, *o)
 	t.procs[pid] = p
@@ -326,6 +327,12 @@ func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
 				t.adopt(p, tid)
 				added++
 				continue
+			case err == unix.EPERM && taskTracer(pid, tid) != 0:
+				tracer := taskTracer(pid, tid)
+				if tgid, err := readTgid(tracer); err == nil {
+					tracer = tgid
+				}
+				return fail(&TracedError{Pid: pid, Tid: tid, Tracer: tracer})
 			default:
 				return fail(&ThreadError{Tid: tid, Op: "seize", Err: err})
 			}

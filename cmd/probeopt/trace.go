@@ -511,12 +511,18 @@ func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-cha
 	}
 	for {
 		select {
-		case e := <-events:
+		case e, ok := <-events:
+			if !ok {
+				return // closed after the last event
+			}
 			print(e)
 		case <-stop:
 			for {
 				select {
-				case e := <-events:
+				case e, ok := <-events:
+					if !ok {
+						return
+					}
 					print(e)
 				default:
 					return

@@ -67,9 +67,12 @@
 //     file's bytes; bytes that are neither the tracer's nor the file's (the
 //     program rewrote its text, or an exec or a new mapping put other code
 //     there) are left alone and counted (Report.Left).
-//  3. A thread that stands just past the int3 of a trap site whose int3 is
-//     in memory executed that int3 and was never served: it is sent back
-//     to the site, where the original instruction now is. A thread whose
+//  3. A thread that stands just past the int3 of a trap site executed that
+//     int3 and was never served, when the int3 is in memory, or when the
+//     site's instruction is longer than one byte (no instruction boundary
+//     lies just past it: the site was removed after the thread ran its
+//     int3): it is sent back to the site, where the original instruction
+//     now is. A thread whose
 //     trap flag is set (the tracer died during a single step) has it
 //     cleared.
 //  4. A thread with a SIGTRAP queued (the instant above) is let run under

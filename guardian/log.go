@@ -108,8 +108,13 @@ type memory interface {
 // plan is what the guardian restores.
 type plan struct {
 	writes map[uint64]byte // address -> original byte, where memory holds the tracer's
-	traps  map[uint64]bool // trap sites whose int3 is in memory
-	left   int             // records whose range holds neither its bytes nor the file's
+	// traps are the trap sites a thread just past which executed the
+	// int3: those whose int3 is in memory, and those whose original
+	// instruction (in memory again) is longer than one byte, so that no
+	// instruction boundary lies just past them (a site removed after a
+	// thread executed its int3).
+	traps map[uint64]bool
+	left  int // records whose range holds neither its bytes nor the file's
 }
 
 // makePlan decides, from the newest record to the oldest, which bytes go
@@ -131,6 +136,9 @@ func makePlan(m memory, recs []Record) *plan {
 		}
 		switch {
 		case bytes.Equal(cur, r.Orig):
+			if r.Kind == KindTrap && r.InstLen > 1 {
+				pl.traps[r.Addr] = true
+			}
 		case bytes.Equal(cur, r.New):
 			if r.Kind == KindTrap && len(r.New) > 0 && r.New[0] == int3 {
 				pl.traps[r.Addr] = true

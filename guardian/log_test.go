@@ -58,15 +58,19 @@ func TestPlan(t *testing.T) {
 		{Addr: 0x2000, Kind: KindTrap, InstLen: 2, Orig: []byte{0x31}, New: []byte{int3}},
 		{Addr: 0x3000, Kind: KindTrap, InstLen: 2, Orig: []byte{0x31}, New: []byte{int3}},
 		{Addr: 0x9000, Kind: KindTrap, InstLen: 2, Orig: []byte{0x31}, New: []byte{int3}},
+		{Addr: 0x1100, Kind: KindTrap, InstLen: 3, Orig: []byte{0x48}, New: []byte{int3}},
+		{Addr: 0x1200, Kind: KindTrap, InstLen: 1, Orig: []byte{0x53}, New: []byte{int3}},
 	}
+	m.b[0x100] = 0x48 // removed already: a 3-byte instruction again
+	m.b[0x200] = 0x53 // removed already: a 1-byte instruction again
 	pl := makePlan(m, recs)
 	rs := pl.runs()
 	if len(rs) != 2 || rs[0].addr != 0x1000 || !bytes.Equal(rs[0].orig, []byte{0x55, 0x48, 0x89, 0xe5, 0x90}) ||
 		rs[1].addr != 0x2000 || !bytes.Equal(rs[1].orig, []byte{0x31}) {
 		t.Fatalf("runs = %+v", rs)
 	}
-	if !pl.traps[0x2000] || pl.traps[0x1000] || len(pl.traps) != 1 {
-		t.Errorf("traps = %v, want only 0x2000 (the jump at 0x1000 replaced the int3)", pl.traps)
+	if !pl.traps[0x2000] || !pl.traps[0x1100] || pl.traps[0x1000] || pl.traps[0x1200] || len(pl.traps) != 2 {
+		t.Errorf("traps = %v, want 0x2000 (int3 in memory) and 0x1100 (removed, no boundary past it); not 0x1000 (a jump replaced the int3) nor 0x1200 (a boundary past it)", pl.traps)
 	}
 	if pl.left != 1 {
 		t.Errorf("left = %d, want 1 (the nop at 0x3000)", pl.left)

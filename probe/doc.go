@@ -162,6 +162,17 @@
 // to a slot without that handler; frames armed before return through the
 // return trampoline as before.
 //
+// # A tracer that dies
+//
+// Attach starts a guardian (package guardian) before it seizes the
+// process, seizes it with proc.Options.StopLatch, and records the
+// original and new bytes of every site in the guardian's log before the
+// batch that writes them. If the tracing program then dies without
+// detaching (killed, a panic, os.Exit), the kernel stops the process and
+// the guardian puts its text back and lets it run on; a clean Detach
+// releases the guardian. Options.NoGuardian attaches without one. Spawn
+// starts none: a spawned process dies with its tracer.
+//
 // # What it does not do
 //
 // probe does not decode (decode), decide (plan), emulate (emulate), patch

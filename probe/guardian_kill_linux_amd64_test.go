@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -114,11 +115,15 @@ type killRun struct {
 // call os.Exit. In every run the program's answers before, during and
 // after are those of the untraced program, it ends traced by nobody and
 // running, and its text and its libraries' equal their files within a
-// second of the tracer's death. PROBEOPT_LONG=1 makes 240 runs; CI 30.
+// second of the tracer's death. PROBEOPT_LONG=1 makes 240 runs; CI 12.
+// The one window no arrangement of ptrace closes (see package guardian: a
+// thread in a trap stop the tracer has not collected when it dies gets its
+// SIGTRAP) shows as a rare damaged run; the long campaign's count is in
+// the package's history.
 func TestGuardianKill(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
-	per := 5
+	per := 2
 	if os.Getenv("PROBEOPT_LONG") != "" {
 		per = 40
 	}
@@ -140,18 +145,25 @@ func TestGuardianKill(t *testing.T) {
 			killRun{mode: "exit"},
 		)
 	}
-	counts := map[string]int{}
+	counts, damaged := map[string]int{}, map[string]int{}
 	var slowest time.Duration
 	for i := range runs {
-		runs[i].seed = rnd.Int63()
-		took := runKill(t, exe, runs[i], want)
-		counts[runs[i].mode]++
-		slowest = max(slowest, took)
-		if t.Failed() {
-			t.Fatalf("run %d (%+v) failed", i, runs[i])
-		}
+		r := &runs[i]
+		r.seed = rnd.Int63()
+		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
+			slowest = max(slowest, runKill(t, exe, *r, want))
+			if t.Failed() {
+				damaged[r.mode]++
+				t.Logf("run %+v", *r)
+			}
+		})
+		counts[r.mode]++
 	}
-	t.Logf("%d runs, targets damaged: 0; runs per kill point: %v; slowest restore: %v", len(runs), counts, slowest)
+	n := 0
+	for _, d := range damaged {
+		n += d
+	}
+	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
 }
 
 // TestGuardianKillUnguarded is the campaign's control: the same kill
@@ -399,21 +411,8 @@ func (s *threadServer) ask(n int) (string, error) {
 	if _, err := fmt.Fprintf(s.in, "%d\n", n); err != nil {
 		return "", err
 	}
-	type res struct {
-		l   string
-		err error
-	}
-	c := make(chan res, 1)
-	go func() {
-		l, err := s.out.ReadString('\n')
-		c <- res{strings.TrimSpace(l), err}
-	}()
-	select {
-	case r := <-c:
-		return r.l, r.err
-	case <-time.After(10 * time.Second):
-		return "", fmt.Errorf("no answer in 10 s")
-	}
+	l, err := fixture.ReadLine(s.out, 10*time.Second)
+	return strings.TrimSpace(l), err
 }
 
 // finish closes the program's input and waits for its exit status.

@@ -754,9 +754,10 @@ func (p *ptraceProcess) Detach() error {
 				delete(t.threads, th.tid)
 			}
 		}
-		if p.latch.armed && !p.latch.real {
+		if p.latch.armed {
 			// Every thread left its tracer with the latch's group stop
-			// in effect, so it stops again: end that stop.
+			// in effect, so it stops again: end that stop (a job-control
+			// stop of the program's, if one was in effect, ends too).
 			_ = unix.Kill(p.pid, unix.SIGCONT)
 		}
 		for _, q := range members {

@@ -27,9 +27,10 @@ type Options struct {
 	// resumed at once (the real parent of an attached process sees a
 	// stop and a continue, as with a short job-control stop); a SIGCONT
 	// the program receives is followed by a new SIGSTOP; Detach ends the
-	// latch with a SIGCONT. A job-control stop the program gets while the
-	// latch holds is kept, as without it; one sent in the instant the latch
-	// is armed is merged with the latch's own.
+	// latch with a SIGCONT (which also ends a job-control stop in effect
+	// then). A job-control stop the program gets while the latch holds is
+	// kept while it is traced; one sent in the instant the latch is armed
+	// is merged with the latch's own.
 	StopLatch bool
 	// HoldExec keeps a process that execs stopped at the exec, after its
 	// EventExec is delivered, until Release lets it go: the caller can

@@ -50,10 +50,15 @@
 // that the tracer has not collected yet when it dies is given its SIGTRAP
 // by the kernel as it is detached (the stop's signal is cleared only by
 // the tracer's wait4), and dies. The window is the time between a trap
-// and the tracer's wait4 (microseconds on an idle machine; measured with
-// a C program on Linux 6.18: a thread left 50 ms in an uncollected trap
-// stop died 2 times in 3, one in a collected stop never). Trampoline
-// sites have no such window.
+// and the tracer's wait4, which under a heavy trap load is most of the
+// time: measured on Linux 6.18 (AMD EPYC, shared machine), a thread left
+// 50 ms in an uncollected trap stop died 2 times in 3, one in a collected
+// stop never; the kill campaign (trampoline, return, emulated and stepped
+// sites, two threads) lost 1 target in 240 kills; but "probeopt trace
+// --traps -p" on 15 trap sites hit in a loop by two threads, killed with
+// SIGKILL, lost 4 targets in 6. Trampoline sites have no such window;
+// closing it for traps needs a trap that does not depend on a tracer (a
+// SIGTRAP handler in the process), which this package does not install.
 //
 // # What the guardian does, in one stop
 //

@@ -268,7 +268,11 @@ func openKernelCounters(sites []kernelSite, pid int) (count func() (map[siteKey]
 
 // compareWithKernel checks the hits of every site of a traced run against
 // the kernel's count of the same site in a twin run, and returns a report.
-func compareWithKernel(t *testing.T, st probe.Stats, sites []kernelSite, kernel map[siteKey]uint64) string {
+//
+// slack, when not 0, is the relative difference a site may show without
+// failing the test (it is logged): for a program whose call counts are not
+// the same from one run to the next (see TestPythonAgainstKernel).
+func compareWithKernel(t *testing.T, st probe.Stats, sites []kernelSite, kernel map[siteKey]uint64, slack float64) string {
 	t.Helper()
 	ours := map[siteKey]uint64{}
 	syms := map[siteKey]string{}
@@ -281,7 +285,7 @@ func compareWithKernel(t *testing.T, st probe.Stats, sites []kernelSite, kernel 
 	}
 	var b strings.Builder
 	var total, ktotal uint64
-	hit, differ := 0, 0
+	hit, differ, near := 0, 0, 0
 	for _, s := range sites {
 		o, k := ours[s.siteKey], kernel[s.siteKey]
 		total += o
@@ -297,12 +301,15 @@ func compareWithKernel(t *testing.T, st probe.Stats, sites []kernelSite, kernel 
 				differ++
 				t.Errorf("%s (%s): %d hits traced, kernel uprobe %d iterations", s.symbol, s.siteKey, o, k)
 			}
+		case o != k && o > 0 && k > 0 && float64(max(o, k)-min(o, k)) <= slack*float64(k):
+			near++
+			fmt.Fprintf(&b, "%s (%s): %d hits traced, kernel uprobe %d (within %.1f%%)\n", s.symbol, s.siteKey, o, k, 100*slack)
 		case o != k:
 			differ++
 			t.Errorf("%s (%s): %d hits traced, kernel uprobe %d", s.symbol, s.siteKey, o, k)
 		}
 	}
-	fmt.Fprintf(&b, "%d sites compared, %d hit; hits: probeopt %d, kernel %d; %d differ", len(sites), hit, total, ktotal, differ)
+	fmt.Fprintf(&b, "%d sites compared, %d hit; hits: probeopt %d, kernel %d; %d differ, %d within the slack", len(sites), hit, total, ktotal, differ, near)
 	return b.String()
 }
 

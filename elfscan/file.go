@@ -77,6 +77,10 @@ type File struct {
 	ehOnce sync.Once
 	eh     *ExceptionTables
 	ehErr  error
+
+	goResumeOnce sync.Once
+	goResume     []GoResume
+	goResumeErr  error
 }
 
 // Open opens the ELF file at path, checks its headers and returns it. The

@@ -130,7 +130,15 @@ func match(pattern, name string) bool {
 	if !isGlob(pattern) {
 		return pattern == name
 	}
-	ok, _ := path.Match(pattern, name)
+	return globMatch(pattern, name)
+}
+
+// globMatch matches a symbol or probe name against a glob as path.Match
+// does, except that "/" is an ordinary character: "*" matches Go's
+// "crypto/sha256.block" and "internal/bytealg.Count" too. The slashes of
+// both become NUL bytes, which no ELF name holds (a NUL ends it).
+func globMatch(pattern, name string) bool {
+	ok, _ := path.Match(strings.ReplaceAll(pattern, "/", "\x00"), strings.ReplaceAll(name, "/", "\x00"))
 	return ok
 }
 

@@ -2,7 +2,6 @@ package elfscan
 
 import (
 	"fmt"
-	"path"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,7 +221,7 @@ func suggestFuncs(funcs []Func, symbol string) []string {
 				// A real match that failed for another reason (an
 				// offset past its end).
 			default:
-				if ok, _ := path.Match(lq, ln); ok {
+				if globMatch(lq, ln) {
 					s.add(name, scoreFold)
 				}
 			}
@@ -278,8 +277,7 @@ func suggestUSDT(probes []USDTProbe, provider, name string) []string {
 		}
 		lp, lv := strings.ToLower(pattern), strings.ToLower(v)
 		if isGlob(pattern) {
-			ok, _ := path.Match(lp, lv)
-			return scoreFold, ok
+			return scoreFold, globMatch(lp, lv)
 		}
 		return nameScore(lp, lv)
 	}

@@ -41,6 +41,10 @@ type BranchCode struct {
 	// they list are targets too, and code whose landing pads could not
 	// be read (an FDE with Err set) may hold one anywhere.
 	Exceptions *elfscan.ExceptionTables
+	// GoResume are the places of a Go binary where the Go runtime may
+	// resume a goroutine without running the instruction before
+	// (File.GoResumePoints, sorted by address), nil for other files.
+	GoResume []elfscan.GoResume
 }
 
 // Branch is one direct branch of a file.
@@ -116,7 +120,9 @@ type BranchIndex struct {
 	pads []uint64 // sorted landing pads
 	// noPads are the FDEs whose landing pads are unknown, by PCBegin.
 	noPads []elfscan.FDE
-	stats  IndexStats
+	// goResume are BranchCode.GoResume, sorted by Lo.
+	goResume []elfscan.GoResume
+	stats    IndexStats
 	// unchecked marks NoBranches: the caller vouches that no branch from
 	// elsewhere matters, and the rules say that nothing was checked.
 	unchecked bool
@@ -256,6 +262,26 @@ func (x *BranchIndex) branchTargetIn(lo, hi uint64) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// GoResumeAt reports whether the Go runtime may resume a goroutine at addr,
+// an instruction boundary, and the range that says so
+// (BranchCode.GoResume). It builds the index on first use; when that
+// fails, it returns the error.
+func (x *BranchIndex) GoResumeAt(addr uint64) (elfscan.GoResume, bool, error) {
+	if err := x.Build(); err != nil {
+		return elfscan.GoResume{}, false, err
+	}
+	// The last range that starts at or before addr; ranges do not overlap
+	// (each lies in one function, and a function's are disjoint).
+	i, found := slices.BinarySearchFunc(x.goResume, addr, func(r elfscan.GoResume, a uint64) int { return cmpUint64(r.Lo, a) })
+	if !found {
+		i--
+	}
+	if i >= 0 && addr < x.goResume[i].Hi {
+		return x.goResume[i], true, nil
+	}
+	return elfscan.GoResume{}, false, nil
 }
 
 // LandingPads returns the landing pads the exception tables list, sorted
@@ -417,6 +443,7 @@ func (x *BranchIndex) build() {
 	c.Regions = slices.DeleteFunc(c.Regions, func(r CodeRegion) bool { return len(r.Code) == 0 })
 	slices.SortStableFunc(c.Funcs, func(a, b FuncRange) int { return cmpUint64(a.Addr, b.Addr) })
 	x.code = c
+	x.goResume = slices.SortedFunc(slices.Values(code.GoResume), func(a, b elfscan.GoResume) int { return cmpUint64(a.Lo, b.Lo) })
 	if eh := code.Exceptions; eh != nil {
 		x.pads = eh.LandingPads
 		for _, f := range eh.FDEs {

@@ -108,8 +108,8 @@ func (pf *File) Branches() *BranchIndex {
 }
 
 // ELFBranchCode returns what a branch index of f reads: its executable
-// sections (elfscan.File.ExecSections), its functions and its exception
-// tables.
+// sections (elfscan.File.ExecSections), its functions, its exception
+// tables and, for a Go binary, where the Go runtime resumes goroutines.
 func ELFBranchCode(f *elfscan.File) (*BranchCode, error) {
 	secs, err := f.ExecSections()
 	if err != nil {
@@ -132,6 +132,9 @@ func ELFBranchCode(f *elfscan.File) (*BranchCode, error) {
 		return nil, fmt.Errorf("exception tables: %w", err)
 	}
 	c.Exceptions = eh
+	if c.GoResume, err = f.GoResumePoints(); err != nil {
+		return nil, fmt.Errorf("Go resume points: %w", err)
+	}
 	return c, nil
 }
 

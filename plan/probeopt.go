@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
@@ -155,7 +156,7 @@ func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
 			d.rule("trampoline", Fail, "the bti at %#x would stay and the b replace the word at %#x, but a branch of the function lands at %#x: it would enter the slot without passing the probe address", s.Addr, ts.PatchAddr, t)
 			return Decision{}, false
 		}
-		if !foreignBranchRule(d, s, ts.Resume(), fmt.Sprintf("the word at %#x that the b would replace after the bti at %#x (it would enter the slot without passing the probe address)", ts.PatchAddr, s.Addr)) {
+		if !foreignBranchRule(d, s, ts.Resume(), []uint64{ts.PatchAddr}, fmt.Sprintf("the word at %#x that the b would replace after the bti at %#x (it would enter the slot without passing the probe address)", ts.PatchAddr, s.Addr)) {
 			return Decision{}, false
 		}
 		kept = fmt.Sprintf(" (the bti at %#x stays)", s.Addr)
@@ -306,7 +307,7 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 			return Decision{}, false
 		}
 	}
-	if !foreignBranchRule(d, s, ts.PatchAddr+uint64(ts.Len), "the "+replaced) {
+	if !foreignBranchRule(d, s, ts.PatchAddr+uint64(ts.Len), x86Boundaries(s.Addr, ts), "the "+replaced) {
 		return Decision{}, false
 	}
 	if ts.Kind == trampoline.SiteNop {
@@ -332,14 +333,31 @@ func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
 	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: %s by a jump to a trampoline, %s and run there, no trap", replaced, what), true
 }
 
+// x86Boundaries returns the instruction boundaries after the probe address
+// addr inside the bytes a trampoline replaces: where the jump is written
+// when a prefix instruction stays, and each displaced instruction.
+func x86Boundaries(addr uint64, ts *trampoline.Site) []uint64 {
+	var out []uint64
+	if ts.PatchAddr > addr {
+		out = append(out, ts.PatchAddr)
+	}
+	for i := range ts.Insts {
+		if a := ts.Insts[i].Addr; a > addr && a != ts.PatchAddr {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
 // foreignBranchRule applies the file's branch index (Site.Branches) to the
 // bytes from just after the probe address to end, which the trampoline
 // replaces; what names them for the rule. It reports false, with a failed
 // rule, when a direct branch from anywhere in the file lands there, when
-// the index could not be built, or when no index was given (the branches
-// are then unknown). NoBranches passes: the rule of the decision says what
-// was not checked.
-func foreignBranchRule(d *Decision, s *Site, end uint64, what string) bool {
+// the Go runtime may resume a goroutine at one of the instruction
+// boundaries inside them (inside), when the index could not be built, or
+// when no index was given (the branches are then unknown). NoBranches
+// passes: the rule of the decision says what was not checked.
+func foreignBranchRule(d *Decision, s *Site, end uint64, inside []uint64, what string) bool {
 	if s.Branches == nil {
 		d.rule("trampoline", Fail, "the file's branch targets and landing pads are not known (no branch index was given; see plan.File, or plan.NoBranches to rest on the function's own branches): one could lie inside %s", what)
 		return false
@@ -350,7 +368,7 @@ func foreignBranchRule(d *Decision, s *Site, end uint64, what string) bool {
 		d.rule("trampoline", Fail, "the file's branch targets are not known (%v): one could lie inside %s", err, what)
 		return false
 	case !found:
-		return true
+		return goResumeRule(d, s, inside, what)
 	}
 	if d.record {
 		switch t.Kind {
@@ -363,6 +381,43 @@ func foreignBranchRule(d *Decision, s *Site, end uint64, what string) bool {
 		}
 	}
 	return false
+}
+
+// goResumeRule reports false, with a failed rule, when the Go runtime may
+// resume a goroutine at one of the instruction boundaries inside the
+// replaced bytes (BranchCode.GoResume): it would run the middle of the
+// jump.
+func goResumeRule(d *Decision, s *Site, inside []uint64, what string) bool {
+	for _, a := range inside {
+		r, found, err := s.Branches.GoResumeAt(a)
+		switch {
+		case err != nil:
+			d.rule("trampoline", Fail, "where the Go runtime resumes goroutines is not known (%v): it could be inside %s", err, what)
+			return false
+		case !found:
+			continue
+		}
+		if d.record {
+			d.rule("trampoline", Fail, "the Go runtime may resume a goroutine at %#x, inside %s: %s", a, what, goResumeText(r))
+		}
+		return false
+	}
+	return true
+}
+
+// goResumeText says why the Go runtime may resume a goroutine in r.
+func goResumeText(r elfscan.GoResume) string {
+	switch r.Kind {
+	case elfscan.GoAsyncPoint:
+		return fmt.Sprintf("an asynchronous preemption point of %s (its unsafe-point table marks %#x-%#x safe)", r.Func, r.Lo, r.Hi)
+	case elfscan.GoRestart:
+		return fmt.Sprintf("the start of a restartable sequence of %s", r.Func)
+	case elfscan.GoDeferReturn:
+		return fmt.Sprintf("the deferreturn call of %s, where a recovered panic resumes it", r.Func)
+	case elfscan.GoRuntimeEntry:
+		return fmt.Sprintf("%s is runtime assembly with a special role, entered at computed addresses (a goroutine returns to goexit+1)", r.Func)
+	}
+	return fmt.Sprintf("the function table of %s is older than Go 1.18 and is not read: any instruction may be one", r.Func)
 }
 
 // branchesText says which branches land at target: "a jmp at 0x401136

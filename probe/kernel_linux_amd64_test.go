@@ -184,12 +184,16 @@ func kernelRun(t *testing.T, argv, env []string, stdin []byte, sites []kernelSit
 	return r.out, r.counts
 }
 
-// perfLimit is the number of sites up to which the kernel counts through
-// one perf event per site (perf_event_open with the uprobe PMU, counting
-// mode). Closing such an event costs the kernel a grace period (about 0.1 s
-// here), so larger sets are counted through one BPF uprobe-multi link per
-// file, registered and removed as a batch.
-const perfLimit = 32
+// The kernel counts entry probes through one BPF uprobe-multi link per
+// file, registered and removed as a batch, and return probes through one
+// perf event per site (perf_event_open with the uprobe PMU, counting mode,
+// inherited by threads and children). Perf events are not used for entry
+// probes: closing one costs the kernel a grace period (about 0.1 s here),
+// and with an inherited uprobe event every clone of the process fails
+// with EFAULT (a Go program dies in newosproc). The uprobe PMU's event_init
+// copies the file's path from attr.uprobe_path, a pointer into the memory
+// of the process that opened the event, and copying an inherited event to
+// a new thread runs event_init again, in the process that clones.
 
 // openKernelCounters registers a counting kernel uprobe on every site for
 // process pid.
@@ -198,7 +202,7 @@ func openKernelCounters(sites []kernelSite, pid int) (count func() (map[siteKey]
 	for _, s := range sites {
 		ret = ret || s.ret
 	}
-	if len(sites) <= perfLimit || ret {
+	if ret {
 		counters := make([]*kuprobe.Counter, 0, len(sites))
 		closeAll = func() {
 			for _, c := range counters {

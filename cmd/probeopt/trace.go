@@ -56,7 +56,11 @@ uprobe:PATH:SYM), optionally preceded by a module and a colon:
 the base name of a mapped file, also without its suffixes ("libc.so" and
 "libc" match "libc.so.6"), or the whole path when it has a "/". Without a module a function or address names
 the main executable, and a USDT probe any module. PLT stubs match patterns
-that end in "@plt". A return probe fires when the function returns:
+that end in "@plt". In a symbol glob "/" is an ordinary character: "*"
+matches Go's "crypto/sha256.block" too. In a Go program no site is
+rewritten over a place where the Go runtime resumes a goroutine (goexit+1,
+asynchronous preemption points, a deferreturn call): such a site traps.
+A return probe fires when the function returns:
 SYM%return (with a module or a glob too), or the bpftrace forms
 uretprobe:PATH:SYM and ur:PATH:SYM.
 

@@ -109,8 +109,14 @@ func parseTarget(sp Spec, t string, bad func(string, ...any) (Spec, error)) (Spe
 	}
 	sp.Kind, sp.Symbol = SpecFunc, t
 	if i := strings.LastIndexByte(t, '+'); i > 0 {
-		if off, err := strconv.ParseUint(t[i+1:], 0, 64); err == nil {
+		off, err := strconv.ParseUint(t[i+1:], 0, 64)
+		switch {
+		case err == nil:
 			sp.Symbol, sp.Offset = t[:i], off
+		case strings.HasSuffix(t[:i], "operator") || t[i-1] == '+':
+			// A C++ operator+ or operator++, not an offset.
+		default:
+			return bad("want SYM+OFF with OFF a decimal or 0x-prefixed number, not %q", t[i+1:])
 		}
 	}
 	if c := sp.Symbol[0]; c >= '0' && c <= '9' {

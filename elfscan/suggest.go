@@ -67,6 +67,9 @@ func (f *File) noSymbol(sp Spec) *NoSymbolError {
 			return e
 		}
 		e.Suggestions = suggestFuncs(funcs, sp.Symbol)
+		if f.section(".symtab") == nil && !f.IsGo() {
+			e.Note = "the file is stripped (it has no .symtab): only its dynamic symbols are known; name a site by address (0xADDR) instead"
+		}
 		if sp.Offset > 0 {
 			for i := range funcs {
 				if funcMatches(&funcs[i], sp.Symbol) {

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
 )
@@ -70,6 +72,29 @@ const ReasonInTrampoline plan.Reason = "in-trampoline"
 // holds batchpatch's error), or the trampoline of its return probe could
 // not be rebuilt with the entry counter its other probes need.
 const ReasonPatchFailed plan.Reason = "patch-failed"
+
+// NotFoundError says that a module a spec applies to was loaded but holds
+// nothing the spec names: a misspelt function, or a USDT probe the file
+// does not have. It matches elfscan.ErrNoSymbol under errors.Is; Err has the
+// closest names the module has.
+type NotFoundError struct {
+	Spec   string // the spec
+	Module string // the file
+	Err    *elfscan.NoSymbolError
+}
+
+func (e *NotFoundError) Error() string {
+	s := fmt.Sprintf("probe %q: %v in %s", e.Spec, elfscan.ErrNoSymbol, e.Module)
+	if e.Err.Note != "" {
+		s += ": " + e.Err.Note
+	}
+	if len(e.Err.Suggestions) > 0 {
+		s += "; did you mean " + strings.Join(e.Err.Suggestions, " or ") + "?"
+	}
+	return s
+}
+
+func (e *NotFoundError) Unwrap() error { return e.Err }
 
 func (e *RejectedError) Error() string {
 	where := fmt.Sprintf("%s:%#x", e.Module, e.Addr)
@@ -252,7 +277,13 @@ type ProbeStats struct {
 	// Refused are the sites the spec named that were not installed, each
 	// with its reason.
 	Refused []RejectedError
-	// Pending is set for a spec bound to modules that are not mapped yet.
+	// NotFound lists the modules the spec applies to that were loaded but
+	// hold nothing it names, with the closest names in each (for a spec
+	// bound to a module, or one of the main executable).
+	NotFound []NotFoundError
+	// Pending is set for a spec bound to modules of which none has been
+	// mapped yet (nor, for a USDT spec without a module, any that has the
+	// probe): it takes effect when one is.
 	Pending bool
 }
 

@@ -441,6 +441,15 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 			if mod.main && len(nse.Suggestions) > 0 {
 				p.suggest = nse.Suggestions
 			}
+			// A module named by the spec (or the executable) that holds
+			// nothing it names; a USDT spec without a module applies to
+			// every module, and most have no such probe.
+			if p.sp.module != "" || (mod.main && p.sp.es.Kind != elfscan.SpecUSDT) {
+				if p.notFound == nil {
+					p.notFound = map[string]*elfscan.NoSymbolError{}
+				}
+				p.notFound[mod.fi.path] = nse
+			}
 		default:
 			res.specErr(p, fmt.Errorf("%s: %w", mod.fi.path, err))
 		}

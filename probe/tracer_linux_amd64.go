@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,6 +101,9 @@ type probeState struct {
 	// suggest are close names of the main executable, for a spec that
 	// names none of its functions.
 	suggest []string
+	// notFound are the loaded modules the spec applies to that hold
+	// nothing it names, by path (ProbeStats.NotFound).
+	notFound map[string]*elfscan.NoSymbolError
 }
 
 // xolMethod is what Stats.XOLMethod says.
@@ -425,6 +429,9 @@ func (t *Tracer) verdict(p *probeState) error {
 	if t.root.mainModule() == nil {
 		return errNoModule
 	}
+	if nse := p.notFound[t.root.mainModule().fi.path]; nse != nil && nse.Note != "" {
+		return fmt.Errorf("%w: %s", ErrNoSites, nse.Note)
+	}
 	if len(p.suggest) > 0 {
 		return fmt.Errorf("%w; did you mean %s?", ErrNoSites, strings.Join(p.suggest, " or "))
 	}
@@ -543,7 +550,10 @@ func (t *Tracer) stats() Stats {
 			ps.Dropped += s.Dropped
 			ps.Sites = append(ps.Sites, s)
 		}
-		ps.Pending = !p.removed && len(p.counters) == 0 && (p.sp.module != "" || p.sp.es.Kind == elfscan.SpecUSDT)
+		for _, m := range slices.Sorted(maps.Keys(p.notFound)) {
+			ps.NotFound = append(ps.NotFound, NotFoundError{Spec: p.Spec, Module: m, Err: p.notFound[m]})
+		}
+		ps.Pending = !p.removed && len(p.counters) == 0 && len(p.notFound) == 0 && (p.sp.module != "" || p.sp.es.Kind == elfscan.SpecUSDT)
 		st.Probes = append(st.Probes, ps)
 	}
 	drops := map[[2]int]uint64{}

@@ -40,6 +40,12 @@ func (e *runError) Unwrap() error { return e.err }
 // nothing more is printed.
 var errReported = errors.New("some inputs failed")
 
+// exitCodeError ends the command with status code, everything having been
+// reported: trace exits with the status of the command it ran.
+type exitCodeError struct{ code int }
+
+func (e *exitCodeError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
 // runE adapts a command body so that its errors count as run-time failures
 // (exit status 1) unless they are usage errors. Errors that cobra returns on
 // its own (unknown command or flag, wrong number of arguments) never pass
@@ -48,7 +54,8 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 	return func(cmd *cobra.Command, args []string) error {
 		err := f(cmd, args)
 		var ue *usageError
-		if err == nil || errors.As(err, &ue) || errors.Is(err, errReported) {
+		var ec *exitCodeError
+		if err == nil || errors.As(err, &ue) || errors.Is(err, errReported) || errors.As(err, &ec) {
 			return err
 		}
 		return &runError{err}
@@ -166,6 +173,10 @@ func exitStatus(cmd *cobra.Command, err error, stderr io.Writer) int {
 	}
 	if errors.Is(err, errReported) {
 		return exitFailed
+	}
+	var ec *exitCodeError
+	if errors.As(err, &ec) {
+		return ec.code
 	}
 	var re *runError
 	if errors.As(err, &re) {

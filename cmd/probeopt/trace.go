@@ -80,7 +80,16 @@ them, and each probe counts from the stop that wrote its site; on a terminal
 a progress line shows the sites written. --traps serves every site
 through traps. Return probes need a trampoline. A spec none of whose sites
 can be probed is an error; when no probe at all could be installed probeopt
-stops (killing CMD, or detaching from PID) with exit status 1.
+stops (killing CMD, or detaching from PID) with exit status 1. A spec bound
+to a library is checked when the library is mapped: at the end, a spec that
+named nothing in a loaded module is an error with the closest names the
+module has, and one whose module never loaded (or a USDT probe no loaded
+module has) a warning.
+
+Exit status: CMD's when CMD exits with a status other than 0 (128+N when
+signal N kills it, as a shell says); otherwise 1 when a spec named nothing
+in what was loaded or probeopt failed, 2 on a usage error, 0 when all went
+well.
 
 --events prints one line per hit: time, pid, thread, probe, address and the
 six argument registers (rdi, rsi, rdx, rcx, r8, r9), or for a return probe
@@ -199,6 +208,16 @@ type traceProbe struct {
 	Pending bool          `json:"pending,omitempty"`
 	Sites   []traceSite   `json:"sites"`
 	Refused []traceRefuse `json:"refused,omitempty"`
+	// NotFound are the loaded modules the spec applies to that hold
+	// nothing it names.
+	NotFound []traceNotFound `json:"not_found,omitempty"`
+}
+
+// traceNotFound is a module a spec applies to that holds nothing it names.
+type traceNotFound struct {
+	Module      string   `json:"module"`
+	Error       string   `json:"error"`
+	Suggestions []string `json:"suggestions,omitempty"`
 }
 
 // traceSite is one installed site of the report.
@@ -415,6 +434,9 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 		for _, r := range p.Refused {
 			tp.Refused = append(tp.Refused, traceRefuse{Module: r.Module, Symbol: r.Symbol, Addr: r.Addr, Reason: r.Reason, Detail: r.Detail})
 		}
+		for _, nf := range p.NotFound {
+			tp.NotFound = append(tp.NotFound, traceNotFound{Module: nf.Module, Error: nf.Error(), Suggestions: nf.Err.Suggestions})
+		}
 		rep.Probes = append(rep.Probes, tp)
 	}
 	for _, d := range st.ThreadDrops {
@@ -423,10 +445,27 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 	return rep, waitErr
 }
 
-// traceEnd says on stderr how the process ended when the counts may be
-// incomplete or the exit is news (an attached process that exited), and
-// returns errReported when the command should fail.
+// traceEnd says on stderr what the user named that was never probed (a
+// spec with no site: not in the modules that were loaded, or bound to a
+// module that never was) and how the process ended when the counts may be
+// incomplete or the exit is news (an attached process that exited). It
+// returns the command's outcome: CMD's exit status when CMD failed
+// (128+N when signal N killed it, as a shell says), errReported when a
+// spec named nothing in what was loaded or the wait failed, nil otherwise.
 func traceEnd(stderr io.Writer, rep *traceReport, waitErr error, pid int) error {
+	var failed error
+	for _, p := range rep.Probes {
+		if len(p.Sites) > 0 {
+			continue
+		}
+		for _, nf := range p.NotFound {
+			fmt.Fprintf(stderr, "probeopt: %s\n", nf.Error)
+			failed = errReported
+		}
+		if p.Pending {
+			fmt.Fprintf(stderr, "probeopt: warning: probe %q: %s\n", p.Spec, pendingText(p.Spec))
+		}
+	}
 	switch {
 	case waitErr != nil:
 		fmt.Fprintf(stderr, "probeopt: process %d: %v\n", rep.Pid, waitErr)
@@ -435,11 +474,21 @@ func traceEnd(stderr io.Writer, rep *traceReport, waitErr error, pid int) error 
 		// The counts may miss hits: the program did not run to its end.
 		fmt.Fprintf(stderr, "probeopt: process %d was killed by signal %d (%v) while traced; the counts are those until then\n",
 			rep.Pid, rep.Exit.Signal, syscall.Signal(rep.Exit.Signal))
-		return errReported
+		return &exitCodeError{128 + rep.Exit.Signal}
 	case rep.Exit != nil && pid != 0:
 		fmt.Fprintf(stderr, "probeopt: process %d exited with status %d while traced\n", rep.Pid, rep.Exit.Code)
+	case rep.Exit != nil && rep.Exit.Code != 0:
+		return &exitCodeError{rep.Exit.Code}
 	}
-	return nil
+	return failed
+}
+
+// pendingText says why a spec without a site never took effect.
+func pendingText(spec string) string {
+	if i := strings.Index(spec, ":usdt:"); i < 0 && (strings.HasPrefix(spec, "usdt:") || strings.HasPrefix(spec, "U:")) {
+		return "no loaded module has that USDT probe"
+	}
+	return "no module it names was loaded"
 }
 
 // messageError is an error shown with a message of its own, for a cause
@@ -457,6 +506,10 @@ func (e *messageError) Unwrap() error { return e.err }
 // what the user can do about it.
 func traceStartError(err error, pid int) error {
 	switch {
+	case pid != 0 && pid == os.Getpid():
+		return &messageError{fmt.Sprintf("attach %d: that is probeopt itself, which cannot trace its own process", pid), err}
+	case pid != 0 && errors.Is(err, syscall.EPERM) && isKernelThread(pid):
+		return &messageError{fmt.Sprintf("attach %d: process %d is a kernel thread, which runs no user code to probe and cannot be traced", pid, pid), err}
 	case errors.Is(err, syscall.EPERM):
 		return &messageError{err.Error() + ": " + ptraceHint(pid), err}
 	case pid != 0 && errors.Is(err, proc.ErrExited):
@@ -555,7 +608,12 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 			fmt.Fprintf(tw, "%s\t%s\t%#x\t%s\t%s\t%d\n", p.Spec, name, s.Addr, s.Strategy, s.Reason, s.Hits)
 		}
 		if p.Pending {
-			fmt.Fprintf(tw, "%s\t(no module matches yet)\t-\t-\t-\t0\n", p.Spec)
+			fmt.Fprintf(tw, "%s\t(no module matched)\t-\t-\t-\t0\n", p.Spec)
+		}
+		if len(ss) == 0 {
+			for _, nf := range p.NotFound {
+				fmt.Fprintf(tw, "%s\t(not in %s)\t-\t-\t-\t0\n", p.Spec, shortModule(nf.Module))
+			}
 		}
 		if len(ss) > 1 {
 			fmt.Fprintf(tw, "%s\t(total, %d sites)\t\t\t\t%d\n", p.Spec, len(ss), p.Hits)

@@ -142,8 +142,8 @@ func TestTraceKilled(t *testing.T) {
 	}
 	code := cmd.ProcessState.ExitCode()
 	want := fmt.Sprintf("probeopt: process %d was killed by signal 9 (killed) while traced; the counts are those until then\n", pid)
-	if code != exitFailed || errb.String() != want {
-		t.Errorf("exit %d, stderr %q; want %d, %q", code, errb.String(), exitFailed, want)
+	if code != 128+9 || errb.String() != want {
+		t.Errorf("exit %d, stderr %q; want %d (128+SIGKILL, as a shell says), %q", code, errb.String(), 128+9, want)
 	}
 	checkMessages(t, errb.String(), code)
 	var rep traceReport

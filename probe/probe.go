@@ -306,8 +306,9 @@ type Stats struct {
 	ThreadDrops []ThreadDrops
 	// Traps counts the traps served at the probes' sites; InternalTraps
 	// those at the engine's own (the dynamic linker's rendezvous, where
-	// new modules are found), which no probe counts. Emulated, Boosted and Stepped how
-	// the displaced instructions ran (see SiteStats); Fallbacks the
+	// new modules are found), which no probe counts. Emulated, Boosted and
+	// Stepped say how the displaced instructions of Traps ran (see
+	// SiteStats); Fallbacks the
 	// emulations refused at run time (an access another thread could see
 	// half-done, a fault...) that were stepped instead.
 	Traps, InternalTraps, Emulated, Boosted, Stepped, Fallbacks uint64

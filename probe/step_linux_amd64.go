@@ -202,7 +202,9 @@ func (tg *target) serve() {
 			for _, r := range h.refs {
 				r.c.stepped.Add(1)
 			}
-			t.stepped.Add(1)
+			if len(h.refs) > 0 { // not the engine's own site
+				t.stepped.Add(1)
+			}
 		}
 		for _, addr := range order {
 			s := tg.sites[addr]

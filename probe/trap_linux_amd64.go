@@ -92,7 +92,9 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	}
 	if e.emulate && !t.opts.StepOnly {
 		if tg.emulate(ctx, e) {
-			t.emulated.Add(1)
+			if len(e.refs) > 0 { // not the engine's own site
+				t.emulated.Add(1)
+			}
 			for _, r := range e.refs {
 				r.c.emulated.Add(1)
 			}
@@ -107,7 +109,9 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 		t.fallbacks.Add(1)
 	}
 	if e.boost != nil && !t.opts.StepOnly && !e.rendezvous && enterBoost(e.boost, ctx.Regs, ctx.Addr) {
-		t.boosted.Add(1)
+		if len(e.refs) > 0 {
+			t.boosted.Add(1)
+		}
 		for _, r := range e.refs {
 			r.c.boosted.Add(1)
 		}

@@ -7,13 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"sort"
 	"strings"
-	"syscall"
 	"testing"
 
-	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
@@ -79,31 +76,15 @@ func kernelSites(t *testing.T, st probe.Stats) (sites []kernelSite, skipped []st
 				}
 				files[s.Module] = f
 			}
-			off, err := f.TextOffset(s.Addr)
+			pl, err := kuprobe.Place(f, s.Addr)
 			if err != nil {
 				t.Fatalf("%s: %v", k, err)
 			}
-			code, err := f.Code(s.Addr, 16)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var fn *plan.Function
-			if sf := f.FuncAt(s.Addr); sf != nil {
-				if body, err := f.Code(sf.Addr, sf.End-sf.Addr); err == nil {
-					fn = plan.AnalyzeX86(sf.Addr, body, decode.X86Decoder{})
-				}
-			}
-			d := plan.Decide(plan.LinuxUprobes, &plan.Site{Arch: f.Arch, Addr: s.Addr, Code: code, Func: fn}, nil)
-			if d.Strategy == plan.Reject {
-				skipped = append(skipped, fmt.Sprintf("%s (%s): the kernel refuses it (%s)", s.Symbol, k, d.Reason))
+			if pl.Refused != "" {
+				skipped = append(skipped, fmt.Sprintf("%s (%s): the kernel refuses it (%s)", s.Symbol, k, pl.Refused))
 				continue
 			}
-			ks := kernelSite{siteKey: k, symbol: s.Symbol, offset: off}
-			var inst decode.X86Inst
-			if (decode.X86Decoder{}).Decode(code, s.Addr, &inst) == nil && inst.Encoding == decode.EncLegacy && inst.Map == decode.Map1Byte &&
-				inst.Prefixes&(decode.PrefixREP|decode.PrefixREPNE) != 0 && (inst.Opcode >= 0xA4 && inst.Opcode <= 0xA7 || inst.Opcode >= 0xAA && inst.Opcode <= 0xAF) {
-				ks.perIteration = true
-			}
+			ks := kernelSite{siteKey: k, symbol: s.Symbol, offset: pl.Offset, perIteration: pl.PerIteration}
 			sites = append(sites, ks)
 		}
 	}
@@ -116,158 +97,31 @@ func kernelSites(t *testing.T, st probe.Stats) (sites []kernelSite, skipped []st
 	return sites, skipped
 }
 
-// kernelRun runs argv untraced by ptrace, with a counting kernel uprobe
-// (inherited by threads and children) on every site, opened after the
-// program's execve and before its first instruction. It returns the
-// program's stdout and the count of every site.
+// kernelRun runs argv untraced by ptrace, with a counting kernel uprobe on
+// every site (kuprobe.Run), and returns the program's stdout and the count
+// of every site.
 func kernelRun(t *testing.T, argv, env []string, stdin []byte, sites []kernelSite) ([]byte, map[siteKey]uint64) {
 	t.Helper()
-	type result struct {
-		out    []byte
-		counts map[siteKey]uint64
-		err    error
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = env
+	if stdin != nil {
+		cmd.Stdin = bytes.NewReader(stdin)
 	}
-	done := make(chan result)
-	go func() {
-		// PTRACE_TRACEME makes the child stop after execve; the detach
-		// must come from the thread that started it.
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		var r result
-		defer func() { done <- r }()
-		cmd := exec.Command(argv[0], argv[1:]...)
-		cmd.Env = env
-		if stdin != nil {
-			cmd.Stdin = bytes.NewReader(stdin)
-		}
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
-		if err := cmd.Start(); err != nil {
-			r.err = err
-			return
-		}
-		pid := cmd.Process.Pid
-		var ws syscall.WaitStatus
-		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
-			r.err = fmt.Errorf("wait for exec stop: status %#x, %v", ws, err)
-			cmd.Process.Kill()
-			cmd.Wait()
-			return
-		}
-		count, closeAll, err := openKernelCounters(sites, pid)
-		if err != nil {
-			r.err = err
-			cmd.Process.Kill()
-			syscall.PtraceDetach(pid)
-			cmd.Wait()
-			return
-		}
-		defer closeAll()
-		if err := syscall.PtraceDetach(pid); err != nil {
-			r.err = fmt.Errorf("detach: %w", err)
-			cmd.Process.Kill()
-			cmd.Wait()
-			return
-		}
-		if err := cmd.Wait(); err != nil {
-			r.err = fmt.Errorf("%q: %v\n%s", argv, err, errb.String())
-			return
-		}
-		r.out = out.Bytes()
-		r.counts, r.err = count()
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatal(r.err)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	ks := make([]kuprobe.Site, len(sites))
+	for i, s := range sites {
+		ks[i] = kuprobe.Site{Path: s.module, Offset: s.offset, Return: s.ret}
 	}
-	return r.out, r.counts
-}
-
-// The kernel counts entry probes through one BPF uprobe-multi link per
-// file, registered and removed as a batch, and return probes through one
-// perf event per site (perf_event_open with the uprobe PMU, counting mode,
-// inherited by threads and children). Perf events are not used for entry
-// probes: closing one costs the kernel a grace period (about 0.1 s here),
-// and with an inherited uprobe event every clone of the process fails
-// with EFAULT (a Go program dies in newosproc). The uprobe PMU's event_init
-// copies the file's path from attr.uprobe_path, a pointer into the memory
-// of the process that opened the event, and copying an inherited event to
-// a new thread runs event_init again, in the process that clones.
-
-// openKernelCounters registers a counting kernel uprobe on every site for
-// process pid.
-func openKernelCounters(sites []kernelSite, pid int) (count func() (map[siteKey]uint64, error), closeAll func(), err error) {
-	ret := false
-	for _, s := range sites {
-		ret = ret || s.ret
+	counts, err := kuprobe.Run(cmd, ks)
+	if err != nil {
+		t.Fatalf("%q under kernel uprobes: %v\n%s", argv, err, errb.String())
 	}
-	if ret {
-		counters := make([]*kuprobe.Counter, 0, len(sites))
-		closeAll = func() {
-			for _, c := range counters {
-				c.Close()
-			}
-		}
-		for _, s := range sites {
-			c, err := kuprobe.Open(s.module, s.offset, pid, &kuprobe.Options{Inherit: true, Return: s.ret})
-			if err != nil {
-				closeAll()
-				return nil, nil, fmt.Errorf("%s (%s): %w", s.symbol, s.siteKey, err)
-			}
-			counters = append(counters, c)
-		}
-		return func() (map[siteKey]uint64, error) {
-			m := map[siteKey]uint64{}
-			for i, c := range counters {
-				n, err := c.Count()
-				if err != nil {
-					return nil, err
-				}
-				m[sites[i].siteKey] = n
-			}
-			return m, nil
-		}, closeAll, nil
+	m := make(map[siteKey]uint64, len(sites))
+	for i, s := range sites {
+		m[s.siteKey] = counts[i]
 	}
-	byModule := map[string][]kernelSite{}
-	var order []string
-	for _, s := range sites {
-		if byModule[s.module] == nil {
-			order = append(order, s.module)
-		}
-		byModule[s.module] = append(byModule[s.module], s)
-	}
-	var multis []*kuprobe.Multi
-	closeAll = func() {
-		for _, m := range multis {
-			m.Close()
-		}
-	}
-	for _, mod := range order {
-		offs := make([]uint64, len(byModule[mod]))
-		for i, s := range byModule[mod] {
-			offs[i] = s.offset
-		}
-		m, err := kuprobe.OpenMulti(mod, offs, pid)
-		if err != nil {
-			closeAll()
-			return nil, nil, err
-		}
-		multis = append(multis, m)
-	}
-	return func() (map[siteKey]uint64, error) {
-		out := map[siteKey]uint64{}
-		for i, m := range multis {
-			c, err := m.Counts()
-			if err != nil {
-				return nil, err
-			}
-			for j, s := range byModule[order[i]] {
-				out[s.siteKey] = c[j]
-			}
-		}
-		return out, nil
-	}, closeAll, nil
+	return out.Bytes(), m
 }
 
 // compareWithKernel checks the hits of every site of a traced run against

@@ -22,7 +22,7 @@ absolute times drift between machines and runs, ratios within one run much
 less.`,
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd(), newBenchScaleCmd())
+	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd(), newBenchScaleCmd(), newBenchCompareCmd())
 	return cmd
 }
 

@@ -2,7 +2,10 @@
 
 package kuprobe
 
-import "fmt"
+import (
+	"fmt"
+	"os/exec"
+)
 
 // PMUType fails: kernel uprobes are a Linux feature.
 func PMUType() (uint32, error) { return 0, fmt.Errorf("uprobe PMU: %w", ErrNotSupported) }
@@ -40,3 +43,8 @@ func (m *Multi) Counts() ([]uint64, error) { return nil, fmt.Errorf("uprobes: %w
 
 // Close does nothing.
 func (m *Multi) Close() error { return nil }
+
+// Run fails: kernel uprobes are a Linux feature.
+func Run(cmd *exec.Cmd, sites []Site) ([]uint64, error) {
+	return nil, fmt.Errorf("uprobes: %w", ErrNotSupported)
+}

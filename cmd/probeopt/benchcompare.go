@@ -1,0 +1,170 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// benchCompareOptions are the flags of "bench compare".
+type benchCompareOptions struct {
+	json  bool
+	traps bool
+	stdin string
+	all   bool
+}
+
+// compareSite is one site of "bench compare".
+type compareSite struct {
+	Module   string `json:"module"`
+	Symbol   string `json:"symbol,omitempty"`
+	Addr     uint64 `json:"addr"`
+	Offset   uint64 `json:"offset"`
+	Strategy string `json:"strategy"`
+	Probeopt uint64 `json:"probeopt"`
+	Kernel   uint64 `json:"kernel"`
+	// PerIteration marks a string instruction with a repeat prefix: the
+	// kernel counts its iterations, probeopt its executions.
+	PerIteration bool `json:"per_iteration,omitempty"`
+	// Differs is set when the counts disagree (for a per-iteration site:
+	// when probeopt counts more, or only one of them counts any).
+	Differs bool `json:"differs"`
+}
+
+// compareSkip is a site the kernel does not take.
+type compareSkip struct {
+	Module string `json:"module"`
+	Symbol string `json:"symbol,omitempty"`
+	Addr   uint64 `json:"addr"`
+	Reason string `json:"reason"`
+}
+
+// compareReport is the result of "bench compare".
+type compareReport struct {
+	Command []string `json:"command"`
+	// SameOutput reports whether the two runs wrote the same standard
+	// output; Exit the exit status of each run.
+	SameOutput   bool  `json:"same_output"`
+	ExitProbeopt int   `json:"exit_probeopt"`
+	ExitKernel   int   `json:"exit_kernel"`
+	ProbeoptNs   int64 `json:"probeopt_ns"`
+	KernelNs     int64 `json:"kernel_ns"`
+	// Sites are the sites compared (with --all; otherwise those that
+	// differ), Skipped those the kernel refuses.
+	Sites   []compareSite `json:"sites"`
+	Skipped []compareSkip `json:"skipped,omitempty"`
+	// Compared, Differ and Hit count the sites compared, those whose
+	// counts differ, and those either counted a hit at; Probeopt and
+	// Kernel the hits of all of them.
+	Compared, Differ, Hit int
+	Probeopt, Kernel      uint64
+}
+
+func newBenchCompareCmd() *cobra.Command {
+	var o benchCompareOptions
+	cmd := &cobra.Command{
+		Use:   "compare [flags] SPEC... -- CMD [ARGS...]",
+		Short: "Count the hits of probes with probeopt and with kernel uprobes on the same command, site by site",
+		Long: `Run CMD twice with the same input: traced by probeopt with the probes the
+SPECs name (as trace takes them), then untraced by ptrace with a counting
+kernel uprobe on each site probeopt installed (one BPF uprobe-multi link per
+file, registered after CMD's execve and before its first instruction; return
+probes through the uprobe PMU), and compare the counts site by site, and
+CMD's standard output of the two runs byte for byte.
+
+A site the kernel refuses (as the linux-uprobes policy predicts) is listed
+as skipped. At a string instruction with a repeat prefix the kernel counts
+each iteration and probeopt each execution: such a site differs only when
+probeopt counts more, or when one of them counts nothing. Only CMD's own
+process is counted: its children are not.
+
+The report lists the sites whose counts differ (every site with --all) and
+the totals, or with --json one JSON object. The exit status is 1 when a
+count or the output differs.
+
+Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
+		Example: `  probeopt bench compare '*' -- /usr/bin/xz -T2 -c big.txt
+  probeopt bench compare --stdin data.sql --all '*' 'libsqlite3.so*:*' -- sqlite3`,
+		Args: func(cmd *cobra.Command, args []string) error { return nil },
+		RunE: runE(func(cmd *cobra.Command, args []string) error {
+			dash := cmd.ArgsLenAtDash()
+			if dash < 0 || dash == len(args) {
+				return usagef("bench compare: want SPEC... -- CMD [ARGS...]")
+			}
+			specs, argv := args[:dash], args[dash:]
+			if len(specs) == 0 {
+				return usagef("bench compare: no SPEC")
+			}
+			var stdin []byte
+			if o.stdin != "" {
+				b, err := os.ReadFile(o.stdin)
+				if err != nil {
+					return err
+				}
+				stdin = b
+			}
+			rep, err := benchCompare(specs, argv, stdin, &o, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if o.json {
+				if err := json.NewEncoder(out).Encode(rep); err != nil {
+					return err
+				}
+			} else if err := printCompare(out, rep); err != nil {
+				return err
+			}
+			if rep.Differ > 0 || !rep.SameOutput {
+				return errReported
+			}
+			return nil
+		}),
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.json, "json", false, "print one JSON object")
+	f.BoolVar(&o.traps, "traps", false, "serve every probeopt site through traps (no trampolines)")
+	f.StringVar(&o.stdin, "stdin", "", "`FILE` given to CMD as standard input in both runs (default: none)")
+	f.BoolVar(&o.all, "all", false, "list every site compared, not only those that differ")
+	return cmd
+}
+
+// printCompare prints the report as a table and totals.
+func printCompare(w io.Writer, rep *compareReport) error {
+	if len(rep.Sites) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+		fmt.Fprintln(tw, "SITE\tSTRATEGY\tPROBEOPT\tKERNEL\t")
+		for _, s := range rep.Sites {
+			name := shortModule(s.Module)
+			if s.Symbol != "" {
+				name += ":" + s.Symbol
+			}
+			mark := ""
+			switch {
+			case s.Differs:
+				mark = "differs"
+			case s.PerIteration:
+				mark = "(kernel: iterations)"
+			}
+			fmt.Fprintf(tw, "%s (%#x)\t%s\t%d\t%d\t%s\n", name, s.Addr, s.Strategy, s.Probeopt, s.Kernel, mark)
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		fmt.Fprintln(w)
+	}
+	same := "the same"
+	if !rep.SameOutput {
+		same = "different"
+	}
+	fmt.Fprintf(w, "sites   %d compared, %d hit, %d differ; %d the kernel refuses\n", rep.Compared, rep.Hit, rep.Differ, len(rep.Skipped))
+	fmt.Fprintf(w, "hits    probeopt %d, kernel %d\n", rep.Probeopt, rep.Kernel)
+	fmt.Fprintf(w, "runs    probeopt %v (exit %d), kernel uprobes %v (exit %d); %s output\n",
+		time.Duration(rep.ProbeoptNs).Round(time.Millisecond), rep.ExitProbeopt, time.Duration(rep.KernelNs).Round(time.Millisecond), rep.ExitKernel, same)
+	return nil
+}

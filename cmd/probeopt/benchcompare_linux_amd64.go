@@ -1,0 +1,204 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/probe"
+	"github.com/probeopt/probeopt/probe/kuprobe"
+)
+
+// benchCompare runs argv traced by probeopt with specs, then under kernel
+// uprobes at the same sites, and compares.
+func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, stderr io.Writer) (*compareReport, error) {
+	rep := &compareReport{Command: argv}
+	in, err := stdinFile(stdin)
+	if err != nil {
+		return nil, err
+	}
+	defer in.Close()
+
+	ours, st, code, elapsed, err := compareTraced(specs, argv, in, o, stderr)
+	if err != nil {
+		return nil, err
+	}
+	rep.ExitProbeopt, rep.ProbeoptNs = code, elapsed.Nanoseconds()
+
+	type key struct {
+		module string
+		addr   uint64
+	}
+	sites := map[key]*compareSite{}
+	var order []key
+	files := map[string]*elfscan.File{}
+	defer func() {
+		for _, f := range files {
+			f.Close()
+		}
+	}()
+	var ks []kuprobe.Site
+	var placed []*compareSite
+	for _, p := range st.Probes {
+		ret := isReturnSpec(p.Spec)
+		for _, s := range p.Sites {
+			if s.Pid != st.Pid {
+				continue // a child's: the kernel counts CMD's process only
+			}
+			k := key{s.Module, s.Addr}
+			if cs := sites[k]; cs != nil {
+				cs.Probeopt += s.Hits
+				continue
+			}
+			f := files[s.Module]
+			if f == nil {
+				if f, err = elfscan.Open(s.Module); err != nil {
+					return nil, err
+				}
+				files[s.Module] = f
+			}
+			pl, err := kuprobe.Place(f, s.Addr)
+			if err != nil {
+				return nil, err
+			}
+			if pl.Refused != "" {
+				rep.Skipped = append(rep.Skipped, compareSkip{Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, Reason: string(pl.Refused)})
+				continue
+			}
+			pl.Return = ret
+			cs := &compareSite{Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, Offset: pl.Offset, Strategy: string(s.Strategy),
+				Probeopt: s.Hits, PerIteration: pl.PerIteration && !ret}
+			sites[k] = cs
+			order = append(order, k)
+			ks = append(ks, pl.Site)
+			placed = append(placed, cs)
+		}
+	}
+	if len(ks) == 0 {
+		return nil, errors.New("bench compare: no site to compare (none installed, or the kernel refuses every one)")
+	}
+
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var kout bytes.Buffer
+	cmd.Stdin, cmd.Stdout = in, &kout
+	start := time.Now()
+	counts, err := kuprobe.Run(cmd, ks)
+	rep.KernelNs = time.Since(start).Nanoseconds()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		rep.ExitKernel = ee.ExitCode()
+	case err != nil:
+		return nil, fmt.Errorf("bench compare: the run under kernel uprobes: %w", err)
+	}
+	rep.SameOutput = bytes.Equal(ours, kout.Bytes())
+	for i, cs := range placed {
+		cs.Kernel = counts[i]
+	}
+	for _, k := range order {
+		cs := sites[k]
+		o2, kc := cs.Probeopt, cs.Kernel
+		if cs.PerIteration {
+			cs.Differs = o2 > kc || (o2 > 0) != (kc > 0)
+		} else {
+			cs.Differs = o2 != kc
+		}
+		rep.Compared++
+		rep.Probeopt += o2
+		rep.Kernel += kc
+		if o2 > 0 || kc > 0 {
+			rep.Hit++
+		}
+		if cs.Differs {
+			rep.Differ++
+		}
+		if cs.Differs || o.all {
+			rep.Sites = append(rep.Sites, *cs)
+		}
+	}
+	sort.SliceStable(rep.Sites, func(i, j int) bool {
+		return rep.Sites[i].Kernel+rep.Sites[i].Probeopt > rep.Sites[j].Kernel+rep.Sites[j].Probeopt
+	})
+	return rep, nil
+}
+
+// compareTraced runs argv traced by probeopt with specs and returns its
+// standard output, the tracer's statistics, the exit status and the time
+// from the resume to the exit.
+func compareTraced(specs, argv []string, in *os.File, o *benchCompareOptions, stderr io.Writer) ([]byte, compareStats, int, time.Duration, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, compareStats{}, 0, 0, err
+	}
+	tr, err := probe.Spawn(argv, &probe.SpawnOptions{Options: probe.Options{NoTrampolines: o.traps}, Stdin: in, Stdout: w})
+	w.Close()
+	if err != nil {
+		r.Close()
+		return nil, compareStats{}, 0, 0, traceStartError(err, 0)
+	}
+	defer tr.Kill()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { out.ReadFrom(r); r.Close(); close(copied) }()
+	if _, err := tr.Add(specs...); err != nil {
+		for _, line := range strings.Split(err.Error(), "\n") {
+			fmt.Fprintf(stderr, "probeopt: %s\n", line)
+		}
+	}
+	start := time.Now()
+	if err := tr.Resume(); err != nil {
+		return nil, compareStats{}, 0, 0, err
+	}
+	<-tr.Exited()
+	elapsed := time.Since(start)
+	es, err := tr.Wait()
+	<-copied
+	if err != nil {
+		return nil, compareStats{}, 0, 0, err
+	}
+	code := es.Code
+	if es.Signal != 0 {
+		code = 128 + es.Signal
+	}
+	return out.Bytes(), compareStats{Stats: tr.Stats(), Pid: tr.Pid()}, code, elapsed, nil
+}
+
+// compareStats are a traced run's statistics and its process.
+type compareStats struct {
+	probe.Stats
+	Pid int
+}
+
+// stdinFile returns a file that holds b (an empty one for nil), to give
+// both runs the same input.
+func stdinFile(b []byte) (*os.File, error) {
+	f, err := os.CreateTemp("", "probeopt-compare-")
+	if err != nil {
+		return nil, err
+	}
+	os.Remove(f.Name())
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// isReturnSpec reports whether a spec names return probes.
+func isReturnSpec(spec string) bool {
+	return strings.HasSuffix(spec, "%return") || strings.HasPrefix(spec, "uretprobe:") || strings.HasPrefix(spec, "ur:")
+}

@@ -1,0 +1,59 @@
+//go:build linux
+
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"runtime"
+	"testing"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// needRoot skips (fails under CI) without root, which kernel uprobes need.
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "kernel uprobes need root (euid %d)", os.Geteuid())
+	}
+}
+
+// runCompare runs "bench compare --json --all ARGS..." and decodes the
+// report.
+func runCompare(t *testing.T, args ...string) (*compareReport, int) {
+	t.Helper()
+	stdout, stderr, code := runBinary(t, append([]string{"bench", "compare", "--json", "--all"}, args...)...)
+	var rep compareReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
+	}
+	return &rep, code
+}
+
+// TestBenchCompare compares the fixture's counts, every function and
+// malloc in the C library, with the kernel's: they are the same site by
+// site, and the same output. The control is a Go program whose runtime
+// calls its scheduler and allocator a different number of times in every
+// run: there the harness must report differences and fail.
+func TestBenchCompare(t *testing.T) {
+	tracee := traceTracee(t)
+	testenv.NeedPtrace(t)
+	needRoot(t)
+	rep, code := runCompare(t, "*", "libc.so.6:malloc", "--", tracee, "work", "50")
+	if code != exitOK || rep.Differ != 0 || !rep.SameOutput || rep.Compared < 10 || rep.Hit < 5 || rep.Probeopt == 0 {
+		t.Errorf("exit %d: %d sites compared, %d hit, %d differ, same output %v, hits %d and %d", code, rep.Compared, rep.Hit, rep.Differ, rep.SameOutput, rep.Probeopt, rep.Kernel)
+	}
+	for _, s := range rep.Sites {
+		if s.Differs {
+			t.Errorf("%s (%#x): probeopt %d, kernel %d", s.Symbol, s.Addr, s.Probeopt, s.Kernel)
+		}
+	}
+
+	gort := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
+	rep, code = runCompare(t, "runtime.schedule", "runtime.findRunnable", "runtime.mallocgc", "runtime.lock2", "--", gort, "20")
+	if code != exitFailed || rep.Differ == 0 || !rep.SameOutput {
+		t.Errorf("the Go runtime's counts: exit %d, %d of %d sites differ, same output %v; want differences and exit %d", code, rep.Differ, rep.Compared, rep.SameOutput, exitFailed)
+	}
+}

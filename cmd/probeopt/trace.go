@@ -115,7 +115,9 @@ The report is a table (probe, site, strategy, reason, hits) followed by
 totals, or with --json one JSON object ("probes", each with its "sites" and
 "refused" sites, and the totals); with --json --events each event is a JSON
 object on its own line before it. --output writes them to a file rather than
-standard output, which CMD shares.
+standard output, which CMD shares, and the warnings with them (refused sites,
+specs that never took effect): as lines of a text report, and in a JSON
+report only as its fields; errors stay on standard error.
 
 Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 		Example: `  probeopt trace main 'parse_*' -- ./server --port 8080
@@ -292,7 +294,17 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 			out = stderr
 		}
 	}
-	tr, probes, err := startTrace(o, specs, argv, stderr, sink)
+	// With --output the warnings go to the report, not to the standard
+	// error CMD shares: as lines before a text report, and in a JSON
+	// report or beside binary events only as its fields.
+	warn := stderr
+	if o.output != "" && out != stderr {
+		warn = out
+		if o.json || sink != nil {
+			warn = io.Discard
+		}
+	}
+	tr, probes, err := startTrace(o, specs, argv, stderr, warn, sink)
 	if err != nil {
 		return err
 	}
@@ -328,14 +340,14 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	} else if err := printTraceReport(out, rep); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
-	return traceEnd(stderr, rep, waitErr, o.pid)
+	return traceEnd(stderr, warn, rep, waitErr, o.pid)
 }
 
 // startTrace attaches to o.pid or spawns argv, adds the probes of specs
 // (printing why each spec or site was refused) and returns the tracer, the
 // process still stopped. With no probe it lets the process go (detached,
 // or killed when spawned) and returns errReported.
-func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer, sink *eventSink) (*probe.Tracer, []*probe.Probe, error) {
+func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, sink *eventSink) (*probe.Tracer, []*probe.Probe, error) {
 	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps, RingSize: o.ringSize}
 	if sink != nil {
 		opts.OnEvents = sink.write
@@ -373,7 +385,7 @@ func startTrace(o *traceOptions, specs, argv []string, stderr io.Writer, sink *e
 	}
 	for _, p := range tr.Stats().Probes {
 		for _, r := range p.Refused {
-			fmt.Fprintf(stderr, "probeopt: warning: %v\n", &r)
+			fmt.Fprintf(warn, "probeopt: warning: %v\n", &r)
 		}
 	}
 	return tr, probes, nil
@@ -452,7 +464,7 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 // returns the command's outcome: CMD's exit status when CMD failed
 // (128+N when signal N killed it, as a shell says), errReported when a
 // spec named nothing in what was loaded or the wait failed, nil otherwise.
-func traceEnd(stderr io.Writer, rep *traceReport, waitErr error, pid int) error {
+func traceEnd(stderr, warn io.Writer, rep *traceReport, waitErr error, pid int) error {
 	var failed error
 	for _, p := range rep.Probes {
 		if len(p.Sites) > 0 {
@@ -463,7 +475,7 @@ func traceEnd(stderr io.Writer, rep *traceReport, waitErr error, pid int) error 
 			failed = errReported
 		}
 		if p.Pending {
-			fmt.Fprintf(stderr, "probeopt: warning: probe %q: %s\n", p.Spec, pendingText(p.Spec))
+			fmt.Fprintf(warn, "probeopt: warning: probe %q: %s\n", p.Spec, pendingText(p.Spec))
 		}
 	}
 	switch {

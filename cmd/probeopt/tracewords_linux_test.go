@@ -94,3 +94,22 @@ func TestTraceNotFoundJSON(t *testing.T) {
 		t.Errorf("not_found: %+v", rep.Probes)
 	}
 }
+
+// TestTraceWarningsToOutput: with --output the warnings go to the report
+// file, not to the standard error the command shares.
+func TestTraceWarningsToOutput(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skip("trace needs linux/amd64")
+	}
+	testenv.NeedPtrace(t)
+	report := t.TempDir() + "/report.txt"
+	_, stderr, code := runBinary(t, "trace", "-o", report, "libnothere.so:foo", "libc.so.6:malloc", "--", testenv.MustHaveTool(t, "true"))
+	b, err := os.ReadFile(report)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const w = `probeopt: warning: probe "libnothere.so:foo": no module it names was loaded`
+	if code != exitOK || strings.Contains(stderr, "warning") || !strings.Contains(string(b), w) {
+		t.Errorf("exit %d, stderr %q, report:\n%s", code, stderr, b)
+	}
+}

@@ -17,7 +17,7 @@ func (f *File) goFuncs() ([]rawSym, error) {
 	if err != nil {
 		return nil, err
 	}
-	tab, err := newGoTable(data, text.Addr)
+	tab, err := newGoTable(data, f.goTextStart(data, pcln.Addr, text.Addr))
 	if err != nil {
 		return nil, err
 	}

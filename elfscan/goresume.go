@@ -108,7 +108,7 @@ func (f *File) readGoResume() ([]GoResume, error) {
 	if magic != pclnGo118 && magic != pclnGo120 {
 		return f.goUnknownResume()
 	}
-	t := goTable{data: data, quantum: uint64(data[6]), text: text.Addr, go120: magic == pclnGo120}
+	t := goTable{data: data, quantum: uint64(data[6]), text: f.goTextStart(data, pcln.Addr, text.Addr), go120: magic == pclnGo120}
 	if err := t.header(); err != nil {
 		return nil, err
 	}
@@ -142,8 +142,10 @@ func (f *File) goUnknownResume() ([]GoResume, error) {
 type goTable struct {
 	data    []byte
 	quantum uint64 // the instruction size quantum (1 on x86-64, 4 on arm64)
-	text    uint64 // the address function entries are offsets from
-	go120   bool   // the record has startLine (Go 1.20 and later)
+	// text is the address function entries are offsets from
+	// (File.goTextStart).
+	text  uint64
+	go120 bool // the record has startLine (Go 1.20 and later)
 
 	nfunc                      uint64
 	nameOff, pctabOff, funcOff uint64
@@ -353,4 +355,59 @@ func (t *goTable) pcValues(off, lo, hi uint64) ([]pcRun, error) {
 		out = append(out, pcRun{lo: pc, hi: next, val: val})
 		pc = next
 	}
+}
+
+// goTextStart returns the address the function entries of a Go function
+// table are offsets from: runtime.text. It is the start of .text when the
+// Go linker linked the program itself, but follows C code when an external
+// linker did (cgo), and the table's header then holds 0. In that order it
+// takes the header's textStart, the runtime.text symbol, the text field of
+// the runtime's first moduledata (found by its first word, the table's
+// address, and checked against its minpc), and the start of .text.
+func (f *File) goTextStart(pcln []byte, pclnAddr, textAddr uint64) uint64 {
+	le := binary.LittleEndian
+	if len(pcln) >= 72 && pcln[7] == 8 && (le.Uint32(pcln) == pclnGo118 || le.Uint32(pcln) == pclnGo120) {
+		if v := le.Uint64(pcln[24:]); v != 0 {
+			return v
+		}
+	} else {
+		return textAddr
+	}
+	if syms, err := f.readSymbols(false); err == nil {
+		for _, s := range syms {
+			if s.Name == "runtime.text" {
+				return s.Value
+			}
+		}
+	}
+	// moduledata: pcHeader, six slices, findfunctab, minpc, maxpc, text.
+	const minpcOff, textOff, size = 160, 176, 184
+	if len(pcln) < 72 {
+		return textAddr
+	}
+	ftab := le.Uint64(pcln[64:])
+	if ftab > uint64(len(pcln))-4 {
+		return textAddr
+	}
+	firstEntry := uint64(le.Uint32(pcln[ftab:]))
+	for _, name := range []string{".go.module", ".noptrdata", ".data"} {
+		sec := f.section(name)
+		if sec == nil {
+			continue
+		}
+		b, err := f.sectionData(sec)
+		if err != nil {
+			continue
+		}
+		for off := 0; off+size <= len(b); off += 8 {
+			if le.Uint64(b[off:]) != pclnAddr {
+				continue
+			}
+			text, minpc := le.Uint64(b[off+textOff:]), le.Uint64(b[off+minpcOff:])
+			if text != 0 && text+firstEntry == minpc {
+				return text
+			}
+		}
+	}
+	return textAddr
 }

@@ -175,3 +175,62 @@ func TestGoResumePointsNotGo(t *testing.T) {
 		t.Errorf("GoResumePoints of a C program: %v, %v", rs, err)
 	}
 }
+
+// TestGoTextStartCgo: a program linked by the external linker (cgo) has C
+// code before the Go text, and its function table counts from
+// runtime.text, not from .text. Stripped, the function list and the resume
+// points still name runtime.goexit where the symbol table of the same
+// program, unstripped, puts it.
+func TestGoTextStartCgo(t *testing.T) {
+	goTool := testenv.MustHaveTool(t, "go")
+	testenv.MustHaveTool(t, "gcc")
+	dir := t.TempDir()
+	src := "package main\n\n// int add(int a, int b) { return a + b; }\nimport \"C\"\nimport \"fmt\"\n\nfunc main() { fmt.Println(C.add(1, 2)) }\n"
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "cgo")
+	for _, s := range []struct{ out, flags string }{{exe, ""}, {exe + "-stripped", "-s"}} {
+		cmd := exec.Command(goTool, "build", "-trimpath", "-ldflags="+s.flags, "-o", s.out, "main.go")
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=1", "GOFLAGS=-buildvcs=false", "GO111MODULE=off")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go build: %v\n%s", err, b)
+		}
+	}
+	var want uint64
+	for _, fn := range funcsOf(t, open(t, exe)) {
+		if fn.Name == "runtime.goexit" {
+			want = fn.Addr
+		}
+	}
+	stripped := open(t, exe+"-stripped")
+	var got uint64
+	for _, fn := range funcsOf(t, stripped) {
+		if fn.Name == "runtime.goexit" {
+			got = fn.Addr
+		}
+	}
+	rs, err := stripped.GoResumePoints()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var resume uint64
+	for _, r := range rs {
+		if r.Func == "runtime.goexit" {
+			resume = r.Lo
+		}
+	}
+	if want == 0 || got != want || resume != want {
+		t.Errorf("runtime.goexit: the symbol table says %#x; stripped, the function table %#x and the resume points %#x", want, got, resume)
+	}
+}
+
+func funcsOf(t *testing.T, f *elfscan.File) []elfscan.Func {
+	t.Helper()
+	fs, err := f.Funcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fs
+}

@@ -32,16 +32,18 @@ func runCompare(t *testing.T, args ...string) (*compareReport, int) {
 	return &rep, code
 }
 
-// TestBenchCompare compares the fixture's counts, every function and
-// malloc in the C library, with the kernel's: they are the same site by
-// site, and the same output. The control is a Go program whose runtime
+// TestBenchCompare compares the fixture's counts at every function with
+// the kernel's: they are the same site by site, and the same output. The control is a Go program whose runtime
 // calls its scheduler and allocator a different number of times in every
 // run: there the harness must report differences and fail.
 func TestBenchCompare(t *testing.T) {
 	tracee := traceTracee(t)
 	testenv.NeedPtrace(t)
 	needRoot(t)
-	rep, code := runCompare(t, "*", "libc.so.6:malloc", "--", tracee, "work", "50")
+	// Only files of the test's own: a kernel uprobe on a shared file
+	// (the C library) would be seen by every test that traces it at the
+	// same time.
+	rep, code := runCompare(t, "*", "--", tracee, "work", "50")
 	if code != exitOK || rep.Differ != 0 || !rep.SameOutput || rep.Compared < 10 || rep.Hit < 5 || rep.Probeopt == 0 {
 		t.Errorf("exit %d: %d sites compared, %d hit, %d differ, same output %v, hits %d and %d", code, rep.Compared, rep.Hit, rep.Differ, rep.SameOutput, rep.Probeopt, rep.Kernel)
 	}

@@ -44,6 +44,15 @@ func FuzzNewFile(f *testing.F) {
 		for _, p := range probes {
 			file.TextOffset(p.Addr)
 		}
+		rs, err := file.GoResumePoints()
+		if err != nil {
+			checkTyped(t, err)
+		}
+		for i := range rs {
+			if rs[i].Hi <= rs[i].Lo || i > 0 && rs[i].Lo < rs[i-1].Hi {
+				t.Fatalf("resume range %d: %+v after %+v", i, rs[i], rs[max(i-1, 0)])
+			}
+		}
 		file.EntrySites()
 		if sp, err := elfscan.ParseSpec("*"); err == nil {
 			file.Resolve(sp)

@@ -9,15 +9,11 @@ import (
 // goFuncs reads the functions of a Go binary from its function table,
 // .gopclntab, which stays when the symbol table is stripped.
 func (f *File) goFuncs() ([]rawSym, error) {
-	pcln, text := f.section(".gopclntab"), f.section(".text")
-	if pcln == nil || text == nil {
-		return nil, nil
-	}
-	data, err := f.sectionData(pcln)
-	if err != nil {
+	data, textStart, err := f.pclntab()
+	if data == nil || err != nil {
 		return nil, err
 	}
-	tab, err := newGoTable(data, f.goTextStart(data, pcln.Addr, text.Addr))
+	tab, err := newGoTable(data, textStart)
 	if err != nil {
 		return nil, err
 	}
@@ -30,6 +26,19 @@ func (f *File) goFuncs() ([]rawSym, error) {
 		out = append(out, rawSym{name: fn.Name, addr: fn.Entry, size: fn.End - fn.Entry, bind: elf.STB_GLOBAL, typ: elf.STT_FUNC, src: FromPclntab, section: -1})
 	}
 	return out, nil
+}
+
+// pclntab returns the Go function table (nil for a file without one) and
+// the address its function entries count from (goTextStart).
+func (f *File) pclntab() (data []byte, textStart uint64, err error) {
+	pcln, text := f.section(".gopclntab"), f.section(".text")
+	if pcln == nil || text == nil {
+		return nil, 0, nil
+	}
+	if data, err = f.sectionData(pcln); err != nil {
+		return nil, 0, err
+	}
+	return data, f.goTextStart(data, pcln.Addr, text.Addr), nil
 }
 
 // newGoTable parses a Go function table, turning a parser panic on a

@@ -93,12 +93,8 @@ func (f *File) GoResumePoints() ([]GoResume, error) {
 }
 
 func (f *File) readGoResume() ([]GoResume, error) {
-	pcln, text := f.section(".gopclntab"), f.section(".text")
-	if pcln == nil || text == nil {
-		return nil, nil
-	}
-	data, err := f.sectionData(pcln)
-	if err != nil {
+	data, textStart, err := f.pclntab()
+	if data == nil || err != nil {
 		return nil, err
 	}
 	if err := checkPclntab(data); err != nil {
@@ -108,7 +104,7 @@ func (f *File) readGoResume() ([]GoResume, error) {
 	if magic != pclnGo118 && magic != pclnGo120 {
 		return f.goUnknownResume()
 	}
-	t := goTable{data: data, quantum: uint64(data[6]), text: f.goTextStart(data, pcln.Addr, text.Addr), go120: magic == pclnGo120}
+	t := goTable{data: data, quantum: uint64(data[6]), text: textStart, go120: magic == pclnGo120}
 	if err := t.header(); err != nil {
 		return nil, err
 	}

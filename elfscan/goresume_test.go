@@ -128,7 +128,10 @@ func TestGoResumePointsListing(t *testing.T) {
 				t.Fatal(err)
 			}
 			byFunc := map[string][]elfscan.GoResume{}
-			for _, r := range got {
+			for i, r := range got {
+				if r.Hi <= r.Lo || i > 0 && r.Lo < got[i-1].Hi {
+					t.Errorf("range %d %+v: empty, or not after %+v", i, r, got[max(i-1, 0)])
+				}
 				byFunc[r.Func] = append(byFunc[r.Func], r)
 			}
 			funcs, err := f.Funcs()

@@ -374,6 +374,11 @@ func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, s
 		for _, line := range strings.Split(addErr.Error(), "\n") {
 			fmt.Fprintf(stderr, "probeopt: %s\n", line)
 		}
+		// Nothing close in the executable: it may be a wrapper that
+		// runs the program meant.
+		if o.pid == 0 && errors.Is(addErr, probe.ErrNoSites) && !strings.Contains(addErr.Error(), "did you mean") {
+			fmt.Fprintf(stderr, "probeopt: a spec without a module names functions of %s, the program CMD starts; to probe a program it runs in turn (through env, a shell script, time...), name that program's module or library: PROG:SYM, LIB:SYM\n", argv[0])
+		}
 	}
 	if len(probes) == 0 {
 		if o.pid != 0 {

@@ -44,6 +44,8 @@ func TestTraceWords(t *testing.T) {
 			[]string{`invalid probe spec "malloc+": want SYM+OFF`}},
 		{"stripped executable", []string{"main", "--", fixture.Path(t, "x86_64", "funcs-stripped")}, exitFailed,
 			[]string{`probe "main": no probe site matches: the file is stripped (it has no .symtab)`}},
+		{"through a wrapper", []string{"main", "--", testenv.MustHaveTool(t, "env"), trueCmd}, exitFailed,
+			[]string{"the program CMD starts; to probe a program it runs in turn"}},
 		{"kernel thread", []string{"main", "-p", "2"}, exitFailed,
 			[]string{"probeopt: attach 2: process 2 is a kernel thread"}},
 		{"command exits 57", []string{"libc.so.6:malloc", "--", sh, "-c", "exit 57"}, 57, nil},

@@ -190,17 +190,7 @@ func TestNeutralPrefix(t *testing.T) {
 // cpuCaseCount is how many generated strings TestCPUvsDecoderX86 runs:
 // PROBEOPT_CPU_N, else 1,000,000 with PROBEOPT_LONG=1, else 20,000.
 func cpuCaseCount(t testing.TB) int {
-	if v := os.Getenv("PROBEOPT_CPU_N"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("PROBEOPT_CPU_N=%q: want a positive integer", v)
-		}
-		return n
-	}
-	if testenv.Long() {
-		return 1_000_000
-	}
-	return 20_000
+	return testCaseCount(t, "PROBEOPT_CPU_N", 20_000, 20_000, 1_000_000)
 }
 
 // cpuSeed is the generator seed: PROBEOPT_SEED, else 1.

@@ -19,10 +19,14 @@ type EmuCase struct {
 	Init  emulate.X86State
 }
 
-// EmuMemWord is an aligned quadword of the read-write window and its value.
-type EmuMemWord struct {
+// MemWord is an aligned quadword of an oracle's read-write window and its
+// value.
+type MemWord struct {
 	Addr, Val uint64
 }
+
+// EmuMemWord is a quadword the emulator oracle saw change.
+type EmuMemWord = MemWord
 
 // EmuCPUResult is what the CPU did with one case.
 type EmuCPUResult struct {

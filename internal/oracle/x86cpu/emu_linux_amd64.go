@@ -4,20 +4,15 @@ package x86cpu
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// Tuning of the emulator oracle.
-const (
-	// emuBatchTimeout bounds one batch; the child is replaced after it.
-	emuBatchTimeout = 10 * time.Second
-	// emuPoll is how often a waiting parent checks that the child lives.
-	emuPoll = 50 * time.Millisecond
-)
+// emuBatchTimeout bounds one batch of the emulator oracle; the child is
+// replaced after it.
+const emuBatchTimeout = 10 * time.Second
 
 // EmuOracle runs x86-64 instructions on the host CPU, many per round trip,
 // for comparison with the emulator.
@@ -46,9 +41,6 @@ const (
 type EmuOracle struct {
 	oracleHost
 	harness emuHarnessCode
-	// noncanonical is HostEntersNoncanonicalRSP: without it a case whose
-	// rsp is not canonical is not run (EmuCPUResult.NotRun).
-	noncanonical bool
 }
 
 // NewEmuOracle starts the child. It fails with an error wrapping the errno
@@ -59,14 +51,9 @@ func NewEmuOracle() (*EmuOracle, error) {
 		return nil, err
 	}
 	o := &EmuOracle{harness: h}
-	if o.noncanonical, err = HostEntersNoncanonicalRSP(); err != nil {
-		return nil, err
-	}
-	o.seqOff, o.doneOff = emuOffCtrl+x86hCtlSeq, emuOffCtrl+x86hCtlDone
-	o.timeout, o.poll = emuBatchTimeout, emuPoll
-	o.prepare = o.prepareChild
+	o.timeout, o.prepare = emuBatchTimeout, o.prepareChild
 	o.timedOut = func() error { return fmt.Errorf("oracle batch: %w", ErrTimeout) }
-	if err := o.start("probeopt-emu", emuFileSize, emuOffHarness, h.code); err != nil {
+	if err := o.start("probeopt-emu", emuFileSize, emuOffCtrl, emuOffHarness, h.code); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -99,37 +86,22 @@ func (o *EmuOracle) Run(img *EmuImage, cases []EmuCase, out []EmuCPUResult) erro
 	copy(o.mem[emuOffRO:], img.RO[:])
 	copy(o.mem[emuOffRW:], img.RW[:])
 	copy(o.mem[emuOffTemplate:], img.RW[:])
-	for start := 0; start < len(cases); start += emuMaxBatch {
-		end := min(start+emuMaxBatch, len(cases))
-		err := o.batch(cases[start:end], out[start:end])
-		if errors.Is(err, ErrChildDied) && !o.closed {
-			err = o.batch(cases[start:end], out[start:end])
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return o.runBatches(len(cases), emuMaxBatch, nil, func(lo, hi int) error { return o.batch(cases[lo:hi], out[lo:hi]) })
 }
 
 // batch runs at most emuMaxBatch cases.
 func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
-	le := binary.LittleEndian
 	for i := range cases {
 		c := &cases[i]
 		rec := o.mem[emuOffCases+i<<emuCaseShift:]
-		for r := 0; r < 16; r++ {
-			le.PutUint64(rec[8*x86hGregOf[r]:], c.Init.GPR[r])
-		}
+		putCaseRegs(rec, &c.Init.GPR, c.Init.RIP, c.Init.RFLAGS)
 		if o.notRun(c) {
 			// Not started with its own rsp (see noncanonical_linux_amd64.go):
 			// it runs with rsp 0 instead, and its result is not used.
-			le.PutUint64(rec[8*x86hGregRSP:], 0)
+			binary.LittleEndian.PutUint64(rec[8*x86hGregRSP:], 0)
 		}
-		le.PutUint64(rec[8*x86hGregRIP:], c.Init.RIP)
-		le.PutUint64(rec[8*x86hGregFlags:], c.Init.RFLAGS&emuFlagsIn|0x202)
 	}
-	le.PutUint64(o.mem[emuOffCtrl+x86hCtlN:], uint64(len(cases)))
+	binary.LittleEndian.PutUint64(o.mem[emuOffCtrl+x86hCtlN:], uint64(len(cases)))
 	if err := o.kick(); err != nil {
 		return err
 	}
@@ -139,44 +111,20 @@ func (o *EmuOracle) batch(cases []EmuCase, out []EmuCPUResult) error {
 	return nil
 }
 
-// EntersNoncanonicalRSP reports whether the oracle can start a case whose
-// rsp is not canonical: whether this host returns to user mode with such
-// a stack pointer (HostEntersNoncanonicalRSP).
-func (o *EmuOracle) EntersNoncanonicalRSP() bool { return o.noncanonical }
-
 // notRun reports whether case c cannot be started on this host: its rsp
 // is not canonical and the host does not enter user mode with one.
 func (o *EmuOracle) notRun(c *EmuCase) bool {
 	return !o.noncanonical && !hostCanonical(c.Init.GPR[4]) // rsp
 }
 
-// emuFlagsIn is the part of a case's RFLAGS that the case may choose.
-const emuFlagsIn = 0x8d5 | 0x400
-
 // result decodes the result record of case i.
 func (o *EmuOracle) result(i int, c *EmuCase, r *EmuCPUResult) {
-	le := binary.LittleEndian
 	rec := o.mem[emuOffResults+i<<emuResultShift:]
-	greg := func(k int) uint64 { return le.Uint64(rec[x86hResGregs+8*k:]) }
-	*r = EmuCPUResult{
-		Signal:  int(int32(le.Uint64(rec[x86hResSigno:]))),
-		Code:    int(int32(le.Uint64(rec[x86hResCode:]))),
-		Addr:    le.Uint64(rec[x86hResAddr:]),
-		Trap:    int(greg(x86hGregTrap)),
-		ErrCode: greg(x86hGregErr),
-	}
-	for k := 0; k < 16; k++ {
-		r.State.GPR[k] = greg(x86hGregOf[k])
-	}
-	r.State.RIP = greg(x86hGregRIP)
-	r.State.RFLAGS = greg(x86hGregFlags)
+	h := readResultHead(rec)
+	*r = EmuCPUResult{Signal: h.signal, Code: h.code, Addr: h.addr, Trap: h.trap, ErrCode: h.errCode, NotRun: o.notRun(c)}
+	r.State.GPR, r.State.RIP, r.State.RFLAGS = h.gpr, h.rip, h.rflags
 	r.State.FSBase, r.State.GSBase = c.Init.FSBase, c.Init.GSBase
-	r.NotRun = o.notRun(c)
-	n := int(le.Uint64(rec[emuResNDiff:]))
-	r.WritesLost = n > emuMaxDiffs
-	for k := 0; k < min(n, emuMaxDiffs); k++ {
-		r.Writes = append(r.Writes, EmuMemWord{Addr: le.Uint64(rec[emuResDiffs+16*k:]), Val: le.Uint64(rec[emuResDiffs+16*k+8:])})
-	}
+	r.Writes, r.WritesLost = readWrites(rec, emuResNDiff, emuResDiffs, emuMaxDiffs)
 }
 
 // prepareChild maps the areas in the stopped child, removes everything

@@ -2,44 +2,18 @@ package x86cpu
 
 import (
 	"errors"
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
-	"github.com/probeopt/probeopt/internal/testenv"
 )
 
 // newTestEmuOracle starts an EmuOracle for a test (startTestOracle).
 func newTestEmuOracle(t testing.TB) *EmuOracle {
 	t.Helper()
 	return startTestOracle(t, "emulator", NewEmuOracle)
-}
-
-// startTestOracle starts an oracle for a test and closes it at the end. It
-// skips where the oracle does not exist (not Linux on amd64) and skips
-// (fails under CI) when the machine does not allow ptrace.
-func startTestOracle[O interface{ Close() error }](t testing.TB, what string, start func() (O, error)) O {
-	t.Helper()
-	o, err := start()
-	switch {
-	case errors.Is(err, ErrNotSupported):
-		t.Skipf("no %s oracle here: %v", what, err)
-	case errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EACCES), errors.Is(err, syscall.ENOSYS):
-		testenv.Unavailable(t, "ptrace: %v", err)
-	case err != nil:
-		t.Fatalf("start the %s oracle: %v", what, err)
-	}
-	t.Cleanup(func() {
-		if err := o.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return o
 }
 
 // hostEmulator returns the emulator of the host CPU's vendor, or skips the
@@ -99,40 +73,15 @@ func TestEmuRegressions(t *testing.T) {
 // readEmuVectorFile reads testdata/emu/regressions.txt.
 func readEmuVectorFile(t testing.TB) []EmuVector {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "emu", "regressions.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	vecs, err := ReadEmuVectors(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vecs) == 0 {
-		t.Fatal("no regression vectors")
-	}
-	return vecs
+	return readTestVectors(t, "emu", ReadEmuVectors)
 }
 
 // TestEmuCampaign is the campaign continuous integration runs: 100,000
 // generated cases (10,000,000 with PROBEOPT_LONG=1) and no mismatch.
 func TestEmuCampaign(t *testing.T) {
 	o := newTestEmuOracle(t)
-	n := 100_000
-	if testing.Short() {
-		n = 10_000
-	}
-	if testenv.Long() {
-		n = 10_000_000
-	}
-	shown := 0
-	c := EmuCampaign{Cases: n, Seed: 0x70726f62, Vendor: hostVendor(t), OnMismatch: func(m *EmuMismatch) bool {
-		if shown < 20 {
-			t.Errorf("%s", m)
-		}
-		shown++
-		return true
-	}}
+	n := testCaseCount(t, "", 10_000, 100_000, 10_000_000)
+	c := EmuCampaign{Cases: n, Seed: 0x70726f62, Vendor: hostVendor(t), OnMismatch: reportMismatches[*EmuMismatch](t)}
 	rep, err := c.Run(o)
 	if err != nil {
 		t.Fatalf("campaign: %v", err)
@@ -161,15 +110,7 @@ func TestEmuOracleKnown(t *testing.T) {
 	o := newTestEmuOracle(t)
 	img := NewEmuImage(7)
 	mk := func(addr uint64, code string, set func(*emulate.X86State)) EmuCase {
-		c := EmuCase{Bytes: mustHex(t, code)}
-		c.Init.RIP = addr
-		c.Init.RFLAGS = 0x202
-		c.Init.FSBase, c.Init.GSBase = EmuFSBase, EmuGSBase
-		c.Init.GPR[decode.RSP] = EmuRWAddr + 0x1000
-		if set != nil {
-			set(&c.Init)
-		}
-		return c
+		return newEmuTestCase(t, "", addr, code, set)
 	}
 	cases := []EmuCase{
 		// add eax, ebx: 0x7fffffff + 1 overflows into the sign bit and

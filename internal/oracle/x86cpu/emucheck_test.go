@@ -31,15 +31,7 @@ func TestEmuCheckerCatches(t *testing.T) {
 	x := hostEmulator(t)
 	img := NewEmuImage(11)
 	mk := func(addr uint64, code string, set func(*emulate.X86State)) EmuCase {
-		c := EmuCase{Class: "checker", Bytes: mustHex(t, code)}
-		c.Init.RIP = addr
-		c.Init.RFLAGS = 0x202
-		c.Init.FSBase, c.Init.GSBase = EmuFSBase, EmuGSBase
-		c.Init.GPR[decode.RSP] = EmuRWAddr + 0x1000
-		if set != nil {
-			set(&c.Init)
-		}
-		return c
+		return newEmuTestCase(t, "checker", addr, code, set)
 	}
 	const (
 		add = iota

@@ -1,11 +1,9 @@
 package x86cpu
 
 import (
-	"bufio"
 	"encoding/hex"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
 
 	"github.com/probeopt/probeopt/decode"
@@ -47,9 +45,7 @@ func formatEmuVector(c *EmuCase, vendor decode.Vendor, seed uint64, note string)
 		class = "-"
 	}
 	fmt.Fprintf(&b, "%s %s vendor=%v image=%#x rip=%#x", class, hex.EncodeToString(c.Bytes), vendor, seed, c.Init.RIP)
-	for r := 0; r < 16; r++ {
-		fmt.Fprintf(&b, " %s=%#x", decode.X86RegName(r), c.Init.GPR[r])
-	}
+	writeVectorGPRs(&b, &c.Init.GPR)
 	fmt.Fprintf(&b, " rflags=%#x", c.Init.RFLAGS)
 	if note != "" {
 		fmt.Fprintf(&b, "  # %s", strings.ReplaceAll(note, "\n", " "))
@@ -59,48 +55,31 @@ func formatEmuVector(c *EmuCase, vendor decode.Vendor, seed uint64, note string)
 
 // ReadEmuVectors parses regression vectors.
 func ReadEmuVectors(r io.Reader) ([]EmuVector, error) {
-	var out []EmuVector
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
+	return readVectorLines(r, func(line string, n int) (EmuVector, error) {
 		v, err := parseEmuVector(line)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
 		v.Line = n
-		out = append(out, v)
-	}
-	return out, sc.Err()
+		return v, err
+	})
 }
 
 // parseEmuVector parses one vector line.
 func parseEmuVector(line string) (EmuVector, error) {
 	var v EmuVector
-	if body, note, ok := strings.Cut(line, "#"); ok {
-		line, v.Note = body, strings.TrimSpace(note)
+	l, err := splitVectorLine(line, "vendor", "image", "rip", "rflags")
+	if err != nil {
+		return v, err
 	}
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return v, fmt.Errorf("want CLASS HEX key=value...")
+	if len(l.words) > 0 {
+		return v, fmt.Errorf("bad field %q", l.words[0])
 	}
-	v.Case.Class = f[0]
-	b, err := hex.DecodeString(f[1])
-	if err != nil || len(b) == 0 || len(b) > MaxX86Len {
-		return v, fmt.Errorf("bad instruction bytes %q", f[1])
-	}
-	v.Case.Bytes = b
+	v.Case.Class, v.Case.Bytes, v.Note = l.class, l.bytes, l.note
 	st := &v.Case.Init
 	st.FSBase, st.GSBase = EmuFSBase, EmuGSBase
-	seen := map[string]bool{}
-	for _, kv := range f[2:] {
-		k, val, ok := strings.Cut(kv, "=")
-		if !ok {
-			return v, fmt.Errorf("bad field %q", kv)
-		}
-		if k == "vendor" {
+	for _, kv := range l.fields {
+		k, val := kv[0], kv[1]
+		var dst *uint64
+		switch k {
+		case "vendor":
 			switch val {
 			case "amd":
 				v.Vendor = decode.VendorAMD
@@ -109,43 +88,22 @@ func parseEmuVector(line string) (EmuVector, error) {
 			default:
 				return v, fmt.Errorf("vendor %q: want amd or intel", val)
 			}
-			seen[k] = true
+			continue
+		case "image":
+			dst = &v.ImageSeed
+		case "rip":
+			dst = &st.RIP
+		case "rflags":
+			dst = &st.RFLAGS
+		default:
+			if err := setVectorGPR(&st.GPR, k, val); err != nil {
+				return v, err
+			}
 			continue
 		}
-		x, err := strconv.ParseUint(val, 0, 64)
-		if err != nil {
-			return v, fmt.Errorf("field %s: %w", k, err)
-		}
-		seen[k] = true
-		switch k {
-		case "image":
-			v.ImageSeed = x
-		case "rip":
-			st.RIP = x
-		case "rflags":
-			st.RFLAGS = x
-		default:
-			r := emuRegIndex(k)
-			if r < 0 {
-				return v, fmt.Errorf("unknown field %q", k)
-			}
-			st.GPR[r] = x
-		}
-	}
-	for _, k := range []string{"vendor", "image", "rip", "rflags"} {
-		if !seen[k] {
-			return v, fmt.Errorf("missing %s=", k)
+		if *dst, err = vectorUint(k, val); err != nil {
+			return v, err
 		}
 	}
 	return v, nil
-}
-
-// emuRegIndex returns the number of a 64-bit register name, or -1.
-func emuRegIndex(name string) int {
-	for r := 0; r < 16; r++ {
-		if decode.X86RegName(r) == name {
-			return r
-		}
-	}
-	return -1
 }

@@ -39,9 +39,11 @@ type oracleHost struct {
 	// bumps seq to start a batch, the child sets done to it when the
 	// batch is over.
 	seqOff, doneOff int
-	// timeout bounds a batch; poll is how often a waiting parent checks
-	// that the child lives.
-	timeout, poll time.Duration
+	// timeout bounds a batch.
+	timeout time.Duration
+	// noncanonical is HostEntersNoncanonicalRSP: without it a case whose
+	// rsp is not canonical is not started with it.
+	noncanonical bool
 	// prepare readies a child stopped before its first instruction (its
 	// areas, its signal handler) and lets it go to its idle loop.
 	prepare func(ch *oracleChild) error
@@ -78,10 +80,19 @@ func (h *oracleHost) open(name string, size int) error {
 	return nil
 }
 
+// oraclePoll is how often a parent waiting for a batch checks that the
+// child lives.
+const oraclePoll = 50 * time.Millisecond
+
 // start creates the shared file (open), puts the harness code at offset
-// harnessOff in it and spawns the first child; on failure everything is
-// released.
-func (h *oracleHost) start(name string, size, harnessOff int, code []byte) error {
+// harnessOff in it and spawns the first child; the futex words are those
+// of the control page at ctrlOff. On failure everything is released.
+func (h *oracleHost) start(name string, size, ctrlOff, harnessOff int, code []byte) error {
+	var err error
+	if h.noncanonical, err = HostEntersNoncanonicalRSP(); err != nil {
+		return err
+	}
+	h.seqOff, h.doneOff = ctrlOff+x86hCtlSeq, ctrlOff+x86hCtlDone
 	if err := h.open(name, size); err != nil {
 		return err
 	}
@@ -102,6 +113,11 @@ func (h *oracleHost) Close() error {
 
 // Restarts returns how many times the child had to be replaced.
 func (h *oracleHost) Restarts() int { return h.restartCount() }
+
+// EntersNoncanonicalRSP reports whether the oracle can start a case (or
+// let a run go on) with a non-canonical rsp: whether this host returns to
+// user mode with such a stack pointer (HostEntersNoncanonicalRSP).
+func (h *oracleHost) EntersNoncanonicalRSP() bool { return h.noncanonical }
 
 // close kills the child and releases the shared file.
 func (h *oracleHost) close() {
@@ -174,7 +190,7 @@ func (h *oracleHost) kick() error {
 func (h *oracleHost) waitDone(seq uint32) error {
 	done := h.word(h.doneOff)
 	deadline := time.Now().Add(h.timeout)
-	ts := unix.NsecToTimespec(int64(h.poll))
+	ts := unix.NsecToTimespec(int64(oraclePoll))
 	for {
 		d := atomic.LoadUint32(done)
 		if d == seq {

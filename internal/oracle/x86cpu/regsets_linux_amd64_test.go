@@ -6,33 +6,20 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
-	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/emulate"
-	"github.com/probeopt/probeopt/internal/testenv"
 	"golang.org/x/sys/unix"
 )
 
 // regsetCount is how many instructions TestX86RegisterSetsCPU compares:
 // PROBEOPT_REGSET_N, else 1,000,000 with PROBEOPT_LONG=1, else 20,000.
 func regsetCount(t testing.TB) int {
-	if v := os.Getenv("PROBEOPT_REGSET_N"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			t.Fatalf("PROBEOPT_REGSET_N=%q: want a positive integer", v)
-		}
-		return n
-	}
-	if testenv.Long() {
-		return 1_000_000
-	}
-	return 20_000
+	return testCaseCount(t, "PROBEOPT_REGSET_N", 20_000, 20_000, 1_000_000)
 }
 
 const (

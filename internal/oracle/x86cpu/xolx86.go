@@ -28,10 +28,8 @@ type XOLX86Run struct {
 	Lo, Hi uint64
 }
 
-// XOLX86Word is an aligned quadword of the read-write window and its value.
-type XOLX86Word struct {
-	Addr, Val uint64
-}
+// XOLX86Word is a quadword the relocation oracle saw change.
+type XOLX86Word = MemWord
 
 // XOLX86Result is what the CPU did in one run.
 type XOLX86Result struct {

@@ -10,12 +10,8 @@ import (
 	"time"
 )
 
-// Tuning constants of the relocation oracle.
-const (
-	xoBatchTimeout = 5 * time.Second
-	xoPoll         = 50 * time.Millisecond
-	xoFlagsIn      = 0x8d5 | 0x400 // status flags and DF
-)
+// xoBatchTimeout bounds one batch of the relocation oracle.
+const xoBatchTimeout = 5 * time.Second
 
 // XOLX86Oracle runs x86-64 code on the host CPU for the relocation
 // campaign: an original instruction at its address and its relocated copy
@@ -45,13 +41,7 @@ type XOLX86Oracle struct {
 	fpBase  []byte    // the XSAVE image captured from the child
 	xfeat   uint64    // state components in the image
 	comp    [8][2]int // offset and size of components 2..7 (cpuid leaf 0xd)
-	// noncanonical is HostEntersNoncanonicalRSP.
-	noncanonical bool
 }
-
-// EntersNoncanonicalRSP reports whether a run may start or go on with a
-// non-canonical rsp on this host (HostEntersNoncanonicalRSP).
-func (o *XOLX86Oracle) EntersNoncanonicalRSP() bool { return o.noncanonical }
 
 // NewXOLX86Oracle starts the child. It fails with an error wrapping the
 // errno (EPERM, for example) when ptrace is not permitted.
@@ -61,14 +51,9 @@ func NewXOLX86Oracle() (*XOLX86Oracle, error) {
 		return nil, err
 	}
 	o := &XOLX86Oracle{harness: h}
-	if o.noncanonical, err = HostEntersNoncanonicalRSP(); err != nil {
-		return nil, err
-	}
-	o.seqOff, o.doneOff = xoOffCtrl+x86hCtlSeq, xoOffCtrl+x86hCtlDone
-	o.timeout, o.poll = xoBatchTimeout, xoPoll
-	o.prepare, o.spawned = o.prepareChild, o.capture
+	o.timeout, o.prepare, o.spawned = xoBatchTimeout, o.prepareChild, o.capture
 	o.timedOut = func() error { return &XOLX86TimeoutError{Run: int(o.ctl(x86hCtlCur))} }
-	if err := o.start("probeopt-xol", xoFileSize, xoOffHarness, h.code); err != nil {
+	if err := o.start("probeopt-xol", xoFileSize, xoOffCtrl, xoOffHarness, h.code); err != nil {
 		return nil, err
 	}
 	return o, nil
@@ -87,24 +72,18 @@ func (o *XOLX86Oracle) Run(img *XOLX86Image, runs []XOLX86Run, out []XOLX86Resul
 		return ErrClosed
 	}
 	o.load(img)
-	for start := 0; start < len(runs); start += xoMaxRuns {
-		end := min(start+xoMaxRuns, len(runs))
-		err := o.batch(runs[start:end], out[start:end])
-		if errors.Is(err, ErrChildDied) && !o.closed {
-			// The run that killed the child may have left the data
-			// window changed.
-			o.load(img)
-			err = o.batch(runs[start:end], out[start:end])
-		}
+	return o.runBatches(len(runs), xoMaxRuns, func() {
+		// The run that killed the child may have left the data window
+		// changed.
+		o.load(img)
+	}, func(lo, hi int) error {
+		err := o.batch(runs[lo:hi], out[lo:hi])
 		var te *XOLX86TimeoutError
 		if errors.As(err, &te) {
-			te.Run += start
+			te.Run += lo
 		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+		return err
+	})
 }
 
 // load writes img into the shared file: code windows, data, the template
@@ -153,11 +132,7 @@ func (o *XOLX86Oracle) batch(runs []XOLX86Run, out []XOLX86Result) error {
 	for i := range runs {
 		r := &runs[i]
 		rec := o.mem[xoOffRuns+i<<xoRunShift:]
-		for k := 0; k < 16; k++ {
-			le.PutUint64(rec[8*x86hGregOf[k]:], r.Regs.GPR[k])
-		}
-		le.PutUint64(rec[8*x86hGregRIP:], r.Regs.RIP)
-		le.PutUint64(rec[8*x86hGregFlags:], r.Regs.RFLAGS&xoFlagsIn|0x202)
+		putCaseRegs(rec, &r.Regs.GPR, r.Regs.RIP, r.Regs.RFLAGS)
 		le.PutUint64(rec[xoRunLo:], r.Lo)
 		le.PutUint64(rec[xoRunHi:], r.Hi)
 	}
@@ -178,27 +153,12 @@ func (o *XOLX86Oracle) ctl(off int) uint64 {
 
 // result decodes result record i.
 func (o *XOLX86Oracle) result(i int, r *XOLX86Result) {
-	le := binary.LittleEndian
 	rec := o.mem[xoOffResults+i<<xoResultShift:]
-	greg := func(k int) uint64 { return le.Uint64(rec[x86hResGregs+8*k:]) }
-	*r = XOLX86Result{
-		Signal:  int(int32(le.Uint64(rec[x86hResSigno:]))),
-		Code:    int(int32(le.Uint64(rec[x86hResCode:]))),
-		Addr:    le.Uint64(rec[x86hResAddr:]),
-		Trap:    int(greg(x86hGregTrap)),
-		ErrCode: greg(x86hGregErr),
-		Steps:   int(le.Uint64(rec[xoResSteps:])),
-	}
-	for k := 0; k < 16; k++ {
-		r.Regs.GPR[k] = greg(x86hGregOf[k])
-	}
-	r.Regs.RIP = greg(x86hGregRIP)
-	r.Regs.RFLAGS = greg(x86hGregFlags)
-	n := int(le.Uint64(rec[xoResNDiff:]))
-	r.WritesLost = n > xoMaxDiffs
-	for k := 0; k < min(n, xoMaxDiffs); k++ {
-		r.Writes = append(r.Writes, XOLX86Word{Addr: le.Uint64(rec[xoResDiffs+16*k:]), Val: le.Uint64(rec[xoResDiffs+16*k+8:])})
-	}
+	h := readResultHead(rec)
+	*r = XOLX86Result{Signal: h.signal, Code: h.code, Addr: h.addr, Trap: h.trap, ErrCode: h.errCode,
+		Steps: int(binary.LittleEndian.Uint64(rec[xoResSteps:]))}
+	r.Regs.GPR, r.Regs.RIP, r.Regs.RFLAGS = h.gpr, h.rip, h.rflags
+	r.Writes, r.WritesLost = readWrites(rec, xoResNDiff, xoResDiffs, xoMaxDiffs)
 	r.FP = append([]byte(nil), rec[xoResFP:xoResFP+o.fpSize]...)
 }
 

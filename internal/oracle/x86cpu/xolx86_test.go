@@ -1,14 +1,11 @@
 package x86cpu
 
 import (
-	"os"
-	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/probeopt/probeopt/decode"
-	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -23,21 +20,8 @@ func newTestXOLOracle(t testing.TB) *XOLX86Oracle {
 // PROBEOPT_LONG=1), every class and every relocation form, no mismatch.
 func TestXOLX86Campaign(t *testing.T) {
 	o := newTestXOLOracle(t)
-	n := 100_000
-	if testing.Short() {
-		n = 10_000
-	}
-	if testenv.Long() {
-		n = 1_000_000
-	}
-	shown := 0
-	c := XOLX86Campaign{Cases: n, Seed: 0x786f6c, Vendor: hostVendor(t), OnMismatch: func(m *XOLX86Mismatch) bool {
-		if shown < 20 {
-			t.Errorf("%s", m)
-		}
-		shown++
-		return true
-	}}
+	n := testCaseCount(t, "", 10_000, 100_000, 1_000_000)
+	c := XOLX86Campaign{Cases: n, Seed: 0x786f6c, Vendor: hostVendor(t), OnMismatch: reportMismatches[*XOLX86Mismatch](t)}
 	rep, err := c.Run(o)
 	if err != nil {
 		t.Fatalf("campaign: %v", err)
@@ -68,19 +52,7 @@ func TestXOLX86Campaign(t *testing.T) {
 // readXOLVectorFile reads testdata/xolx86/regressions.txt.
 func readXOLVectorFile(t testing.TB) []XOLX86Case {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", "xolx86", "regressions.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	cases, err := ReadXOLX86Vectors(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(cases) == 0 {
-		t.Fatal("no regression vectors")
-	}
-	return cases
+	return readTestVectors(t, "xolx86", ReadXOLX86Vectors)
 }
 
 // TestXOLX86Regressions replays every regression vector on the CPU: each

@@ -1,14 +1,9 @@
 package x86cpu
 
 import (
-	"bufio"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-
-	"github.com/probeopt/probeopt/decode"
 )
 
 // Vector renders the case as one line of the regression vectors
@@ -23,64 +18,53 @@ func (c *XOLX86Case) Vector() string {
 	if c.Opts.ForceScratch {
 		b.WriteString(" force")
 	}
-	for i, v := range c.Regs.GPR {
-		fmt.Fprintf(&b, " %s=%#x", decode.X86RegName(i), v)
-	}
+	writeVectorGPRs(&b, &c.Regs.GPR)
 	return b.String()
 }
 
 // ParseXOLX86Vector parses a line made by Vector.
 func ParseXOLX86Vector(line string) (XOLX86Case, error) {
+	c, err := parseXOLX86Vector(line)
+	if err != nil {
+		return c, fmt.Errorf("xol vector %q: %w", line, err)
+	}
+	return c, nil
+}
+
+// parseXOLX86Vector is ParseXOLX86Vector without the line in its errors.
+func parseXOLX86Vector(line string) (XOLX86Case, error) {
 	var c XOLX86Case
-	f := strings.Fields(line)
-	if len(f) < 2 {
-		return c, fmt.Errorf("xol vector %q: want CLASS HEX key=value...", line)
+	l, err := splitVectorLine(line, "rip", "slot", "img")
+	if err != nil {
+		return c, err
 	}
-	c.Class = f[0]
-	b, err := hex.DecodeString(f[1])
-	if err != nil || len(b) == 0 || len(b) > MaxX86Len {
-		return c, fmt.Errorf("xol vector %q: bad instruction bytes %q", line, f[1])
+	c.Class, c.Bytes = l.class, l.bytes
+	for _, w := range l.words {
+		if w != "force" {
+			return c, fmt.Errorf("bad field %q", w)
+		}
+		c.Opts.ForceScratch = true
 	}
-	c.Bytes = b
-	regs := map[string]int{}
-	for i := 0; i < 16; i++ {
-		regs[decode.X86RegName(i)] = i
-	}
-	seen := map[string]bool{}
-	for _, kv := range f[2:] {
-		if kv == "force" {
-			c.Opts.ForceScratch = true
-			continue
-		}
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return c, fmt.Errorf("xol vector %q: bad field %q", line, kv)
-		}
-		n, err := strconv.ParseUint(v, 0, 64)
-		if err != nil {
-			return c, fmt.Errorf("xol vector %q: field %s: %w", line, k, err)
-		}
-		seen[k] = true
+	for _, kv := range l.fields {
+		k, val := kv[0], kv[1]
+		var dst *uint64
 		switch k {
 		case "rip":
-			c.Regs.RIP = n
+			dst = &c.Regs.RIP
 		case "slot":
-			c.Slot = n
+			dst = &c.Slot
 		case "img":
-			c.Image = n
+			dst = &c.Image
 		case "flags":
-			c.Regs.RFLAGS = n
+			dst = &c.Regs.RFLAGS
 		default:
-			r, ok := regs[k]
-			if !ok {
-				return c, fmt.Errorf("xol vector %q: unknown field %q", line, k)
+			if err := setVectorGPR(&c.Regs.GPR, k, val); err != nil {
+				return c, err
 			}
-			c.Regs.GPR[r] = n
+			continue
 		}
-	}
-	for _, k := range []string{"rip", "slot", "img"} {
-		if !seen[k] {
-			return c, fmt.Errorf("xol vector %q: missing %s=", line, k)
+		if *dst, err = vectorUint(k, val); err != nil {
+			return c, err
 		}
 	}
 	return c, nil
@@ -88,18 +72,5 @@ func ParseXOLX86Vector(line string) (XOLX86Case, error) {
 
 // ReadXOLX86Vectors reads vector lines, skipping blank lines and # comments.
 func ReadXOLX86Vectors(r io.Reader) ([]XOLX86Case, error) {
-	var out []XOLX86Case
-	sc := bufio.NewScanner(r)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		c, err := ParseXOLX86Vector(line)
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", n, err)
-		}
-		out = append(out, c)
-	}
-	return out, sc.Err()
+	return readVectorLines(r, func(line string, _ int) (XOLX86Case, error) { return ParseXOLX86Vector(line) })
 }

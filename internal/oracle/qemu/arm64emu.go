@@ -173,31 +173,59 @@ func (c *ARM64EmuCampaign) Run(r ARM64Runner) (*ARM64Report, error) {
 	}
 	g := newA64Gen(c.Seed, c.Class)
 	img := r.Image()
-	var items []a64EmuItem
+	gen := func(idx int, cases []ARM64Case) (a64EmuItem, []ARM64Case, bool) {
+		tc, class := g.emuCase(c.Class)
+		it, skip := a64Emulate(tc, class, idx, img)
+		if skip != "" {
+			if strings.HasPrefix(skip, "refused: ") {
+				rep.Refused[strings.TrimPrefix(skip, "refused: ")]++
+			} else {
+				rep.Skipped[skip]++
+			}
+			return it, cases, false
+		}
+		if !hbc && it.inst.HasCond && it.inst.Word&0x10 != 0 {
+			rep.Skipped["bc.cond: the oracle's CPU lacks FEAT_HBC"]++
+			return it, cases, false
+		}
+		return it, append(cases, tc), true
+	}
+	check := func(it *a64EmuItem, i int, out []ARM64Result) (string, a64Verdict, string, *ARM64Mismatch) {
+		v, why := checkA64Emu(it, &out[i])
+		var m *ARM64Mismatch
+		if v == a64Mismatch {
+			m = &ARM64Mismatch{Kind: "emulate", Class: it.class, Case: it.c, Text: it.inst.Text(),
+				Want: a64EmuWant(it), Got: a64ResultText(&out[i]), Diff: why, Seed: c.Seed, Index: it.index}
+		}
+		return it.class, v, why, m
+	}
+	return rep, a64Batches(r, c.Cases, size, rep, gen, check, c.OnMismatch, c.Progress)
+}
+
+// a64Batches runs the n items of a campaign in batches of at most size
+// items: gen makes item idx and appends the oracle cases it needs (false
+// when it is not run: refused or skipped, counted by gen); check judges
+// item it, the i-th of its batch, from the batch's results, giving its
+// class, the verdict, why, and the mismatch when there is one. Verdicts
+// are counted in rep; a mismatch goes to onMismatch (when set), which
+// stops the campaign by returning false; progress (when set) is called
+// after each batch with the items generated so far.
+func a64Batches[I any](r ARM64Runner, n, size int, rep *ARM64Report,
+	gen func(idx int, cases []ARM64Case) (I, []ARM64Case, bool),
+	check func(it *I, i int, out []ARM64Result) (string, a64Verdict, string, *ARM64Mismatch),
+	onMismatch func(*ARM64Mismatch) bool, progress func(done int)) error {
+	var items []I
 	var cases []ARM64Case
 	var out []ARM64Result
-	for done := 0; done < c.Cases; {
+	for done := 0; done < n; {
 		items, cases = items[:0], cases[:0]
-		for len(cases) < size && done < c.Cases {
-			tc, class := g.emuCase(c.Class)
-			idx := done
-			done++
+		for len(items) < size && done < n {
 			rep.Generated++
-			it, skip := a64Emulate(tc, class, idx, img)
-			if skip != "" {
-				if strings.HasPrefix(skip, "refused: ") {
-					rep.Refused[strings.TrimPrefix(skip, "refused: ")]++
-				} else {
-					rep.Skipped[skip]++
-				}
-				continue
+			it, more, ok := gen(done, cases)
+			done++
+			if ok {
+				items, cases = append(items, it), more
 			}
-			if !hbc && it.inst.HasCond && it.inst.Word&0x10 != 0 {
-				rep.Skipped["bc.cond: the oracle's CPU lacks FEAT_HBC"]++
-				continue
-			}
-			items = append(items, it)
-			cases = append(cases, tc)
 		}
 		if len(cases) == 0 {
 			continue
@@ -207,28 +235,24 @@ func (c *ARM64EmuCampaign) Run(r ARM64Runner) (*ARM64Report, error) {
 		}
 		out = out[:len(cases)]
 		if err := r.Run(cases, out); err != nil {
-			return rep, err
+			return err
 		}
 		for i := range items {
-			v, why := checkA64Emu(&items[i], &out[i])
+			class, v, why, m := check(&items[i], i, out)
 			if v == a64Skip {
 				rep.Skipped[why]++
 				continue
 			}
-			rep.count(items[i].class, v)
-			if v == a64Mismatch {
-				m := &ARM64Mismatch{Kind: "emulate", Class: items[i].class, Case: items[i].c, Text: items[i].inst.Text(),
-					Want: a64EmuWant(&items[i]), Got: a64ResultText(&out[i]), Diff: why, Seed: c.Seed, Index: items[i].index}
-				if c.OnMismatch != nil && !c.OnMismatch(m) {
-					return rep, nil
-				}
+			rep.count(class, v)
+			if m != nil && onMismatch != nil && !onMismatch(m) {
+				return nil
 			}
 		}
-		if c.Progress != nil {
-			c.Progress(done)
+		if progress != nil {
+			progress(done)
 		}
 	}
-	return rep, nil
+	return nil
 }
 
 // a64Emulate runs the emulator on a generated case. skip is non-empty when

@@ -238,60 +238,30 @@ func (c *ARM64XOLCampaign) Run(r ARM64Runner) (*ARM64Report, error) {
 	start := time.Now()
 	defer rep.finish(start)
 	g := newA64Gen(c.Seed, "")
-	var items []a64XOLItem
-	var cases []ARM64Case
-	var out []ARM64Result
-	for done := 0; done < c.Cases; {
-		items, cases = items[:0], cases[:0]
-		for len(items) < size && done < c.Cases {
-			words, from, to, opt, st, class := g.xolRun(c.Class)
-			idx := done
-			done++
-			rep.Generated++
-			it, skip := a64Relocate(words, from, to, opt, st, class, idx)
-			if skip != "" {
-				rep.Refused[skip]++
-				continue
-			}
-			for _, in := range it.rel.Insts {
-				rep.Forms[in.Form.String()]++
-			}
-			items = append(items, it)
-			b := it.orig
-			b.State.PC = to
-			cases = append(cases, it.orig, b)
+	gen := func(idx int, cases []ARM64Case) (a64XOLItem, []ARM64Case, bool) {
+		words, from, to, opt, st, class := g.xolRun(c.Class)
+		it, skip := a64Relocate(words, from, to, opt, st, class, idx)
+		if skip != "" {
+			rep.Refused[skip]++
+			return it, cases, false
 		}
-		if len(cases) == 0 {
-			continue
+		for _, in := range it.rel.Insts {
+			rep.Forms[in.Form.String()]++
 		}
-		if cap(out) < len(cases) {
-			out = make([]ARM64Result, len(cases))
-		}
-		out = out[:len(cases)]
-		if err := r.Run(cases, out); err != nil {
-			return rep, err
-		}
-		for i := range items {
-			it := &items[i]
-			v, why := checkA64XOL(it, &out[2*i], &out[2*i+1])
-			if v == a64Skip {
-				rep.Skipped[why]++
-				continue
-			}
-			rep.count(it.class, v)
-			if v == a64Mismatch {
-				m := &ARM64Mismatch{Kind: "xol", Class: it.class, Case: it.orig, Text: a64RunText(it),
-					Want: "original: " + a64ResultText(&out[2*i]), Got: "relocated: " + a64ResultText(&out[2*i+1]), Diff: why, Seed: c.Seed, Index: it.index}
-				if c.OnMismatch != nil && !c.OnMismatch(m) {
-					return rep, nil
-				}
-			}
-		}
-		if c.Progress != nil {
-			c.Progress(done)
-		}
+		b := it.orig
+		b.State.PC = to
+		return it, append(cases, it.orig, b), true
 	}
-	return rep, nil
+	check := func(it *a64XOLItem, i int, out []ARM64Result) (string, a64Verdict, string, *ARM64Mismatch) {
+		v, why := checkA64XOL(it, &out[2*i], &out[2*i+1])
+		var m *ARM64Mismatch
+		if v == a64Mismatch {
+			m = &ARM64Mismatch{Kind: "xol", Class: it.class, Case: it.orig, Text: a64RunText(it),
+				Want: "original: " + a64ResultText(&out[2*i]), Got: "relocated: " + a64ResultText(&out[2*i+1]), Diff: why, Seed: c.Seed, Index: it.index}
+		}
+		return it.class, v, why, m
+	}
+	return rep, a64Batches(r, c.Cases, size, rep, gen, check, c.OnMismatch, c.Progress)
 }
 
 // a64Relocate relocates a generated run and builds the oracle case; skip

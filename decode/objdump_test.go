@@ -466,21 +466,6 @@ func findSystemLibrary(name string) string {
 	return ""
 }
 
-// findCC1 returns GCC's cc1 for x86-64, preferring version 12.
-func findCC1() string {
-	for _, d := range []string{"/usr/lib/gcc/x86_64-linux-gnu", "/usr/libexec/gcc/x86_64-linux-gnu", "/usr/lib/gcc/x86_64-pc-linux-gnu"} {
-		if p := filepath.Join(d, "12", "cc1"); isRegularFile(p) {
-			return p
-		}
-		ms, _ := filepath.Glob(filepath.Join(d, "*", "cc1"))
-		if len(ms) > 0 {
-			sort.Strings(ms)
-			return ms[len(ms)-1]
-		}
-	}
-	return ""
-}
-
 // isRegularFile reports whether p exists and is a regular file.
 func isRegularFile(p string) bool {
 	fi, err := os.Stat(p)
@@ -523,12 +508,7 @@ func longJobs(t *testing.T) []objdumpJob {
 		testenv.MustHaveFile(t, p)
 		addFile(p)
 	}
-	cc1 := findCC1()
-	if cc1 == "" {
-		cc1 = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1"
-	}
-	testenv.MustHaveFile(t, cc1)
-	addFile(cc1)
+	addFile(testenv.MustHaveCC1(t))
 	ents, err := os.ReadDir("/usr/bin")
 	if err != nil {
 		testenv.Unavailable(t, "read /usr/bin: %v", err)
@@ -549,7 +529,7 @@ func sampleJobs() []objdumpJob {
 			jobs = append(jobs, objdumpJob{path: p})
 		}
 	}
-	big := []string{findCC1(), findSystemLibrary("libLLVM-15.so.1"), findSystemLibrary("libstdc++.so.6"), findSystemLibrary("libc.so.6")}
+	big := []string{testenv.CC1Path(), findSystemLibrary("libLLVM-15.so.1"), findSystemLibrary("libstdc++.so.6"), findSystemLibrary("libc.so.6")}
 	for _, p := range big {
 		if p == "" || !isX86ELF(p) {
 			continue

@@ -6,13 +6,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/probeopt/probeopt/internal/testenv"
 	"golang.org/x/arch/x86/x86asm"
 )
-
-// benchTextPath is the ELF file whose .text the decode benchmarks sweep;
-// PROBEOPT_BENCH_ELF overrides it. The default is GCC's cc1, a large real
-// x86-64 text; without it the benchmark uses its own executable.
-const benchTextPath = "/usr/lib/gcc/x86_64-linux-gnu/12/cc1"
 
 var benchText struct {
 	once sync.Once
@@ -22,12 +18,16 @@ var benchText struct {
 	err  error
 }
 
+// loadBenchText returns the .text the decode benchmarks sweep and its
+// address: PROBEOPT_BENCH_ELF's when it is set.
 func loadBenchText(b *testing.B) ([]byte, uint64) {
 	benchText.once.Do(func() {
 		path := os.Getenv("PROBEOPT_BENCH_ELF")
 		if path == "" {
-			path = benchTextPath
-			if _, err := os.Stat(path); err != nil {
+			// GCC's cc1, a large real x86-64 text; without it the
+			// benchmark's own executable.
+			path = testenv.CC1Path()
+			if path == "" {
 				path, _ = os.Executable()
 			}
 		}

@@ -276,7 +276,7 @@ func TestFuncsNm(t *testing.T) {
 		}
 	}
 	for _, p := range []string{
-		"/usr/lib/gcc/x86_64-linux-gnu/12/cc1",
+		testenv.CC1Path(),
 		"/usr/lib/x86_64-linux-gnu/libstdc++.so.6",
 		"/lib/x86_64-linux-gnu/libc.so.6",
 	} {

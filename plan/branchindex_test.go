@@ -235,11 +235,7 @@ func TestBranchIndexObjdump(t *testing.T) {
 	})
 	t.Run("cc1-window", func(t *testing.T) {
 		objdump := testenv.MustHaveTool(t, "objdump")
-		path := "/usr/lib/gcc/x86_64-linux-gnu/12/cc1"
-		if ms, _ := filepath.Glob("/usr/lib/gcc/x86_64-linux-gnu/*/cc1"); len(ms) > 0 && !fileExists(path) {
-			path = ms[0]
-		}
-		testenv.MustHaveFile(t, path)
+		path := testenv.MustHaveCC1(t)
 		f, err := elfscan.Open(path)
 		if err != nil {
 			t.Fatal(err)
@@ -248,12 +244,7 @@ func TestBranchIndexObjdump(t *testing.T) {
 		c := branchCode(t, f)
 		// A 2 MB window from the first function start past the middle
 		// of .text (the largest region).
-		text := c.Regions[0]
-		for _, r := range c.Regions {
-			if len(r.Code) > len(text.Code) {
-				text = r
-			}
-		}
+		text := largestRegion(c)
 		mid := text.Addr + uint64(len(text.Code))/2
 		var lo uint64
 		var wfuncs []plan.FuncRange
@@ -309,20 +300,14 @@ func TestBranchIndexObjdump(t *testing.T) {
 // from the region's start: every target of the plain sweep is in the
 // index.
 func TestBranchIndexJoinsChunks(t *testing.T) {
-	path := "/usr/lib/gcc/x86_64-linux-gnu/12/cc1"
-	testenv.MustHaveFile(t, path)
+	path := testenv.MustHaveCC1(t)
 	f, err := elfscan.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
 	c := branchCode(t, f)
-	text := c.Regions[0]
-	for _, r := range c.Regions {
-		if len(r.Code) > len(text.Code) {
-			text = r
-		}
-	}
+	text := largestRegion(c)
 	// 4 MB from an odd offset: the first chunk begins out of step too.
 	const off, size = 1<<20 + 3, 4 << 20
 	region := plan.CodeRegion{Addr: text.Addr + off, Code: text.Code[off : off+size]}
@@ -500,4 +485,16 @@ func TestBranchIndexGarbage(t *testing.T) {
 			x.TargetIn(0, 1<<64-1)
 		}
 	}
+}
+
+// largestRegion returns the largest code region of c (.text, in a
+// compiler's output).
+func largestRegion(c *plan.BranchCode) plan.CodeRegion {
+	text := c.Regions[0]
+	for _, r := range c.Regions {
+		if len(r.Code) > len(text.Code) {
+			text = r
+		}
+	}
+	return text
 }

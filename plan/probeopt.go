@@ -123,27 +123,8 @@ func probeoptARM64(s *Site, o *Options) Decision {
 // The decision is what probeopt would do: the engine (package probe)
 // installs trampolines on x86-64 only.
 func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
-	if o.NoTrampolines {
-		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
-		return Decision{}, false
-	}
-	code := s.Code
-	if s.Func != nil {
-		if off := s.Addr - s.Func.Addr; s.Addr >= s.Func.Addr && off < uint64(len(s.Func.Code)) {
-			code = s.Func.Code[off:]
-		}
-	}
-	ts, err := trampoline.AnalyzeARM64(s.Addr, code, &trampoline.SiteOptions{NopOnly: s.Func == nil})
-	if err != nil {
-		var se *trampoline.SiteError
-		msg := err.Error()
-		if errors.As(err, &se) {
-			msg = se.Reason
-		}
-		if s.Func == nil {
-			msg += " (no function is known, so only a nop site could take a trampoline)"
-		}
-		d.rule("trampoline", Fail, "%s", msg)
+	ts, ok := analyzeTrampoline(d, s, o, "nop", trampoline.AnalyzeARM64)
+	if !ok {
 		return Decision{}, false
 	}
 	kept, keptRule := "", ""
@@ -176,6 +157,39 @@ func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
 		d.rule("trampoline", Pass, "a detour: the %s at %#x%s replaced by a b to a slot and run there relocated%s; checked: it runs from the slot without a trap or a scratch register, the boundary and the exclusive window (above); one instruction is displaced, so a branch lands on the b or outside it, never inside the replaced bytes, and no branch-target or indirect-jump check is needed", ts.Inst.Text(), ts.PatchAddr, keptRule, call)
 	}
 	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: the %s at %#x%s moved to a trampoline and replaced by a b to it, run there relocated, no trap", ts.Inst.Mnemonic, ts.PatchAddr, kept), true
+}
+
+// analyzeTrampoline asks analyze (trampoline.AnalyzeX86 or AnalyzeARM64)
+// whether the site's replaced instructions can take a trampoline, given
+// the code from the site to the end of its function (the site's own bytes
+// when no function is known, and then only a nop site qualifies: nop is
+// how the refusal names one). ok is false when trampolines are not wanted
+// or the analysis refused; the rule says why.
+func analyzeTrampoline[T any](d *Decision, s *Site, o *Options, nop string, analyze func(uint64, []byte, *trampoline.SiteOptions) (T, error)) (ts T, ok bool) {
+	if o.NoTrampolines {
+		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
+		return ts, false
+	}
+	code := s.Code
+	if s.Func != nil {
+		if off := s.Addr - s.Func.Addr; s.Addr >= s.Func.Addr && off < uint64(len(s.Func.Code)) {
+			code = s.Func.Code[off:]
+		}
+	}
+	ts, err := analyze(s.Addr, code, &trampoline.SiteOptions{Vendor: o.Vendor, NopOnly: s.Func == nil})
+	if err != nil {
+		var se *trampoline.SiteError
+		msg := err.Error()
+		if errors.As(err, &se) {
+			msg = se.Reason
+		}
+		if s.Func == nil {
+			msg += fmt.Sprintf(" (no function is known, so only a %s site could take a trampoline)", nop)
+		}
+		d.rule("trampoline", Fail, "%s", msg)
+		return ts, false
+	}
+	return ts, true
 }
 
 // boundaryRule applies the instruction-boundary check; ok is false when it
@@ -273,28 +287,8 @@ func nopLen(code []byte) int {
 // indirect jump (a jump table could land inside them). It reports the
 // decision when a trampoline is taken.
 func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
-	if o.NoTrampolines {
-		d.rule("trampoline", Info, "trampolines not wanted: only trap strategies are considered")
-		return Decision{}, false
-	}
-	code := s.Code
-	if s.Func != nil {
-		if off := s.Addr - s.Func.Addr; s.Addr >= s.Func.Addr && off < uint64(len(s.Func.Code)) {
-			code = s.Func.Code[off:]
-		}
-	}
-	opts := &trampoline.SiteOptions{Vendor: o.Vendor, NopOnly: s.Func == nil}
-	ts, err := trampoline.AnalyzeX86(s.Addr, code, opts)
-	if err != nil {
-		var se *trampoline.SiteError
-		msg := err.Error()
-		if errors.As(err, &se) {
-			msg = se.Reason
-		}
-		if s.Func == nil {
-			msg += " (no function is known, so only a NOP site could take a trampoline)"
-		}
-		d.rule("trampoline", Fail, "%s", msg)
+	ts, ok := analyzeTrampoline(d, s, o, "NOP", trampoline.AnalyzeX86)
+	if !ok {
 		return Decision{}, false
 	}
 	replaced := fmt.Sprintf("%s replaced at %#x", plural(ts.Len, "byte"), ts.PatchAddr)

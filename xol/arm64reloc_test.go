@@ -145,17 +145,25 @@ func checkLoopToStart(t testing.TB, code []byte, from, to uint64, rel *ARM64Relo
 	if err != nil {
 		t.Fatalf("%s\nthe original loops back to its start; the block faults: %v", code2text(code, from), err)
 	}
+	checkSameEnd(t, code, from, to, rel, &want, &b, wantMem, m, "back at the start", "the block leaves with")
+}
+
+// checkSameEnd fails the test unless the block ends (b, mb) as the
+// original does (a, ma), but for the block's scratch registers and its
+// own bytes; wantName and gotName say which end each state is.
+func checkSameEnd(t testing.TB, code []byte, from, to uint64, rel *ARM64Relocation, a, b *emulate.ARM64State, ma, mb *a64Space, wantName, gotName string) {
+	t.Helper()
 	for r := 0; r < 31; r++ {
 		if rel.Scratch.Has(r) {
-			b.X[r] = want.X[r]
+			b.X[r] = a.X[r]
 		}
 	}
-	if b != want {
-		t.Fatalf("%s\nback at the start:\n%s\nthe block leaves with:\n%s\nblock % x", code2text(code, from), want.String(), b.String(), rel.Code)
+	if *a != *b {
+		t.Fatalf("%s\n%s:\n%s\n%s:\n%s\nblock % x", code2text(code, from), wantName, a.String(), gotName, b.String(), rel.Code)
 	}
-	for k, v := range wantMem.b {
-		if m.b[k] != v && (k < to || k >= to+uint64(len(rel.Code))) {
-			t.Fatalf("memory at %#x: %#x, relocated %#x", k, v, m.b[k])
+	for k, v := range ma.b {
+		if mb.b[k] != v && (k < to || k >= to+uint64(len(rel.Code))) {
+			t.Fatalf("memory at %#x: %#x, relocated %#x", k, v, mb.b[k])
 		}
 	}
 }
@@ -191,19 +199,7 @@ func checkByEmulation(t testing.TB, code []byte, from, to uint64, opt *ARM64Relo
 		t.Fatalf("original: %v, relocated: %v", errA, errB)
 	}
 	if errA == nil {
-		for r := 0; r < 31; r++ {
-			if rel.Scratch.Has(r) {
-				b.X[r] = a.X[r]
-			}
-		}
-		if a != b {
-			t.Fatalf("%s\noriginal:\n%s\nrelocated:\n%s\nblock % x", code2text(code, from), a.String(), b.String(), rel.Code)
-		}
-		for k, v := range ma.b {
-			if mb.b[k] != v && (k < to || k >= to+uint64(len(rel.Code))) {
-				t.Fatalf("memory at %#x: %#x, relocated %#x", k, v, mb.b[k])
-			}
-		}
+		checkSameEnd(t, code, from, to, rel, &a, &b, ma, mb, "original", "relocated")
 	}
 	return rel, true
 }

@@ -829,30 +829,25 @@ func (c *X86Copy) String() string {
 }
 
 // readFull and writeFull access all of p at addr or fail.
-func readFull(mem X86Memory, p []byte, addr uint64) error {
-	if mem == nil {
-		return fmt.Errorf("no memory given: %w", ErrX86State)
-	}
-	n, err := mem.ReadAt(p, int64(addr))
-	if n == len(p) {
-		return nil
-	}
-	if err == nil {
-		err = fmt.Errorf("short read of %d bytes", n)
-	}
-	return err
-}
+func readFull(mem X86Memory, p []byte, addr uint64) error { return accessFull(mem, p, addr, false) }
 
-func writeFull(mem X86Memory, p []byte, addr uint64) error {
+func writeFull(mem X86Memory, p []byte, addr uint64) error { return accessFull(mem, p, addr, true) }
+
+// accessFull reads (or writes) all of p at addr or fails.
+func accessFull(mem X86Memory, p []byte, addr uint64, write bool) error {
 	if mem == nil {
 		return fmt.Errorf("no memory given: %w", ErrX86State)
 	}
-	n, err := mem.WriteAt(p, int64(addr))
+	access, what := mem.ReadAt, "read"
+	if write {
+		access, what = mem.WriteAt, "write"
+	}
+	n, err := access(p, int64(addr))
 	if n == len(p) {
 		return nil
 	}
 	if err == nil {
-		err = fmt.Errorf("short write of %d bytes", n)
+		err = fmt.Errorf("short %s of %d bytes", what, n)
 	}
 	return err
 }

@@ -219,6 +219,20 @@ func before() xol.X86Regs {
 	return r
 }
 
+// entered relocates the instruction of hex code h to slot and enters the
+// copy from the registers of before(): it returns the instruction, the
+// copy, the registers before (b) and after Enter (a).
+func entered(t *testing.T, h string, slot uint64) (*decode.X86Inst, *xol.X86Copy, xol.X86Regs, xol.X86Regs) {
+	t.Helper()
+	inst, c := relocate(t, h, slot, nil)
+	b := before()
+	a := b
+	if err := c.Enter(&a); err != nil {
+		t.Fatalf("Enter %s: %v", h, err)
+	}
+	return inst, c, b, a
+}
+
 // TestFixupX86 plays the CPU's part by hand: the state after one step of
 // the copy, then Fixup.
 func TestFixupX86(t *testing.T) {
@@ -259,12 +273,7 @@ func TestFixupX86(t *testing.T) {
 	})
 	t.Run("call", func(t *testing.T) {
 		for _, slot := range []uint64{nearSlot, farSlot} {
-			inst, c := relocate(t, "e810000000", slot, nil)
-			b := before()
-			a := b
-			if err := c.Enter(&a); err != nil {
-				t.Fatal(err)
-			}
+			inst, c, b, a := entered(t, "e810000000", slot)
 			m := mem{}
 			a.GPR[decode.RSP] -= 8
 			m.put64(a.GPR[decode.RSP], slot+5)
@@ -278,12 +287,7 @@ func TestFixupX86(t *testing.T) {
 		}
 	})
 	t.Run("pushf", func(t *testing.T) {
-		_, c := relocate(t, "9c", nearSlot, nil)
-		b := before()
-		a := b
-		if err := c.Enter(&a); err != nil {
-			t.Fatal(err)
-		}
+		_, c, b, a := entered(t, "9c", nearSlot)
 		m := mem{}
 		a.GPR[decode.RSP] -= 8
 		m.put64(a.GPR[decode.RSP], b.RFLAGS|tf)
@@ -294,12 +298,7 @@ func TestFixupX86(t *testing.T) {
 		}
 	})
 	t.Run("popf", func(t *testing.T) {
-		_, c := relocate(t, "9d", nearSlot, nil)
-		b := before()
-		a := b
-		if err := c.Enter(&a); err != nil {
-			t.Fatal(err)
-		}
+		_, c, b, a := entered(t, "9d", nearSlot)
 		a.RIP = nearSlot + 1
 		a.RFLAGS = 0x346 // popf loaded TF: kept
 		if _, err := c.Fixup(&b, &a, nil); err != nil || a.RFLAGS != 0x346 || a.RIP != origAddr+1 {
@@ -307,12 +306,7 @@ func TestFixupX86(t *testing.T) {
 		}
 	})
 	t.Run("rep", func(t *testing.T) {
-		_, c := relocate(t, "f3a4", nearSlot, nil)
-		b := before()
-		a := b
-		if err := c.Enter(&a); err != nil {
-			t.Fatal(err)
-		}
+		_, c, b, a := entered(t, "f3a4", nearSlot)
 		a.GPR[decode.RCX]--
 		saved := a
 		if out, err := c.Fixup(&b, &a, nil); err != nil || out != xol.X86StepAgain || a != saved {
@@ -324,12 +318,7 @@ func TestFixupX86(t *testing.T) {
 		}
 	})
 	t.Run("unexpected", func(t *testing.T) {
-		_, c := relocate(t, "4889f8", nearSlot, nil)
-		b := before()
-		a := b
-		if err := c.Enter(&a); err != nil {
-			t.Fatal(err)
-		}
+		_, c, b, a := entered(t, "4889f8", nearSlot)
 		a.RIP = nearSlot + 1
 		saved := a
 		if _, err := c.Fixup(&b, &a, nil); !errors.Is(err, xol.ErrX86State) || a != saved {
@@ -347,12 +336,7 @@ func TestFixupX86(t *testing.T) {
 	t.Run("signal", func(t *testing.T) {
 		// call *x(%rip) through rsi faults after pushing its return
 		// address (a target that is not canonical).
-		_, c := relocate(t, "ff1510000000", farSlot, nil)
-		b := before()
-		a := b
-		if err := c.Enter(&a); err != nil {
-			t.Fatal(err)
-		}
+		_, c, b, a := entered(t, "ff1510000000", farSlot)
 		m := mem{}
 		m.put64(b.GPR[decode.RSP]-8, farSlot+6)
 		ok, err := c.FixupSignal(&b, &a, m)

@@ -90,241 +90,249 @@ type a64Case struct {
 	check func(s *ARM64State, m *a64Mem) string
 }
 
+// stack is the stack pointer of the cases that need one.
+const stack = 0x7fff0000
+
+// a64StepCases are the cases of TestARM64Step: one instruction each, the
+// change it starts from and what it must leave.
+var a64StepCases = []a64Case{
+	{"adds x0, x1, x2 carry+zero", 0xab020020,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1, ^uint64(0) },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[0] == 0 && s.NZCV == NZCVZ|NZCVC, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
+		}},
+	{"adds x0, x1, x2 overflow", 0xab020020,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1<<63-1, 1 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[0] == 1<<63 && s.NZCV == NZCVN|NZCVV, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
+		}},
+	{"subs w0, w1, w2 borrow, upper bits ignored", 0x6b020020,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1], s.X[2] = ^uint64(0), 0xffffffff_00000001, 2 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[0] == 0xffffffff && s.NZCV == NZCVN, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
+		}},
+	{"cmp w0, #1 equal keeps other pstate bits", 0x7100041f,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.NZCV = 1, 0x3c0 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.NZCV == 0x3c0|NZCVZ|NZCVC && s.SP == 0, "nzcv=%#x sp=%#x", s.NZCV, s.SP)
+		}},
+	{"cmn x1, #0xfff, lsl #12", 0xb17ffc3f,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = ^uint64(0xfff000) + 1 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.NZCV == NZCVZ|NZCVC && s.SP == 0, "nzcv=%#x", s.NZCV)
+		}},
+	{"stp x29, x30, [sp, #-32]!", 0xa9be7bfd,
+		func(s *ARM64State, m *a64Mem) {
+			s.SP, s.X[29], s.X[30] = stack, 0x1111, 0x2222
+			m.mapPage(stack-32, true)
+		},
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.SP == stack-32 && m.get64(stack-32) == 0x1111 && m.get64(stack-24) == 0x2222, "sp=%#x", s.SP)
+		}},
+	{"mov x29, sp", 0x910003fd,
+		func(s *ARM64State, m *a64Mem) { s.SP = stack },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[29] == stack, "x29=%#x", s.X[29]) }},
+	{"sub sp, sp, #0x20", 0xd10083ff,
+		func(s *ARM64State, m *a64Mem) { s.SP = stack },
+		func(s *ARM64State, m *a64Mem) string { return want(s.SP == stack-0x20, "sp=%#x", s.SP) }},
+	{"ldr x0, [sp, #8]", 0xf94007e0,
+		func(s *ARM64State, m *a64Mem) { s.SP = stack; m.mapPage(stack, false); m.put64(stack+8, 0xabcdef) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xabcdef, "x0=%#x", s.X[0]) }},
+	{"movz x3, #0x1234, lsl #16", 0xd2a24683,
+		func(s *ARM64State, m *a64Mem) { s.X[3] = ^uint64(0) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[3] == 0x12340000, "x3=%#x", s.X[3]) }},
+	{"movk x3, #0xbeef, lsl #48", 0xf2f7dde3,
+		func(s *ARM64State, m *a64Mem) { s.X[3] = 0x1234_5678_9abc_def0 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[3] == 0xbeef_5678_9abc_def0, "x3=%#x", s.X[3]) }},
+	{"movn w4, #0", 0x12800004,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[4] == 0xffffffff, "x4=%#x", s.X[4]) }},
+	{"b.ne taken", 0x54000081,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+16, "pc=%#x", s.PC) }},
+	{"b.ne not taken", 0x54000081,
+		func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
+	{"bc.eq taken", 0x54000050,
+		func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+8, "pc=%#x", s.PC) }},
+	{"b.nv always", 0x5400008f,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+16, "pc=%#x", s.PC) }},
+	{"cbz w5 with upper bits set", 0x34000105,
+		func(s *ARM64State, m *a64Mem) { s.X[5] = 1 << 32 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+32, "pc=%#x", s.PC) }},
+	{"tbnz x6, #63 backwards", 0xb7fffe06,
+		func(s *ARM64State, m *a64Mem) { s.X[6] = 1 << 63 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC-64, "pc=%#x", s.PC) }},
+	{"blr x30 reads the target first", 0xd63f03c0,
+		func(s *ARM64State, m *a64Mem) { s.X[30] = 0x500000 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.PC == 0x500000 && s.X[30] == testPC+4, "pc=%#x x30=%#x", s.PC, s.X[30])
+		}},
+	{"br to a misaligned address", 0xd61f00e0,
+		func(s *ARM64State, m *a64Mem) { s.X[7] = 0x500002 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == 0x500002, "pc=%#x", s.PC) }},
+	{"ret", 0xd65f03c0,
+		func(s *ARM64State, m *a64Mem) { s.X[30] = 0x123454 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == 0x123454, "pc=%#x", s.PC) }},
+	{"adrp x8", 0xB0091A28,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[8] == testPC+0x12345000, "x8=%#x", s.X[8])
+		}},
+	{"adr x9, .-4", 0x10ffffe9,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[9] == testPC-4, "x9=%#x", s.X[9]) }},
+	{"ldrsw x11, literal", 0x9800080b,
+		func(s *ARM64State, m *a64Mem) { m.mapPage(testPC, false); m.put64(testPC+0x100, 0x80000000) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[11] == 0xffffffff80000000, "x11=%#x", s.X[11]) }},
+	{"ldr q12, literal", 0x9c00080c,
+		func(s *ARM64State, m *a64Mem) {
+			m.mapPage(testPC, false)
+			m.put64(testPC+0x100, 1)
+			m.put64(testPC+0x108, 2)
+		},
+		func(s *ARM64State, m *a64Mem) string { return want(s.V[12] == [2]uint64{1, 2}, "v12=%#x", s.V[12]) }},
+	{"add x0, sp, #0 reads sp", 0x910003e0,
+		func(s *ARM64State, m *a64Mem) { s.SP = stack },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == stack, "x0=%#x", s.X[0]) }},
+	{"orr sp, x0, #1 writes sp", 0xb240001f,
+		func(s *ARM64State, m *a64Mem) { s.X[0] = 0x10 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.SP == 0x11, "sp=%#x", s.SP) }},
+	{"tst x0, #1 writes neither sp nor x31", 0xf240001f,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.SP = 0x8000000000000000, stack },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.SP == stack && s.NZCV == NZCVZ, "sp=%#x nzcv=%#x", s.SP, s.NZCV)
+		}},
+	{"mov x0, xzr", 0xaa1f03e0,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.SP = 5, 7 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
+	{"ldp x19, x20, [sp], #16", 0xa8c153f3,
+		func(s *ARM64State, m *a64Mem) {
+			s.SP = stack
+			m.mapPage(stack, false)
+			m.put64(stack, 1)
+			m.put64(stack+8, 2)
+		},
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[19] == 1 && s.X[20] == 2 && s.SP == stack+16, "x19=%#x x20=%#x sp=%#x", s.X[19], s.X[20], s.SP)
+		}},
+	{"str w1, [x2, x3, lsl #2]", 0xb8237841,
+		func(s *ARM64State, m *a64Mem) {
+			s.X[1], s.X[2], s.X[3] = 0xdeadbeefcafe, stack, 3
+			m.mapPage(stack, true)
+		},
+		func(s *ARM64State, m *a64Mem) string {
+			return want(m.get64(stack+12) == 0xbeefcafe, "mem=%#x", m.get64(stack+12))
+		}},
+	{"ldrsb w4, [x5, #-1]!", 0x38dffca4,
+		func(s *ARM64State, m *a64Mem) { s.X[5] = stack + 1; m.mapPage(stack, false); m.b[stack] = 0x80 },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.X[4] == 0xffffff80 && s.X[5] == stack, "x4=%#x x5=%#x", s.X[4], s.X[5])
+		}},
+	{"ldr d1, [x0], #8 zeroes the upper half", 0xfc408401,
+		func(s *ARM64State, m *a64Mem) {
+			s.X[0], s.V[1] = stack, [2]uint64{9, 9}
+			m.mapPage(stack, false)
+			m.put64(stack, 7)
+		},
+		func(s *ARM64State, m *a64Mem) string {
+			return want(s.V[1] == [2]uint64{7, 0} && s.X[0] == stack+8, "v1=%#x", s.V[1])
+		}},
+	{"add x1, x2, w3, sxtw #2", 0x8b23c841,
+		func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = 100, 0xffffffff }, // w3 = -1
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 96, "x1=%#x", s.X[1]) }},
+	{"bic x1, x2, x3, ror #7", 0x8ae31c41,
+		func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = ^uint64(0), 0x80 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == ^uint64(1), "x1=%#x", s.X[1]) }},
+	{"eor w1, w2, #0xff00ff00", 0x52089c41,
+		func(s *ARM64State, m *a64Mem) { s.X[2] = 0xffffffff_ffffffff },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 0x00ff00ff, "x1=%#x", s.X[1]) }},
+	{"bti c", 0xd503245f,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
+	{"prfm never faults", 0xf9800000,
+		func(s *ARM64State, m *a64Mem) {},
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
+	{"ldr xzr, [x0] still loads", 0xf940001f,
+		func(s *ARM64State, m *a64Mem) { s.X[0] = stack; m.mapPage(stack, false) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
+	{"str xzr, [sp, #-16]! stores zero", 0xf81f0fff,
+		func(s *ARM64State, m *a64Mem) { s.SP = stack; m.mapPage(stack-16, true); m.put64(stack-16, 5) },
+		func(s *ARM64State, m *a64Mem) string {
+			return want(m.get64(stack-16) == 0 && s.SP == stack-16, "mem=%#x sp=%#x", m.get64(stack-16), s.SP)
+		}},
+	{"lsl w1, w1, #2", 0x531e7421,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 0xffffffff_c0000001 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 4, "x1=%#x", s.X[1]) }},
+	{"asr x1, x1, #1", 0x9341fc21,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 1 << 63 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 3<<62, "x1=%#x", s.X[1]) }},
+	{"sxtw x0, w4", 0x93407c80,
+		func(s *ARM64State, m *a64Mem) { s.X[4] = 0x1_8000_0000 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xffffffff_80000000, "x0=%#x", s.X[0]) }},
+	{"ubfx x2, x3, #8, #4", 0xd3482c62,
+		func(s *ARM64State, m *a64Mem) { s.X[3] = 0xabcd },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[2] == 0xb, "x2=%#x", s.X[2]) }},
+	{"bfi x2, x3, #60, #4", 0xb3440c62,
+		func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = 0x0123456789abcdef, 0x5 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[2] == 0x5123456789abcdef, "x2=%#x", s.X[2]) }},
+	{"ror x5, x6, #13", 0x93c634c5,
+		func(s *ARM64State, m *a64Mem) { s.X[6] = 1 << 13 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[5] == 1, "x5=%#x", s.X[5]) }},
+	{"csel w0, w1, wzr, eq", 0x1a9f0020,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.NZCV = 0x1_0000_0007, NZCVZ },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 7, "x0=%#x", s.X[0]) }},
+	{"cset w0, ne", 0x1a9f07e0,
+		func(s *ARM64State, m *a64Mem) { s.X[0] = 9 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 1, "x0=%#x", s.X[0]) }},
+	{"cneg x0, x1, lt", 0xda81a420,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.NZCV = 5, NZCVN },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == ^uint64(4), "x0=%#x", s.X[0]) }},
+	{"ccmp x1, #5, #4, ne: condition false", 0xfa451824,
+		func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ | NZCVC },
+		func(s *ARM64State, m *a64Mem) string { return want(s.NZCV == NZCVZ, "nzcv=%#x", s.NZCV) }},
+	{"ccmp x1, #5, #4, ne: compare", 0xfa451824,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 5 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.NZCV == NZCVZ|NZCVC, "nzcv=%#x", s.NZCV) }},
+	{"mul w0, w0, w1", 0x1b017c00,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1] = 0x1_0001_0000, 0x10000 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
+	{"smulh x0, x1, x2", 0x9b427c20,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = ^uint64(0), 1<<63 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
+	{"umaddl x0, w1, w2, x3", 0x9ba20c20,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2], s.X[3] = 0xffffffff, 0xffffffff, 1 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xfffffffe_00000002, "x0=%#x", s.X[0]) }},
+	{"sdiv x0, x1, x2 overflow", 0x9ac20c20,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1<<63, ^uint64(0) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 1<<63, "x0=%#x", s.X[0]) }},
+	{"udiv w0, w1, w2 by zero", 0x1ac20820,
+		func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1] = 5, 7 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
+	{"lsl x0, x1, x2 modulo 64", 0x9ac22020,
+		func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1, 65 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 2, "x0=%#x", s.X[0]) }},
+	{"rev x0, x1", 0xdac00c20,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 0x0102030405060708 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0x0807060504030201, "x0=%#x", s.X[0]) }},
+	{"clz w0, w1 of zero", 0x5ac01020,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 1 << 40 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 32, "x0=%#x", s.X[0]) }},
+	{"cls x0, x1", 0xdac01420,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 0xfff0000000000000 },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 11, "x0=%#x", s.X[0]) }},
+	{"ldr x0, [x1] with a tag ignores the top byte", 0xf9400020,
+		func(s *ARM64State, m *a64Mem) { s.X[1] = 0x5a<<56 | stack; m.mapPage(stack, false); m.put64(stack, 3) },
+		func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 3, "x0=%#x", s.X[0]) }},
+}
+
+// TestARM64Step runs each case of a64StepCases from a zeroed state at
+// testPC: the instruction must be supported, execute without error and
+// leave the state its check expects.
 func TestARM64Step(t *testing.T) {
-	const stack = 0x7fff0000
-	cases := []a64Case{
-		{"adds x0, x1, x2 carry+zero", 0xab020020,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1, ^uint64(0) },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[0] == 0 && s.NZCV == NZCVZ|NZCVC, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
-			}},
-		{"adds x0, x1, x2 overflow", 0xab020020,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1<<63-1, 1 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[0] == 1<<63 && s.NZCV == NZCVN|NZCVV, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
-			}},
-		{"subs w0, w1, w2 borrow, upper bits ignored", 0x6b020020,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1], s.X[2] = ^uint64(0), 0xffffffff_00000001, 2 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[0] == 0xffffffff && s.NZCV == NZCVN, "x0=%#x nzcv=%#x", s.X[0], s.NZCV)
-			}},
-		{"cmp w0, #1 equal keeps other pstate bits", 0x7100041f,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.NZCV = 1, 0x3c0 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.NZCV == 0x3c0|NZCVZ|NZCVC && s.SP == 0, "nzcv=%#x sp=%#x", s.NZCV, s.SP)
-			}},
-		{"cmn x1, #0xfff, lsl #12", 0xb17ffc3f,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = ^uint64(0xfff000) + 1 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.NZCV == NZCVZ|NZCVC && s.SP == 0, "nzcv=%#x", s.NZCV)
-			}},
-		{"stp x29, x30, [sp, #-32]!", 0xa9be7bfd,
-			func(s *ARM64State, m *a64Mem) {
-				s.SP, s.X[29], s.X[30] = stack, 0x1111, 0x2222
-				m.mapPage(stack-32, true)
-			},
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.SP == stack-32 && m.get64(stack-32) == 0x1111 && m.get64(stack-24) == 0x2222, "sp=%#x", s.SP)
-			}},
-		{"mov x29, sp", 0x910003fd,
-			func(s *ARM64State, m *a64Mem) { s.SP = stack },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[29] == stack, "x29=%#x", s.X[29]) }},
-		{"sub sp, sp, #0x20", 0xd10083ff,
-			func(s *ARM64State, m *a64Mem) { s.SP = stack },
-			func(s *ARM64State, m *a64Mem) string { return want(s.SP == stack-0x20, "sp=%#x", s.SP) }},
-		{"ldr x0, [sp, #8]", 0xf94007e0,
-			func(s *ARM64State, m *a64Mem) { s.SP = stack; m.mapPage(stack, false); m.put64(stack+8, 0xabcdef) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xabcdef, "x0=%#x", s.X[0]) }},
-		{"movz x3, #0x1234, lsl #16", 0xd2a24683,
-			func(s *ARM64State, m *a64Mem) { s.X[3] = ^uint64(0) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[3] == 0x12340000, "x3=%#x", s.X[3]) }},
-		{"movk x3, #0xbeef, lsl #48", 0xf2f7dde3,
-			func(s *ARM64State, m *a64Mem) { s.X[3] = 0x1234_5678_9abc_def0 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[3] == 0xbeef_5678_9abc_def0, "x3=%#x", s.X[3]) }},
-		{"movn w4, #0", 0x12800004,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[4] == 0xffffffff, "x4=%#x", s.X[4]) }},
-		{"b.ne taken", 0x54000081,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+16, "pc=%#x", s.PC) }},
-		{"b.ne not taken", 0x54000081,
-			func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
-		{"bc.eq taken", 0x54000050,
-			func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+8, "pc=%#x", s.PC) }},
-		{"b.nv always", 0x5400008f,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+16, "pc=%#x", s.PC) }},
-		{"cbz w5 with upper bits set", 0x34000105,
-			func(s *ARM64State, m *a64Mem) { s.X[5] = 1 << 32 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+32, "pc=%#x", s.PC) }},
-		{"tbnz x6, #63 backwards", 0xb7fffe06,
-			func(s *ARM64State, m *a64Mem) { s.X[6] = 1 << 63 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC-64, "pc=%#x", s.PC) }},
-		{"blr x30 reads the target first", 0xd63f03c0,
-			func(s *ARM64State, m *a64Mem) { s.X[30] = 0x500000 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.PC == 0x500000 && s.X[30] == testPC+4, "pc=%#x x30=%#x", s.PC, s.X[30])
-			}},
-		{"br to a misaligned address", 0xd61f00e0,
-			func(s *ARM64State, m *a64Mem) { s.X[7] = 0x500002 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == 0x500002, "pc=%#x", s.PC) }},
-		{"ret", 0xd65f03c0,
-			func(s *ARM64State, m *a64Mem) { s.X[30] = 0x123454 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == 0x123454, "pc=%#x", s.PC) }},
-		{"adrp x8", 0xB0091A28,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[8] == testPC+0x12345000, "x8=%#x", s.X[8])
-			}},
-		{"adr x9, .-4", 0x10ffffe9,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[9] == testPC-4, "x9=%#x", s.X[9]) }},
-		{"ldrsw x11, literal", 0x9800080b,
-			func(s *ARM64State, m *a64Mem) { m.mapPage(testPC, false); m.put64(testPC+0x100, 0x80000000) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[11] == 0xffffffff80000000, "x11=%#x", s.X[11]) }},
-		{"ldr q12, literal", 0x9c00080c,
-			func(s *ARM64State, m *a64Mem) {
-				m.mapPage(testPC, false)
-				m.put64(testPC+0x100, 1)
-				m.put64(testPC+0x108, 2)
-			},
-			func(s *ARM64State, m *a64Mem) string { return want(s.V[12] == [2]uint64{1, 2}, "v12=%#x", s.V[12]) }},
-		{"add x0, sp, #0 reads sp", 0x910003e0,
-			func(s *ARM64State, m *a64Mem) { s.SP = stack },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == stack, "x0=%#x", s.X[0]) }},
-		{"orr sp, x0, #1 writes sp", 0xb240001f,
-			func(s *ARM64State, m *a64Mem) { s.X[0] = 0x10 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.SP == 0x11, "sp=%#x", s.SP) }},
-		{"tst x0, #1 writes neither sp nor x31", 0xf240001f,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.SP = 0x8000000000000000, stack },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.SP == stack && s.NZCV == NZCVZ, "sp=%#x nzcv=%#x", s.SP, s.NZCV)
-			}},
-		{"mov x0, xzr", 0xaa1f03e0,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.SP = 5, 7 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
-		{"ldp x19, x20, [sp], #16", 0xa8c153f3,
-			func(s *ARM64State, m *a64Mem) {
-				s.SP = stack
-				m.mapPage(stack, false)
-				m.put64(stack, 1)
-				m.put64(stack+8, 2)
-			},
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[19] == 1 && s.X[20] == 2 && s.SP == stack+16, "x19=%#x x20=%#x sp=%#x", s.X[19], s.X[20], s.SP)
-			}},
-		{"str w1, [x2, x3, lsl #2]", 0xb8237841,
-			func(s *ARM64State, m *a64Mem) {
-				s.X[1], s.X[2], s.X[3] = 0xdeadbeefcafe, stack, 3
-				m.mapPage(stack, true)
-			},
-			func(s *ARM64State, m *a64Mem) string {
-				return want(m.get64(stack+12) == 0xbeefcafe, "mem=%#x", m.get64(stack+12))
-			}},
-		{"ldrsb w4, [x5, #-1]!", 0x38dffca4,
-			func(s *ARM64State, m *a64Mem) { s.X[5] = stack + 1; m.mapPage(stack, false); m.b[stack] = 0x80 },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.X[4] == 0xffffff80 && s.X[5] == stack, "x4=%#x x5=%#x", s.X[4], s.X[5])
-			}},
-		{"ldr d1, [x0], #8 zeroes the upper half", 0xfc408401,
-			func(s *ARM64State, m *a64Mem) {
-				s.X[0], s.V[1] = stack, [2]uint64{9, 9}
-				m.mapPage(stack, false)
-				m.put64(stack, 7)
-			},
-			func(s *ARM64State, m *a64Mem) string {
-				return want(s.V[1] == [2]uint64{7, 0} && s.X[0] == stack+8, "v1=%#x", s.V[1])
-			}},
-		{"add x1, x2, w3, sxtw #2", 0x8b23c841,
-			func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = 100, 0xffffffff }, // w3 = -1
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 96, "x1=%#x", s.X[1]) }},
-		{"bic x1, x2, x3, ror #7", 0x8ae31c41,
-			func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = ^uint64(0), 0x80 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == ^uint64(1), "x1=%#x", s.X[1]) }},
-		{"eor w1, w2, #0xff00ff00", 0x52089c41,
-			func(s *ARM64State, m *a64Mem) { s.X[2] = 0xffffffff_ffffffff },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 0x00ff00ff, "x1=%#x", s.X[1]) }},
-		{"bti c", 0xd503245f,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
-		{"prfm never faults", 0xf9800000,
-			func(s *ARM64State, m *a64Mem) {},
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
-		{"ldr xzr, [x0] still loads", 0xf940001f,
-			func(s *ARM64State, m *a64Mem) { s.X[0] = stack; m.mapPage(stack, false) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.PC == testPC+4, "pc=%#x", s.PC) }},
-		{"str xzr, [sp, #-16]! stores zero", 0xf81f0fff,
-			func(s *ARM64State, m *a64Mem) { s.SP = stack; m.mapPage(stack-16, true); m.put64(stack-16, 5) },
-			func(s *ARM64State, m *a64Mem) string {
-				return want(m.get64(stack-16) == 0 && s.SP == stack-16, "mem=%#x sp=%#x", m.get64(stack-16), s.SP)
-			}},
-		{"lsl w1, w1, #2", 0x531e7421,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 0xffffffff_c0000001 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 4, "x1=%#x", s.X[1]) }},
-		{"asr x1, x1, #1", 0x9341fc21,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 1 << 63 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[1] == 3<<62, "x1=%#x", s.X[1]) }},
-		{"sxtw x0, w4", 0x93407c80,
-			func(s *ARM64State, m *a64Mem) { s.X[4] = 0x1_8000_0000 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xffffffff_80000000, "x0=%#x", s.X[0]) }},
-		{"ubfx x2, x3, #8, #4", 0xd3482c62,
-			func(s *ARM64State, m *a64Mem) { s.X[3] = 0xabcd },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[2] == 0xb, "x2=%#x", s.X[2]) }},
-		{"bfi x2, x3, #60, #4", 0xb3440c62,
-			func(s *ARM64State, m *a64Mem) { s.X[2], s.X[3] = 0x0123456789abcdef, 0x5 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[2] == 0x5123456789abcdef, "x2=%#x", s.X[2]) }},
-		{"ror x5, x6, #13", 0x93c634c5,
-			func(s *ARM64State, m *a64Mem) { s.X[6] = 1 << 13 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[5] == 1, "x5=%#x", s.X[5]) }},
-		{"csel w0, w1, wzr, eq", 0x1a9f0020,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.NZCV = 0x1_0000_0007, NZCVZ },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 7, "x0=%#x", s.X[0]) }},
-		{"cset w0, ne", 0x1a9f07e0,
-			func(s *ARM64State, m *a64Mem) { s.X[0] = 9 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 1, "x0=%#x", s.X[0]) }},
-		{"cneg x0, x1, lt", 0xda81a420,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.NZCV = 5, NZCVN },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == ^uint64(4), "x0=%#x", s.X[0]) }},
-		{"ccmp x1, #5, #4, ne: condition false", 0xfa451824,
-			func(s *ARM64State, m *a64Mem) { s.NZCV = NZCVZ | NZCVC },
-			func(s *ARM64State, m *a64Mem) string { return want(s.NZCV == NZCVZ, "nzcv=%#x", s.NZCV) }},
-		{"ccmp x1, #5, #4, ne: compare", 0xfa451824,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 5 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.NZCV == NZCVZ|NZCVC, "nzcv=%#x", s.NZCV) }},
-		{"mul w0, w0, w1", 0x1b017c00,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1] = 0x1_0001_0000, 0x10000 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
-		{"smulh x0, x1, x2", 0x9b427c20,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = ^uint64(0), 1<<63 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
-		{"umaddl x0, w1, w2, x3", 0x9ba20c20,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2], s.X[3] = 0xffffffff, 0xffffffff, 1 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0xfffffffe_00000002, "x0=%#x", s.X[0]) }},
-		{"sdiv x0, x1, x2 overflow", 0x9ac20c20,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1<<63, ^uint64(0) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 1<<63, "x0=%#x", s.X[0]) }},
-		{"udiv w0, w1, w2 by zero", 0x1ac20820,
-			func(s *ARM64State, m *a64Mem) { s.X[0], s.X[1] = 5, 7 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0, "x0=%#x", s.X[0]) }},
-		{"lsl x0, x1, x2 modulo 64", 0x9ac22020,
-			func(s *ARM64State, m *a64Mem) { s.X[1], s.X[2] = 1, 65 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 2, "x0=%#x", s.X[0]) }},
-		{"rev x0, x1", 0xdac00c20,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 0x0102030405060708 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 0x0807060504030201, "x0=%#x", s.X[0]) }},
-		{"clz w0, w1 of zero", 0x5ac01020,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 1 << 40 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 32, "x0=%#x", s.X[0]) }},
-		{"cls x0, x1", 0xdac01420,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 0xfff0000000000000 },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 11, "x0=%#x", s.X[0]) }},
-		{"ldr x0, [x1] with a tag ignores the top byte", 0xf9400020,
-			func(s *ARM64State, m *a64Mem) { s.X[1] = 0x5a<<56 | stack; m.mapPage(stack, false); m.put64(stack, 3) },
-			func(s *ARM64State, m *a64Mem) string { return want(s.X[0] == 3, "x0=%#x", s.X[0]) }},
-	}
-	for _, c := range cases {
+	for _, c := range a64StepCases {
 		t.Run(c.name, func(t *testing.T) {
 			inst := a64Decode(t, c.w, testPC)
 			if err := ARM64Supported(&inst); err != nil {
@@ -376,7 +384,6 @@ func TestARM64PAC(t *testing.T) {
 // TestARM64Refusals: the state-dependent refusals and the faults leave
 // the state and memory unchanged.
 func TestARM64Refusals(t *testing.T) {
-	const stack = 0x7fff0000
 	type tc struct {
 		name  string
 		w     uint32

@@ -250,14 +250,7 @@ func TestX86Vectors(t *testing.T) {
 			if got := st.RFLAGS & FlagsStatus &^ undef; got != v.flags&^undef {
 				t.Errorf("%s: status flags %#x, want %#x (undefined %#x)", inst.Text("intel"), got, v.flags&^undef, undef)
 			}
-			for a, q := range v.wmem {
-				if got := mem.q(a); got != q {
-					t.Errorf("%s: memory [%#x] = %#x, want %#x", inst.Text("intel"), a, got, q)
-				}
-			}
-			if v.wmem == nil && mem.writes != 0 {
-				t.Errorf("%s: %d unexpected memory writes", inst.Text("intel"), mem.writes)
-			}
+			checkMemWrites(t, inst.Text("intel"), mem, v.wmem)
 		})
 	}
 }
@@ -448,5 +441,19 @@ func TestX86WriteChecker(t *testing.T) {
 	st.GPR[decode.RAX] = 0x10000
 	if err := EmulateX86(inst, &st, mem); err != nil || mem.q(0x10000) != 6 {
 		t.Errorf("shl [rax], 1 on writable memory: %v, value %#x", err, mem.q(0x10000))
+	}
+}
+
+// checkMemWrites checks the quadwords wmem says the instruction text
+// wrote to m, and that it wrote nothing when wmem is nil.
+func checkMemWrites(t *testing.T, text string, m *testMem, wmem map[uint64]uint64) {
+	t.Helper()
+	for a, q := range wmem {
+		if got := m.q(a); got != q {
+			t.Errorf("%s: memory [%#x] = %#x, want %#x", text, a, got, q)
+		}
+	}
+	if wmem == nil && m.writes != 0 {
+		t.Errorf("%s: %d memory writes, want none", text, m.writes)
 	}
 }

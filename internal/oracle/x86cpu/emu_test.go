@@ -23,17 +23,17 @@ func hostEmulator(t testing.TB) emulate.X86 {
 	return emulate.X86{Vendor: hostVendor(t)}
 }
 
-// runEmuCases places the cases in img, runs them on the oracle and checks
-// each with the emulator; it returns the verdicts and the mismatches.
-func runEmuCases(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase) ([]emuVerdict, []*EmuMismatch) {
+// runEmuOracle places the cases in img, decodes them with vendor's rules
+// and runs them on the oracle; it returns the instructions and what the
+// CPU did.
+func runEmuOracle(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase, vendor decode.Vendor) ([]decode.X86Inst, []EmuCPUResult) {
 	t.Helper()
-	x := hostEmulator(t)
 	insts := make([]decode.X86Inst, len(cases))
 	for i := range cases {
 		if err := img.Place(&cases[i]); err != nil {
 			t.Fatal(err)
 		}
-		if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
+		if err := (decode.X86Decoder{Vendor: vendor}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
 			t.Fatalf("case %d % x: %v", i, cases[i].Bytes, err)
 		}
 	}
@@ -41,6 +41,15 @@ func runEmuCases(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase) ([]e
 	if err := o.Run(img, cases, out); err != nil {
 		t.Fatalf("Run: %v", err)
 	}
+	return insts, out
+}
+
+// runEmuCases places the cases in img, runs them on the oracle and checks
+// each with the emulator; it returns the verdicts and the mismatches.
+func runEmuCases(t testing.TB, o EmuRunner, img *EmuImage, cases []EmuCase) ([]emuVerdict, []*EmuMismatch) {
+	t.Helper()
+	x := hostEmulator(t)
+	insts, out := runEmuOracle(t, o, img, cases, x.Vendor)
 	verdicts := make([]emuVerdict, len(cases))
 	var mis []*EmuMismatch
 	for i := range cases {

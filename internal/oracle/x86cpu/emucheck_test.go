@@ -33,126 +33,34 @@ func TestEmuCheckerCatches(t *testing.T) {
 	mk := func(addr uint64, code string, set func(*emulate.X86State)) EmuCase {
 		return newEmuTestCase(t, "checker", addr, code, set)
 	}
-	const (
-		add = iota
-		and
-		store
-		load
-	)
 	cases := []EmuCase{
 		// add eax, ebx: every status flag is defined.
-		add: mk(EmuCodeLow, "01d8", func(s *emulate.X86State) {
+		ckAdd: mk(EmuCodeLow, "01d8", func(s *emulate.X86State) {
 			s.GPR[decode.RAX] = 0x7fffffff
 			s.GPR[decode.RBX] = 1
 		}),
 		// and eax, ebx: AF is undefined.
-		and: mk(EmuCodeLow+16, "21d8", func(s *emulate.X86State) {
+		ckAnd: mk(EmuCodeLow+16, "21d8", func(s *emulate.X86State) {
 			s.GPR[decode.RAX] = 0xf0f0
 			s.GPR[decode.RBX] = 0xff00
 		}),
 		// mov [rax], ebx in the read-write window.
-		store: mk(EmuCodeLow+32, "8918", func(s *emulate.X86State) {
+		ckStore: mk(EmuCodeLow+32, "8918", func(s *emulate.X86State) {
 			s.GPR[decode.RAX] = EmuRWAddr + 0x100
 			s.GPR[decode.RBX] = 0x11223344
 		}),
 		// mov rax, [rax] from an unmapped address: a page fault on a read.
-		load: mk(EmuCodeLow+48, "488b00", func(s *emulate.X86State) { s.GPR[decode.RAX] = 0x1234 }),
+		ckLoad: mk(EmuCodeLow+48, "488b00", func(s *emulate.X86State) { s.GPR[decode.RAX] = 0x1234 }),
 	}
-	insts := make([]decode.X86Inst, len(cases))
-	for i := range cases {
-		if err := img.Place(&cases[i]); err != nil {
-			t.Fatal(err)
-		}
-		if err := (decode.X86Decoder{Vendor: x.Vendor}).Decode(cases[i].Bytes, cases[i].Init.RIP, &insts[i]); err != nil {
-			t.Fatalf("case %d: %v", i, err)
-		}
-	}
-	out := make([]EmuCPUResult, len(cases))
-	if err := o.Run(img, cases, out); err != nil {
-		t.Fatal(err)
-	}
+	insts, out := runEmuOracle(t, o, img, cases, x.Vendor)
 	// The intact emulator agrees with the CPU on every case.
-	wantVerdict := []emuVerdict{add: emuCompleted, and: emuCompleted, store: emuCompleted, load: emuFaulted}
+	wantVerdict := []emuVerdict{ckAdd: emuCompleted, ckAnd: emuCompleted, ckStore: emuCompleted, ckLoad: emuFaulted}
 	for i := range cases {
 		if v, m := checkEmu(&cases[i], &insts[i], img, &out[i], x); v != wantVerdict[i] || m != nil {
 			t.Fatalf("case %d (%s): verdict %d, want %d; the intact emulator disagrees: %v", i, insts[i].Text("intel"), v, wantVerdict[i], m)
 		}
 	}
-	fault := func(err error) *emulate.Fault {
-		var f *emulate.Fault
-		if !errors.As(err, &f) {
-			t.Fatalf("the emulator did not fault: %v", err)
-		}
-		return f
-	}
-	spoilers := []struct {
-		what   string
-		c      int
-		spoil  func(st *emulate.X86State, m *emuModel, err error) error
-		reason string // "" when the spoiled answer must still agree
-	}{
-		{"a register", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.GPR[decode.RBX] ^= 0x10
-			return err
-		}, "final state differs: rbx 0x1/0x11"},
-		{"rip", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RIP++
-			return err
-		}, "final state differs: rip 0x100000000002/0x100000000003"},
-		{"CF, defined for add", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RFLAGS ^= emulate.FlagCF
-			return err
-		}, "final state differs: rflags 0x894/0x895 (bits 0x1)"},
-		{"AF, defined for add", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RFLAGS ^= emulate.FlagAF
-			return err
-		}, "(bits 0x10)"},
-		{"DF", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RFLAGS ^= emulate.FlagDF
-			return err
-		}, "(bits 0x400)"},
-		{"ZF, defined for and", and, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RFLAGS ^= emulate.FlagZF
-			return err
-		}, "(bits 0x40)"},
-		{"AF, undefined for and", and, func(st *emulate.X86State, m *emuModel, err error) error {
-			st.RFLAGS ^= emulate.FlagAF
-			return err
-		}, ""},
-		{"a byte written", store, func(st *emulate.X86State, m *emuModel, err error) error {
-			m.wVal ^= 0x100
-			return err
-		}, "memory differs: cpu [0x100000101100]="},
-		{"no write", store, func(st *emulate.X86State, m *emuModel, err error) error {
-			m.wrote = false
-			return err
-		}, ", emulator []"},
-		{"a fault where the cpu completed", add, func(st *emulate.X86State, m *emuModel, err error) error {
-			return &emulate.Fault{Addr: 0x1234, Size: 4, Access: emulate.AccessRead, Kind: emulate.FaultPage, Err: errEmuUnmapped}
-		}, "cpu completed, emulator faulted: page fault: read of 4 bytes at 0x1234"},
-		{"completion where the cpu faulted", load, func(st *emulate.X86State, m *emuModel, err error) error {
-			fault(err)
-			st.RIP += 3
-			return nil
-		}, "cpu faulted (trap 14 at 0x1234), emulator completed"},
-		{"the fault address", load, func(st *emulate.X86State, m *emuModel, err error) error {
-			fault(err).Addr += 8
-			return err
-		}, "page fault at 0x1234 on the cpu, 0x123c in the emulator"},
-		{"the fault kind", load, func(st *emulate.X86State, m *emuModel, err error) error {
-			fault(err).Kind = emulate.FaultGP
-			return err
-		}, "cpu raised trap 14, emulator general protection"},
-		{"the faulting access", load, func(st *emulate.X86State, m *emuModel, err error) error {
-			fault(err).Access = emulate.AccessWrite
-			return err
-		}, "page fault on a read on the cpu, a write in the emulator"},
-		{"a write before the fault", load, func(st *emulate.X86State, m *emuModel, err error) error {
-			m.wrote, m.wAddr, m.wSize, m.wVal = true, EmuRWAddr, 1, 0xff^uint64(img.RW[0])
-			return err
-		}, "memory differs after the fault: cpu [], emulator [0x100000101000]="},
-	}
-	for _, sp := range spoilers {
+	for _, sp := range emuSpoilers(t, img) {
 		t.Run(strings.ReplaceAll(sp.what, " ", "_"), func(t *testing.T) {
 			spoilEmulator(t, sp.spoil)
 			c := &cases[sp.c]
@@ -173,5 +81,97 @@ func TestEmuCheckerCatches(t *testing.T) {
 				t.Errorf("the report does not give the reason and the vector:\n%s", s)
 			}
 		})
+	}
+}
+
+// The cases of TestEmuCheckerCatches, by index.
+const (
+	ckAdd = iota
+	ckAnd
+	ckStore
+	ckLoad
+)
+
+// emuSpoiler is one way TestEmuCheckerCatches spoils the emulator's
+// answer to case c, and the reason the checker must give ("" when the
+// spoiled answer must still agree).
+type emuSpoiler struct {
+	what   string
+	c      int
+	spoil  func(st *emulate.X86State, m *emuModel, err error) error
+	reason string
+}
+
+// emuSpoilers returns the spoilers of TestEmuCheckerCatches for its cases
+// in img.
+func emuSpoilers(t *testing.T, img *EmuImage) []emuSpoiler {
+	fault := func(err error) *emulate.Fault {
+		var f *emulate.Fault
+		if !errors.As(err, &f) {
+			t.Fatalf("the emulator did not fault: %v", err)
+		}
+		return f
+	}
+	return []emuSpoiler{
+		{"a register", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.GPR[decode.RBX] ^= 0x10
+			return err
+		}, "final state differs: rbx 0x1/0x11"},
+		{"rip", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RIP++
+			return err
+		}, "final state differs: rip 0x100000000002/0x100000000003"},
+		{"CF, defined for add", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RFLAGS ^= emulate.FlagCF
+			return err
+		}, "final state differs: rflags 0x894/0x895 (bits 0x1)"},
+		{"AF, defined for add", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RFLAGS ^= emulate.FlagAF
+			return err
+		}, "(bits 0x10)"},
+		{"DF", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RFLAGS ^= emulate.FlagDF
+			return err
+		}, "(bits 0x400)"},
+		{"ZF, defined for and", ckAnd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RFLAGS ^= emulate.FlagZF
+			return err
+		}, "(bits 0x40)"},
+		{"AF, undefined for and", ckAnd, func(st *emulate.X86State, m *emuModel, err error) error {
+			st.RFLAGS ^= emulate.FlagAF
+			return err
+		}, ""},
+		{"a byte written", ckStore, func(st *emulate.X86State, m *emuModel, err error) error {
+			m.wVal ^= 0x100
+			return err
+		}, "memory differs: cpu [0x100000101100]="},
+		{"no write", ckStore, func(st *emulate.X86State, m *emuModel, err error) error {
+			m.wrote = false
+			return err
+		}, ", emulator []"},
+		{"a fault where the cpu completed", ckAdd, func(st *emulate.X86State, m *emuModel, err error) error {
+			return &emulate.Fault{Addr: 0x1234, Size: 4, Access: emulate.AccessRead, Kind: emulate.FaultPage, Err: errEmuUnmapped}
+		}, "cpu completed, emulator faulted: page fault: read of 4 bytes at 0x1234"},
+		{"completion where the cpu faulted", ckLoad, func(st *emulate.X86State, m *emuModel, err error) error {
+			fault(err)
+			st.RIP += 3
+			return nil
+		}, "cpu faulted (trap 14 at 0x1234), emulator completed"},
+		{"the fault address", ckLoad, func(st *emulate.X86State, m *emuModel, err error) error {
+			fault(err).Addr += 8
+			return err
+		}, "page fault at 0x1234 on the cpu, 0x123c in the emulator"},
+		{"the fault kind", ckLoad, func(st *emulate.X86State, m *emuModel, err error) error {
+			fault(err).Kind = emulate.FaultGP
+			return err
+		}, "cpu raised trap 14, emulator general protection"},
+		{"the faulting access", ckLoad, func(st *emulate.X86State, m *emuModel, err error) error {
+			fault(err).Access = emulate.AccessWrite
+			return err
+		}, "page fault on a read on the cpu, a write in the emulator"},
+		{"a write before the fault", ckLoad, func(st *emulate.X86State, m *emuModel, err error) error {
+			m.wrote, m.wAddr, m.wSize, m.wVal = true, EmuRWAddr, 1, 0xff^uint64(img.RW[0])
+			return err
+		}, "memory differs after the fault: cpu [], emulator [0x100000101000]="},
 	}
 }

@@ -141,282 +141,366 @@ func TestX86RegisterSetsCPU(t *testing.T) {
 		t.Fatalf("register values could address the oracle's memory: %s", msg)
 	}
 	o := newTestEmuOracle(t)
-	vendor := hostVendor(t)
-	want := regsetCount(t)
-	seed := cpuSeed(t)
-	dec := decode.X86Decoder{Vendor: vendor}
-	g := NewX86Gen(seed)
-	rg := newRegsetGen(seed)
-	rg.canonicalRSP = !o.EntersNoncanonicalRSP()
-	t.Logf("%d instructions to compare, seed %d, vendor %v", want, seed, vendor)
-
-	var stats [8]regsetEncStats
-	decErrs, runs := 0, 0
-	excluded := map[string]int{}
-	nondet := disagreements{}
-	written := disagreements{}
-	read := disagreements{}
-	past := disagreements{}
-	compared := 0
+	c := newRegsetCampaign(t, o)
+	t.Logf("%d instructions to compare, seed %d, vendor %v", c.want, c.seed, c.dec.Vendor)
 	start := time.Now()
-	xcr0, comps, cpuidTrapLost := regsetProbe(t, o)
-	reset := EmuCase{Class: "reset", Bytes: regsetResetBytes}
-	reset.Init.RIP, reset.Init.RFLAGS = EmuCodeLow, 0x202
-	reset.Init.FSBase, reset.Init.GSBase = EmuFSBase, EmuGSBase
-	reset.Init.GPR[decode.RSI] = EmuROAddr
+	for round := uint64(0); c.compared < c.want; round++ {
+		r := c.newRound(round)
+		r.fill()
+		out := r.run()
+		if bisects := c.checkClaims(r, out); len(bisects) > 0 {
+			c.bisect(r, out, bisects)
+		}
+	}
+	c.report(time.Since(start))
+}
 
-	for round := uint64(0); compared < want; round++ {
-		img := NewEmuImage(emuMix64(seed, round))
-		rfbm := regsetResetArea(img.RO[:], xcr0, comps, rand.New(rand.NewPCG(seed, round)))
-		reset.Init.GPR[decode.RAX], reset.Init.GPR[decode.RDX] = rfbm&0xffff_ffff, rfbm>>32
-		if err := img.Place(&reset); err != nil {
-			t.Fatal(err)
-		}
-		slots := emuSlots{low: 1} // slot 0 holds the reset
-		firstReset := -1
-		var insts []*regsetInst
-		var cases []EmuCase
-		add := func(ri *regsetInst, st emulate.X86State) int {
-			for r, v := range st.GPR {
-				if !regsetValueOK(v) {
-					t.Fatalf("% x: %s = %#x is outside the safe register values", ri.bytes, decode.X86RegName(r), v)
-				}
-			}
-			if ri.reset {
-				if firstReset < 0 {
-					firstReset = len(cases)
-				}
-				cases = append(cases, reset)
-			}
-			cases = append(cases, EmuCase{Class: "regset", Bytes: ri.bytes, Init: st})
-			return len(cases) - 1
-		}
-		// take decodes the bytes in b and, unless they are skipped, places
-		// the instruction and adds its runs; it returns false when the code
-		// windows are full.
-		take := func(b *[MaxX86Len]byte, known bool) bool {
-			ri := &regsetInst{}
-			inst := &ri.inst
-			if err := dec.Decode(b[:], EmuCodeLow, inst); err != nil {
-				if known {
-					t.Fatalf("% x: %v", b, err)
-				}
-				decErrs++
-				return true
-			}
-			st := &stats[inst.Encoding]
-			st.decoded++
-			if inst.VendorDependent {
-				st.vendor++
-				return true
-			}
-			why := regsetExclusion(inst)
-			if cpuidTrapLost && inst.Map == decode.Map0F && inst.Opcode == 0xa2 && inst.Encoding == decode.EncLegacy {
-				why = "cpuid: this host loses the single-step trap after it (the hypervisor executes cpuid), so the bytes after it run too"
-			}
-			if why != "" {
-				st.excluded++
-				excluded[why]++
-				return true
-			}
-			rip, ok := slots.next(rg.r)
-			if !ok {
-				return false
-			}
-			if err := dec.Decode(b[:], rip, inst); err != nil {
-				t.Fatalf("% x decodes at %#x but not at %#x: %v", b, uint64(EmuCodeLow), rip, err)
-			}
-			if !rg.prepare(dec, inst, b[:], rip) {
-				st.patch++
-				return true
-			}
-			ri.bytes = append([]byte(nil), b[:inst.Len]...)
-			x87 := inst.Opcode >= 0xd8 && inst.Opcode <= 0xdf
-			ri.reset = inst.Map != decode.Map1Byte || x87 || inst.Encoding != decode.EncLegacy && inst.Encoding != decode.EncREX2
-			ri.unlisted = ^(inst.Read | inst.Written) & 0xffff &^ (1 << decode.RSP)
-			if inst.RegsApprox {
-				st.approx++
-				ri.approx = true
-				ri.unlisted = regsetApproxScratch(inst)
-			}
-			for k := range regsetStates {
-				s := rg.state(inst, rip)
-				p := s
-				for r := range 16 {
-					if ri.unlisted.Has(r) {
-						p.GPR[r] = rg.other(s.GPR[r])
-					}
-				}
-				ri.s[k], ri.p[k] = s, p
-				ri.a[k] = add(ri, s)
-				ri.b[k] = add(ri, p)
-				ri.a2[k] = add(ri, s)
-			}
-			if err := img.Place(&cases[ri.a[0]]); err != nil {
-				t.Fatal(err)
-			}
-			insts = append(insts, ri)
-			return true
-		}
-		for _, h := range regsetKnown {
-			var b [MaxX86Len]byte
-			copy(b[:], mustHex(t, h))
-			take(&b, true)
-		}
-		for n := 0; len(insts) < regsetPerRound; n++ {
-			var b [MaxX86Len]byte
-			if n%2 == 0 {
-				g.Random(&b)
-			} else {
-				g.Structured(&b)
-			}
-			if !take(&b, false) {
-				break
-			}
-		}
-		out := make([]EmuCPUResult, len(cases))
-		if err := o.Run(img, cases, out); err != nil {
-			t.Fatalf("oracle: %v", err)
-		}
-		runs += len(cases)
-		if firstReset >= 0 {
-			if r := &out[firstReset]; r.Signal != emuSigTrap || r.Trap != emuTrapDB {
-				t.Fatalf("the reset (xrstor, rfbm %#x) did not complete: signal %d trap %d", rfbm, r.Signal, r.Trap)
-			}
-		}
+// regsetCampaign is the state of TestX86RegisterSetsCPU across its rounds:
+// the generators, the host's vector state, the counts and the
+// disagreements found.
+type regsetCampaign struct {
+	t    *testing.T
+	o    *EmuOracle
+	dec  decode.X86Decoder
+	g    *X86Gen
+	rg   *regsetGen
+	seed uint64
+	want int // instructions to compare
 
-		var bisects []*regsetBisect
-		for _, ri := range insts {
-			inst := &ri.inst
-			st := &stats[inst.Encoding]
-			key := decodeKey(inst)
-			text := inst.Text("intel")
-			hexb := hex.EncodeToString(ri.bytes)
-			// Claim 1, on every run.
-			seen := map[string]bool{}
-			for k := range regsetStates {
-				for _, run := range []struct {
-					init *emulate.X86State
-					res  *EmuCPUResult
-				}{{&ri.s[k], &out[ri.a[k]]}, {&ri.p[k], &out[ri.b[k]]}, {&ri.s[k], &out[ri.a2[k]]}} {
-					for r := range 16 {
-						listed := inst.Written.Has(r)
-						if ri.approx {
-							listed = !ri.unlisted.Has(r)
-						}
-						if v := run.res.State.GPR[r]; v != run.init.GPR[r] && !listed && !seen[decode.X86RegName(r)] {
-							seen[decode.X86RegName(r)] = true
-							what := "Written lacks"
-							if ri.approx {
-								what = "an approximated form writes the scratch candidate"
-							}
-							written.add(fmt.Sprintf("%s %s: %s", what, decode.X86RegName(r), key),
-								fmt.Sprintf("%s %q (%s %#x -> %#x)", hexb, text, decode.X86RegName(r), run.init.GPR[r], v))
-						}
-					}
-				}
-			}
-			// Determinism.
-			det := true
-			for k := range regsetStates {
-				if d := regsetDiff(&out[ri.a[k]], &out[ri.a2[k]], 0); len(d) > 0 {
-					if det {
-						nondet.add(key, fmt.Sprintf("%s %q (%s)", hexb, text, d[0]))
-					}
-					det = false
-				}
-			}
-			if !det {
-				st.nondet++
-				continue
-			}
-			st.compared++
-			compared++
-			// Claim 2: the outputs of B outside the unlisted registers.
-			for k := range regsetStates {
-				a := &out[ri.a[k]]
-				switch {
-				case a.Signal == emuSigTrap && a.Trap == emuTrapDB:
-					st.completed++
-				case a.Signal == emuSigSegv || a.Signal == emuSigBus:
-					st.faulted++
-				case a.Signal == int(unix.SIGILL):
-					st.undefined++
-				case a.Signal == int(unix.SIGFPE):
-					st.fpe++
-				default:
-					st.other++
-				}
-				if a.Signal == emuSigTrap && a.Trap == emuTrapDB && inst.Branch == decode.BranchNone {
-					// A completed instruction that is not a branch ends
-					// right after itself (or at itself, for a repeated string
-					// instruction with more to do); anything else means
-					// more than the instruction ran.
-					if rip := ri.s[k].RIP; a.State.RIP != rip+uint64(inst.Len) && a.State.RIP != rip {
-						past.add(key, fmt.Sprintf("%s %q (rip %+d)", hexb, text, int64(a.State.RIP-rip)))
-					}
-				}
-				if d := regsetDiff(a, &out[ri.b[k]], ri.unlisted); len(d) > 0 {
-					bisects = append(bisects, &regsetBisect{ri: ri, k: k, diff: strings.Join(d, ", ")})
-				}
+	// xcr0 and comps describe the host's XSAVE state, for the reset; on a
+	// host where cpuidTrapLost is set cpuid is not run.
+	xcr0          uint64
+	comps         []regsetXComp
+	cpuidTrapLost bool
+	reset         EmuCase // the xrstor that starts a run from a fixed vector state
+
+	stats                       [8]regsetEncStats
+	decErrs, runs, compared     int
+	excluded                    map[string]int
+	nondet, written, read, past disagreements
+}
+
+func newRegsetCampaign(t *testing.T, o *EmuOracle) *regsetCampaign {
+	seed := cpuSeed(t)
+	c := &regsetCampaign{
+		t: t, o: o, dec: decode.X86Decoder{Vendor: hostVendor(t)}, seed: seed, want: regsetCount(t),
+		g: NewX86Gen(seed), rg: newRegsetGen(seed),
+		excluded: map[string]int{}, nondet: disagreements{}, written: disagreements{}, read: disagreements{}, past: disagreements{},
+	}
+	c.rg.canonicalRSP = !o.EntersNoncanonicalRSP()
+	c.xcr0, c.comps, c.cpuidTrapLost = regsetProbe(t, o)
+	c.reset = EmuCase{Class: "reset", Bytes: regsetResetBytes}
+	c.reset.Init.RIP, c.reset.Init.RFLAGS = EmuCodeLow, 0x202
+	c.reset.Init.FSBase, c.reset.Init.GSBase = EmuFSBase, EmuGSBase
+	c.reset.Init.GPR[decode.RSI] = EmuROAddr
+	return c
+}
+
+// regsetRound is one memory image and the instructions and runs placed in
+// it.
+type regsetRound struct {
+	c          *regsetCampaign
+	img        *EmuImage
+	rfbm       uint64 // the components the reset restores
+	reset      EmuCase
+	slots      emuSlots
+	firstReset int // the first run of the reset, or -1
+	insts      []*regsetInst
+	cases      []EmuCase
+}
+
+func (c *regsetCampaign) newRound(round uint64) *regsetRound {
+	r := &regsetRound{c: c, img: NewEmuImage(emuMix64(c.seed, round)), reset: c.reset, firstReset: -1}
+	r.rfbm = regsetResetArea(r.img.RO[:], c.xcr0, c.comps, rand.New(rand.NewPCG(c.seed, round)))
+	r.reset.Init.GPR[decode.RAX], r.reset.Init.GPR[decode.RDX] = r.rfbm&0xffff_ffff, r.rfbm>>32
+	if err := r.img.Place(&r.reset); err != nil {
+		c.t.Fatal(err)
+	}
+	r.slots = emuSlots{low: 1} // slot 0 holds the reset
+	return r
+}
+
+// add appends a run of ri from st (after the reset when ri needs it) and
+// returns its index.
+func (r *regsetRound) add(ri *regsetInst, st emulate.X86State) int {
+	for reg, v := range st.GPR {
+		if !regsetValueOK(v) {
+			r.c.t.Fatalf("% x: %s = %#x is outside the safe register values", ri.bytes, decode.X86RegName(reg), v)
+		}
+	}
+	if ri.reset {
+		if r.firstReset < 0 {
+			r.firstReset = len(r.cases)
+		}
+		r.cases = append(r.cases, r.reset)
+	}
+	r.cases = append(r.cases, EmuCase{Class: "regset", Bytes: ri.bytes, Init: st})
+	return len(r.cases) - 1
+}
+
+// fill takes the known instructions, then generated ones (random and
+// structured in turn) until the round holds regsetPerRound or the code
+// windows are full.
+func (r *regsetRound) fill() {
+	for _, h := range regsetKnown {
+		var b [MaxX86Len]byte
+		copy(b[:], mustHex(r.c.t, h))
+		r.take(&b, true)
+	}
+	for n := 0; len(r.insts) < regsetPerRound; n++ {
+		var b [MaxX86Len]byte
+		if n%2 == 0 {
+			r.c.g.Random(&b)
+		} else {
+			r.c.g.Structured(&b)
+		}
+		if !r.take(&b, false) {
+			break
+		}
+	}
+}
+
+// take decodes the bytes in b and, unless they are skipped, places the
+// instruction and adds its runs; it returns false when the code windows
+// are full. A known instruction must decode.
+func (r *regsetRound) take(b *[MaxX86Len]byte, known bool) bool {
+	c, t := r.c, r.c.t
+	ri := &regsetInst{}
+	inst := &ri.inst
+	if err := c.dec.Decode(b[:], EmuCodeLow, inst); err != nil {
+		if known {
+			t.Fatalf("% x: %v", b, err)
+		}
+		c.decErrs++
+		return true
+	}
+	st := &c.stats[inst.Encoding]
+	st.decoded++
+	if inst.VendorDependent {
+		st.vendor++
+		return true
+	}
+	why := regsetExclusion(inst)
+	if c.cpuidTrapLost && inst.Map == decode.Map0F && inst.Opcode == 0xa2 && inst.Encoding == decode.EncLegacy {
+		why = "cpuid: this host loses the single-step trap after it (the hypervisor executes cpuid), so the bytes after it run too"
+	}
+	if why != "" {
+		st.excluded++
+		c.excluded[why]++
+		return true
+	}
+	rip, ok := r.slots.next(c.rg.r)
+	if !ok {
+		return false
+	}
+	if err := c.dec.Decode(b[:], rip, inst); err != nil {
+		t.Fatalf("% x decodes at %#x but not at %#x: %v", b, uint64(EmuCodeLow), rip, err)
+	}
+	if !c.rg.prepare(c.dec, inst, b[:], rip) {
+		st.patch++
+		return true
+	}
+	ri.bytes = append([]byte(nil), b[:inst.Len]...)
+	x87 := inst.Opcode >= 0xd8 && inst.Opcode <= 0xdf
+	ri.reset = inst.Map != decode.Map1Byte || x87 || inst.Encoding != decode.EncLegacy && inst.Encoding != decode.EncREX2
+	ri.unlisted = ^(inst.Read | inst.Written) & 0xffff &^ (1 << decode.RSP)
+	if inst.RegsApprox {
+		st.approx++
+		ri.approx = true
+		ri.unlisted = regsetApproxScratch(inst)
+	}
+	for k := range regsetStates {
+		s := c.rg.state(inst, rip)
+		p := s
+		for reg := range 16 {
+			if ri.unlisted.Has(reg) {
+				p.GPR[reg] = c.rg.other(s.GPR[reg])
 			}
 		}
-		if len(bisects) == 0 {
+		ri.s[k], ri.p[k] = s, p
+		ri.a[k] = r.add(ri, s)
+		ri.b[k] = r.add(ri, p)
+		ri.a2[k] = r.add(ri, s)
+	}
+	if err := r.img.Place(&r.cases[ri.a[0]]); err != nil {
+		t.Fatal(err)
+	}
+	r.insts = append(r.insts, ri)
+	return true
+}
+
+// run runs the round's cases on the oracle; the reset must complete.
+func (r *regsetRound) run() []EmuCPUResult {
+	out := r.c.runCases(r.img, r.cases)
+	if r.firstReset >= 0 {
+		if res := &out[r.firstReset]; res.Signal != emuSigTrap || res.Trap != emuTrapDB {
+			r.c.t.Fatalf("the reset (xrstor, rfbm %#x) did not complete: signal %d trap %d", r.rfbm, res.Signal, res.Trap)
+		}
+	}
+	return out
+}
+
+// runCases runs cases on the oracle and counts them.
+func (c *regsetCampaign) runCases(img *EmuImage, cases []EmuCase) []EmuCPUResult {
+	out := make([]EmuCPUResult, len(cases))
+	if err := c.o.Run(img, cases, out); err != nil {
+		c.t.Fatalf("oracle: %v", err)
+	}
+	c.runs += len(cases)
+	return out
+}
+
+// checkClaims checks claim 1 on every run of the round and determinism,
+// counts the outcomes, and returns the runs B whose outputs differ from
+// A's, to be bisected.
+func (c *regsetCampaign) checkClaims(r *regsetRound, out []EmuCPUResult) []*regsetBisect {
+	var bisects []*regsetBisect
+	for _, ri := range r.insts {
+		inst := &ri.inst
+		st := &c.stats[inst.Encoding]
+		key := decodeKey(inst)
+		text := inst.Text("intel")
+		hexb := hex.EncodeToString(ri.bytes)
+		c.checkWritten(ri, out, key, text, hexb)
+		// Determinism.
+		det := true
+		for k := range regsetStates {
+			if d := regsetDiff(&out[ri.a[k]], &out[ri.a2[k]], 0); len(d) > 0 {
+				if det {
+					c.nondet.add(key, fmt.Sprintf("%s %q (%s)", hexb, text, d[0]))
+				}
+				det = false
+			}
+		}
+		if !det {
+			st.nondet++
 			continue
 		}
-		// Perturb one unlisted register at a time.
-		cases = cases[:0]
-		for _, bs := range bisects {
-			ri := bs.ri
-			bs.base = add(ri, ri.s[bs.k])
-			for r := range 16 {
-				if ri.unlisted.Has(r) {
-					st := ri.s[bs.k]
-					st.GPR[r] = ri.p[bs.k].GPR[r]
-					bs.regs = append(bs.regs, r)
-					bs.one = append(bs.one, add(ri, st))
+		st.compared++
+		c.compared++
+		// Claim 2: the outputs of B outside the unlisted registers.
+		for k := range regsetStates {
+			a := &out[ri.a[k]]
+			st.count(a)
+			if a.Signal == emuSigTrap && a.Trap == emuTrapDB && inst.Branch == decode.BranchNone {
+				// A completed instruction that is not a branch ends
+				// right after itself (or at itself, for a repeated string
+				// instruction with more to do); anything else means
+				// more than the instruction ran.
+				if rip := ri.s[k].RIP; a.State.RIP != rip+uint64(inst.Len) && a.State.RIP != rip {
+					c.past.add(key, fmt.Sprintf("%s %q (rip %+d)", hexb, text, int64(a.State.RIP-rip)))
 				}
 			}
-		}
-		out2 := make([]EmuCPUResult, len(cases))
-		if err := o.Run(img, cases, out2); err != nil {
-			t.Fatalf("oracle: %v", err)
-		}
-		runs += len(cases)
-		for _, bs := range bisects {
-			ri := bs.ri
-			inst := &ri.inst
-			key := decodeKey(inst)
-			ex := fmt.Sprintf("%s %q", hex.EncodeToString(ri.bytes), inst.Text("intel"))
-			if ri.late {
-				continue
-			}
-			base := &out2[bs.base]
-			if d := regsetDiff(&out[ri.a[bs.k]], base, 0); len(d) > 0 {
-				// Not deterministic after all: a state no run sets
-				// changed since run A.
-				ri.late = true
-				nondet.add(key, fmt.Sprintf("%s (%s, later)", ex, d[0]))
-				stats[inst.Encoding].nondet++
-				stats[inst.Encoding].compared--
-				compared--
-				continue
-			}
-			found := false
-			for i, r := range bs.regs {
-				if d := regsetDiff(base, &out2[bs.one[i]], 1<<r); len(d) > 0 {
-					found = true
-					read.add(fmt.Sprintf("Read lacks %s: %s", decode.X86RegName(r), key),
-						fmt.Sprintf("%s (%s %#x -> %#x changes %s)", ex, decode.X86RegName(r), ri.s[bs.k].GPR[r], ri.p[bs.k].GPR[r], strings.Join(d, ", ")))
-				}
-			}
-			if !found {
-				read.add("Read or Written incomplete, no single register explains it: "+key, fmt.Sprintf("%s (B differs: %s)", ex, bs.diff))
+			if d := regsetDiff(a, &out[ri.b[k]], ri.unlisted); len(d) > 0 {
+				bisects = append(bisects, &regsetBisect{ri: ri, k: k, diff: strings.Join(d, ", ")})
 			}
 		}
 	}
-	elapsed := time.Since(start)
+	return bisects
+}
 
+// checkWritten checks claim 1 on the runs of ri: no register outside
+// Written changes (outside the scratch candidates, for an approximated
+// form).
+func (c *regsetCampaign) checkWritten(ri *regsetInst, out []EmuCPUResult, key, text, hexb string) {
+	inst := &ri.inst
+	seen := map[string]bool{}
+	for k := range regsetStates {
+		for _, run := range []struct {
+			init *emulate.X86State
+			res  *EmuCPUResult
+		}{{&ri.s[k], &out[ri.a[k]]}, {&ri.p[k], &out[ri.b[k]]}, {&ri.s[k], &out[ri.a2[k]]}} {
+			for r := range 16 {
+				listed := inst.Written.Has(r)
+				if ri.approx {
+					listed = !ri.unlisted.Has(r)
+				}
+				if v := run.res.State.GPR[r]; v != run.init.GPR[r] && !listed && !seen[decode.X86RegName(r)] {
+					seen[decode.X86RegName(r)] = true
+					what := "Written lacks"
+					if ri.approx {
+						what = "an approximated form writes the scratch candidate"
+					}
+					c.written.add(fmt.Sprintf("%s %s: %s", what, decode.X86RegName(r), key),
+						fmt.Sprintf("%s %q (%s %#x -> %#x)", hexb, text, decode.X86RegName(r), run.init.GPR[r], v))
+				}
+			}
+		}
+	}
+}
+
+// count counts the outcome of a run A.
+func (st *regsetEncStats) count(a *EmuCPUResult) {
+	switch {
+	case a.Signal == emuSigTrap && a.Trap == emuTrapDB:
+		st.completed++
+	case a.Signal == emuSigSegv || a.Signal == emuSigBus:
+		st.faulted++
+	case a.Signal == int(unix.SIGILL):
+		st.undefined++
+	case a.Signal == int(unix.SIGFPE):
+		st.fpe++
+	default:
+		st.other++
+	}
+}
+
+// bisect runs each differing instruction again with one unlisted register
+// perturbed at a time, and records the registers whose change alone
+// changes an output (claim 2).
+func (c *regsetCampaign) bisect(r *regsetRound, out []EmuCPUResult, bisects []*regsetBisect) {
+	r.cases = r.cases[:0]
+	for _, bs := range bisects {
+		ri := bs.ri
+		bs.base = r.add(ri, ri.s[bs.k])
+		for reg := range 16 {
+			if ri.unlisted.Has(reg) {
+				st := ri.s[bs.k]
+				st.GPR[reg] = ri.p[bs.k].GPR[reg]
+				bs.regs = append(bs.regs, reg)
+				bs.one = append(bs.one, r.add(ri, st))
+			}
+		}
+	}
+	out2 := c.runCases(r.img, r.cases)
+	for _, bs := range bisects {
+		ri := bs.ri
+		inst := &ri.inst
+		key := decodeKey(inst)
+		ex := fmt.Sprintf("%s %q", hex.EncodeToString(ri.bytes), inst.Text("intel"))
+		if ri.late {
+			continue
+		}
+		base := &out2[bs.base]
+		if d := regsetDiff(&out[ri.a[bs.k]], base, 0); len(d) > 0 {
+			// Not deterministic after all: a state no run sets
+			// changed since run A.
+			ri.late = true
+			c.nondet.add(key, fmt.Sprintf("%s (%s, later)", ex, d[0]))
+			c.stats[inst.Encoding].nondet++
+			c.stats[inst.Encoding].compared--
+			c.compared--
+			continue
+		}
+		found := false
+		for i, reg := range bs.regs {
+			if d := regsetDiff(base, &out2[bs.one[i]], 1<<reg); len(d) > 0 {
+				found = true
+				c.read.add(fmt.Sprintf("Read lacks %s: %s", decode.X86RegName(reg), key),
+					fmt.Sprintf("%s (%s %#x -> %#x changes %s)", ex, decode.X86RegName(reg), ri.s[bs.k].GPR[reg], ri.p[bs.k].GPR[reg], strings.Join(d, ", ")))
+			}
+		}
+		if !found {
+			c.read.add("Read or Written incomplete, no single register explains it: "+key, fmt.Sprintf("%s (B differs: %s)", ex, bs.diff))
+		}
+	}
+}
+
+// report logs the table of counts by encoding, the exclusions and the
+// disagreements, and fails the test on any disagreement or when fewer
+// instructions than wanted were compared.
+func (c *regsetCampaign) report(elapsed time.Duration) {
+	t := c.t
 	var tot regsetEncStats
 	row := func(name string, s regsetEncStats) {
 		t.Logf("%-8s %8d %7d %6d %8d %5d %7d %8d | %9d %7d %6d %5d %5d", name, s.decoded, s.approx, s.vendor, s.excluded, s.patch, s.nondet, s.compared,
@@ -424,46 +508,51 @@ func TestX86RegisterSetsCPU(t *testing.T) {
 	}
 	t.Logf("%-8s %8s %7s %6s %8s %5s %7s %8s | %9s %7s %6s %5s %5s", "encoding", "decoded", "approx", "vendor", "excluded", "patch", "nondet", "compared",
 		"completed", "faulted", "#UD", "#DE", "other")
-	for e, s := range stats {
+	for e, s := range c.stats {
 		if s.decoded == 0 {
 			continue
 		}
 		row(decode.X86Encoding(e).String(), s)
-		tot.decoded += s.decoded
-		tot.approx += s.approx
-		tot.vendor += s.vendor
-		tot.excluded += s.excluded
-		tot.patch += s.patch
-		tot.nondet += s.nondet
-		tot.compared += s.compared
-		tot.completed += s.completed
-		tot.faulted += s.faulted
-		tot.undefined += s.undefined
-		tot.fpe += s.fpe
-		tot.other += s.other
+		tot.add(&s)
 	}
 	row("total", tot)
-	t.Logf("(outcomes are those of the %d runs A of compared instructions; %d generated strings did not decode)", regsetStates, decErrs)
-	reasons := make([]string, 0, len(excluded))
-	for why := range excluded {
+	t.Logf("(outcomes are those of the %d runs A of compared instructions; %d generated strings did not decode)", regsetStates, c.decErrs)
+	reasons := make([]string, 0, len(c.excluded))
+	for why := range c.excluded {
 		reasons = append(reasons, why)
 	}
-	sort.Slice(reasons, func(i, j int) bool { return excluded[reasons[i]] > excluded[reasons[j]] })
+	sort.Slice(reasons, func(i, j int) bool { return c.excluded[reasons[i]] > c.excluded[reasons[j]] })
 	for _, why := range reasons {
-		t.Logf("excluded %6d  %s", excluded[why], why)
+		t.Logf("excluded %6d  %s", c.excluded[why], why)
 	}
-	t.Logf("%d runs in %.1f s (%.0f runs/s), %d child restarts", runs, elapsed.Seconds(), float64(runs)/elapsed.Seconds(), o.Restarts())
-	nondet.log(t, "not deterministic (claim 2 not checked)", 15)
-	written.log(t, "CLAIM 1: a register changes that Written does not list", 40)
-	read.log(t, "CLAIM 2: an output depends on a register in neither Read nor Written", 40)
-	past.log(t, "COMPLETED PAST THE INSTRUCTION: the trap came after more than the instruction ran", 20)
-	nw, nr, np := regsetTotal(written), regsetTotal(read), regsetTotal(past)
+	t.Logf("%d runs in %.1f s (%.0f runs/s), %d child restarts", c.runs, elapsed.Seconds(), float64(c.runs)/elapsed.Seconds(), c.o.Restarts())
+	c.nondet.log(t, "not deterministic (claim 2 not checked)", 15)
+	c.written.log(t, "CLAIM 1: a register changes that Written does not list", 40)
+	c.read.log(t, "CLAIM 2: an output depends on a register in neither Read nor Written", 40)
+	c.past.log(t, "COMPLETED PAST THE INSTRUCTION: the trap came after more than the instruction ran", 20)
+	nw, nr, np := regsetTotal(c.written), regsetTotal(c.read), regsetTotal(c.past)
 	if nw > 0 || nr > 0 || np > 0 {
 		t.Errorf("%d instructions write a register Written lacks, %d runs depend on a register in neither set, %d runs went past the instruction", nw, nr, np)
 	}
-	if compared < want {
-		t.Errorf("compared %d instructions, want %d", compared, want)
+	if c.compared < c.want {
+		t.Errorf("compared %d instructions, want %d", c.compared, c.want)
 	}
+}
+
+// add adds the counts of s.
+func (tot *regsetEncStats) add(s *regsetEncStats) {
+	tot.decoded += s.decoded
+	tot.approx += s.approx
+	tot.vendor += s.vendor
+	tot.excluded += s.excluded
+	tot.patch += s.patch
+	tot.nondet += s.nondet
+	tot.compared += s.compared
+	tot.completed += s.completed
+	tot.faulted += s.faulted
+	tot.undefined += s.undefined
+	tot.fpe += s.fpe
+	tot.other += s.other
 }
 
 // regsetTotal counts the strings of every group.

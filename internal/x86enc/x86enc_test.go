@@ -110,15 +110,43 @@ func testMems() []Mem {
 // forms calls emit once for every instruction the encoder can emit, with
 // the operands it should decode back to.
 func forms(emit func(f func(a *Asm), want ops)) {
-	regs := make([]Reg, 16)
-	for i := range regs {
-		regs[i] = Reg(i)
+	fs := &formSet{emit: emit, regs: make([]Reg, 16), mems: testMems(), sizes: []Size{S32, S64}}
+	for i := range fs.regs {
+		fs.regs[i] = Reg(i)
 	}
-	mems := testMems()
-	sizes := []Size{S32, S64}
-	alu := []string{"add", "or", "adc", "sbb", "and", "sub", "xor", "cmp"}
-	cc := []string{"o", "no", "b", "ae", "e", "ne", "be", "a", "s", "ns", "p", "np", "l", "ge", "le", "g"}
-	n := func(mn string, s Size) ops { return ops{mn: mn, opSize: int(s), reg: -1, digit: -1, rm: -1} }
+	fs.sizedForms()
+	fs.regForms()
+	fs.branchForms()
+	fs.jitSizedForms()
+	fs.jitRegForms()
+	fs.fixedForms()
+}
+
+// formSet is what the generators of forms share: emit, and the registers,
+// memory operands and sizes they take.
+type formSet struct {
+	emit  func(f func(a *Asm), want ops)
+	regs  []Reg
+	mems  []Mem
+	sizes []Size
+}
+
+// n returns the operands of a form with mnemonic mn and size s and no
+// register, ModRM digit or memory operand yet.
+func (fs *formSet) n(mn string, s Size) ops {
+	return ops{mn: mn, opSize: int(s), reg: -1, digit: -1, rm: -1}
+}
+
+// aluNames and ccNames are the decoder's mnemonics of the ALU operations
+// and of the condition codes, in encoding order.
+var (
+	aluNames = []string{"add", "or", "adc", "sbb", "and", "sub", "xor", "cmp"}
+	ccNames  = []string{"o", "no", "b", "ae", "e", "ne", "be", "a", "s", "ns", "p", "np", "l", "ge", "le", "g"}
+)
+
+// sizedForms emits the forms with an operand size, in each size: register and memory operands, immediates, shifts, inc and dec.
+func (fs *formSet) sizedForms() {
+	emit, n, regs, mems, sizes := fs.emit, fs.n, fs.regs, fs.mems, fs.sizes
 	for _, s := range sizes {
 		for _, r := range regs {
 			for _, q := range regs {
@@ -128,7 +156,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 				o.mn = "test"
 				emit(func(a *Asm) { a.Test(s, r, q) }, o)
 				for op := Add; op <= Cmp; op++ {
-					o.mn = alu[op]
+					o.mn = aluNames[op]
 					emit(func(a *Asm) { a.ALU(op, s, r, q) }, o)
 				}
 				o.mn, o.reg, o.rm = "imul", int(r), int(q)
@@ -141,7 +169,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 				emit(func(a *Asm) { a.Load(s, r, m) }, o)
 				emit(func(a *Asm) { a.Store(s, m, r) }, o)
 				for op := Add; op <= Cmp; op++ {
-					o.mn = alu[op]
+					o.mn = aluNames[op]
 					emit(func(a *Asm) { a.ALULoad(op, s, r, m) }, o)
 					emit(func(a *Asm) { a.ALUStore(op, s, m, r) }, o)
 				}
@@ -160,7 +188,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 				o.rm = int(r)
 				o.imm, o.immLen = uint64(uint32(v)), 4
 				for op := Add; op <= Cmp; op++ {
-					o.mn, o.digit = alu[op], int(op)
+					o.mn, o.digit = aluNames[op], int(op)
 					emit(func(a *Asm) { a.ALUImm32(op, s, r, v) }, o)
 				}
 				if v != int32(int8(v)) {
@@ -168,7 +196,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 				}
 				o.imm, o.immLen = uint64(uint8(v)), 1
 				for op := Add; op <= Cmp; op++ {
-					o.mn, o.digit = alu[op], int(op)
+					o.mn, o.digit = aluNames[op], int(op)
 					emit(func(a *Asm) { a.ALUImm8(op, s, r, int8(v)) }, o)
 				}
 			}
@@ -194,7 +222,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 				o.mn = "test"
 				emit(func(a *Asm) { a.TestMemImm32(s, m, v) }, o)
 				for op := Add; op <= Cmp; op++ {
-					o.mn, o.digit = alu[op], int(op)
+					o.mn, o.digit = aluNames[op], int(op)
 					emit(func(a *Asm) { a.ALUMemImm32(op, s, m, v) }, o)
 					if v == int32(int8(v)) {
 						o8 := o
@@ -210,6 +238,11 @@ func forms(emit func(f func(a *Asm), want ops)) {
 			emit(func(a *Asm) { a.LockIncMem(s, m) }, o)
 		}
 	}
+}
+
+// regForms emits the 64-bit register forms: immediates, push and pop, rdfsbase, setcc, lea of a label.
+func (fs *formSet) regForms() {
+	emit, n, regs := fs.emit, fs.n, fs.regs
 	for _, r := range regs {
 		for _, v := range []uint64{0, 1, 0xffffffff, 1 << 32, 0x7f00_0000_1000, 1<<64 - 1} {
 			o := n("mov", S64)
@@ -230,7 +263,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 		o.rm, o.digit = int(r), 0
 		emit(func(a *Asm) { a.Rdfsbase(r) }, o)
 		for c := CondO; c <= CondG; c++ {
-			o := n("set"+cc[c], S32)
+			o := n("set"+ccNames[c], S32)
 			o.rm, o.digit = int(r), 0
 			emit(func(a *Asm) { a.Setcc(c, r) }, o)
 		}
@@ -238,6 +271,11 @@ func forms(emit func(f func(a *Asm), want ops)) {
 		o.reg, o.mem = int(r), &Mem{kind: memRIP, target: testBase}
 		emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.LeaLabel(r, l) }, o)
 	}
+}
+
+// branchForms emits the branches, the ALU forms on al and push of an immediate.
+func (fs *formSet) branchForms() {
+	emit, n, mems := fs.emit, fs.n, fs.mems
 	for _, m := range mems {
 		mm := m
 		o := n("jmp", S64)
@@ -247,12 +285,12 @@ func forms(emit func(f func(a *Asm), want ops)) {
 		emit(func(a *Asm) { a.CallMem(m) }, o)
 	}
 	for op := Add; op <= Cmp; op++ {
-		o := n(alu[op], S32)
+		o := n(aluNames[op], S32)
 		o.imm, o.immLen = 0x80, 1
 		emit(func(a *Asm) { a.ALUAL(op, -128) }, o)
 	}
 	for c := CondO; c <= CondG; c++ {
-		o := n("j"+cc[c], S64)
+		o := n("j"+ccNames[c], S64)
 		o.target = testBase
 		emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.Jcc(c, l) }, o)
 	}
@@ -262,7 +300,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 	o.target = testBase + 0x7fff_0000
 	emit(func(a *Asm) { a.JmpTo(testBase + 0x7fff_0000) }, o)
 	for c := CondO; c <= CondG; c++ {
-		o := n("j"+cc[c], S64)
+		o := n("j"+ccNames[c], S64)
 		o.target = testBase - 0x1000_0000
 		emit(func(a *Asm) { a.JccTo(c, testBase-0x1000_0000) }, o)
 		o.target = testBase + 2 + 127
@@ -276,7 +314,11 @@ func forms(emit func(f func(a *Asm), want ops)) {
 	o = n("push", S64)
 	o.imm, o.immLen = 0x8000_0000, 4 // as encoded
 	emit(func(a *Asm) { a.PushImm32(-0x8000_0000) }, o)
-	// The forms of the eBPF JIT.
+}
+
+// jitSizedForms emits the forms of the eBPF JIT that have an operand size, in each size.
+func (fs *formSet) jitSizedForms() {
+	emit, n, regs, mems, sizes := fs.emit, fs.n, fs.regs, fs.mems, fs.sizes
 	for _, s := range sizes {
 		for _, r := range regs {
 			for _, f := range []struct {
@@ -326,7 +368,7 @@ func forms(emit func(f func(a *Asm), want ops)) {
 					if op == Adc || op == Sbb || op == Cmp {
 						continue // not locked by the JIT
 					}
-					o := n(alu[op], s)
+					o := n(aluNames[op], s)
 					o.reg, o.mem, o.lock = int(r), &mm, true
 					emit(func(a *Asm) { a.LockALUStore(op, s, m, r) }, o)
 				}
@@ -343,6 +385,11 @@ func forms(emit func(f func(a *Asm), want ops)) {
 		o := n("cdq", s) // the decoder's one name for 99, with its size
 		emit(func(a *Asm) { a.SignExtendAX(s) }, o)
 	}
+}
+
+// jitRegForms emits the other register and memory forms of the eBPF JIT.
+func (fs *formSet) jitRegForms() {
+	emit, n, regs, mems := fs.emit, fs.n, fs.regs, fs.mems
 	for _, r := range regs {
 		for _, q := range regs {
 			o := n("movsxd", S64)
@@ -378,7 +425,12 @@ func forms(emit func(f func(a *Asm), want ops)) {
 		o.opSize, o.imm, o.immLen = 16, 0x8001, 2
 		emit(func(a *Asm) { a.StoreImmW(m, -0x7fff) }, o)
 	}
-	o = n("call", S64)
+}
+
+// fixedForms emits the call to a label and the forms without operands.
+func (fs *formSet) fixedForms() {
+	emit, n := fs.emit, fs.n
+	o := n("call", S64)
 	o.target = testBase
 	emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.CallLabel(l) }, o)
 	emit((*Asm).Pause, n("pause", S32))

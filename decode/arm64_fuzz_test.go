@@ -24,23 +24,8 @@ func FuzzDecodeARM64(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, addr uint64) {
 		inst, err := DecodeARM64(b, addr)
 		if err != nil {
-			if inst != (ARM64Inst{}) {
-				t.Fatalf("error %v with a non-zero result %+v", err, inst)
-			}
-			switch {
-			case errors.Is(err, ErrTruncated):
-				if len(b) >= 4 {
-					t.Fatalf("ErrTruncated for %d bytes", len(b))
-				}
-			case errors.Is(err, ErrInvalid):
-				if len(b) < 4 || binary.LittleEndian.Uint32(b)>>16 != 0 {
-					t.Fatalf("ErrInvalid for % x", b)
-				}
-			default:
-				t.Fatalf("unexpected error %v", err)
-			}
-			if inst.Text() != "(bad)" {
-				t.Fatalf("Text of a failed decode: %q", inst.Text())
+			if msg := checkARM64Error(b, &inst, err); msg != "" {
+				t.Fatal(msg)
 			}
 			return
 		}
@@ -55,80 +40,11 @@ func FuzzDecodeARM64(f *testing.F) {
 		if err != nil || again != inst {
 			t.Fatalf("not deterministic: %+v then %+v, %v", inst, again, err)
 		}
-
-		// PC-relative consistency.
-		if inst.PCRel {
-			base := addr
-			if inst.Mnemonic == "adrp" {
-				base &^= 0xfff
-			}
-			if inst.Target != base+uint64(inst.Offset) {
-				t.Fatalf("%#08x: Target %#x, Addr %#x, Offset %d", w, inst.Target, addr, inst.Offset)
-			}
-			if inst.Class != ARM64ClassBranch && inst.Class != ARM64ClassAdr && inst.Class != ARM64ClassLiteral {
-				t.Fatalf("%#08x: PC-relative %v", w, inst.Class)
-			}
-		} else if inst.Target != 0 || inst.Offset != 0 {
-			t.Fatalf("%#08x: Target %#x Offset %d without PCRel", w, inst.Target, inst.Offset)
-		}
-		if inst.Class == ARM64ClassBranch && inst.Branch.Relative() != inst.PCRel {
-			t.Fatalf("%#08x: branch %v with PCRel %v", w, inst.Branch, inst.PCRel)
-		}
-		if (inst.Class == ARM64ClassAdr || inst.Class == ARM64ClassLiteral) && !inst.PCRel {
-			t.Fatalf("%#08x: %v not PC-relative", w, inst.Class)
-		}
-		if inst.Mnemonic != "adr" && inst.Offset%4 != 0 {
-			t.Fatalf("%#08x: misaligned offset %d", w, inst.Offset)
-		}
-		if o := inst.Offset; inst.Mnemonic != "adrp" && (o < -1<<27 || o >= 1<<27) {
-			t.Fatalf("%#08x: offset %d out of range", w, o)
-		}
-		if inst.HasCond != (inst.Branch == BranchJcc) {
-			t.Fatalf("%#08x: HasCond %v for %v", w, inst.HasCond, inst.Branch)
-		}
-
-		// Classification bookkeeping.
-		if (inst.Class == ARM64ClassOther) != (inst.Mnemonic == "") {
-			t.Fatalf("%#08x: class %v with mnemonic %q", w, inst.Class, inst.Mnemonic)
-		}
-		if (inst.Class == ARM64ClassOther) != inst.RegsApprox {
-			t.Fatalf("%#08x: class %v with RegsApprox %v", w, inst.Class, inst.RegsApprox)
-		}
-		if inst.Read>>32 != 0 || inst.Written>>32 != 0 {
-			t.Fatalf("%#08x: register sets beyond sp: %#x %#x", w, inst.Read, inst.Written)
-		}
-		if (inst.Exclusive != ARM64ExclNone) != (inst.Class == ARM64ClassExclusive) {
-			t.Fatalf("%#08x: Exclusive %v in class %v", w, inst.Exclusive, inst.Class)
-		}
-		if inst.LSE != (inst.Class == ARM64ClassAtomic) {
-			t.Fatalf("%#08x: LSE %v in class %v", w, inst.LSE, inst.Class)
-		}
-		if inst.Writeback && !inst.Written.Has(int(inst.Rn)) {
-			t.Fatalf("%#08x: writeback without writing %v", w, inst.Rn)
-		}
-		for _, r := range []ARM64Reg{inst.Rd, inst.Rn, inst.Rt, inst.Rt2, inst.Rs, inst.Rm} {
-			if r < ARM64NoReg || r > ARM64ZR {
-				t.Fatalf("%#08x: register %d out of range", w, r)
+		for _, check := range []func(b []byte, inst *ARM64Inst) string{checkARM64PCRel, checkARM64Fields, checkARM64Moved} {
+			if msg := check(b, &inst); msg != "" {
+				t.Fatalf("%#08x: %s", w, msg)
 			}
 		}
-
-		// Moving the instruction changes only Addr and Target.
-		moved, err := DecodeARM64(b, addr+0x1000)
-		if err != nil {
-			t.Fatalf("%#08x at %#x: %v", w, addr+0x1000, err)
-		}
-		wantTarget := inst.Target
-		if inst.PCRel {
-			wantTarget += 0x1000
-		}
-		if moved.Target != wantTarget {
-			t.Fatalf("%#08x: Target %#x after moving, was %#x", w, moved.Target, inst.Target)
-		}
-		moved.Addr, moved.Target = inst.Addr, inst.Target
-		if moved != inst {
-			t.Fatalf("%#08x: decode depends on the address: %+v vs %+v", w, moved, inst)
-		}
-
 		text := inst.Text()
 		if text == "" {
 			t.Fatalf("%#08x: empty Text", w)
@@ -137,6 +53,117 @@ func FuzzDecodeARM64(f *testing.F) {
 			t.Fatalf("%#08x: Text not deterministic", w)
 		}
 	})
+}
+
+// checkARM64Error checks a decode of b that failed with err: a zero
+// result, ErrTruncated exactly for fewer than 4 bytes, ErrInvalid only for
+// the permanently undefined words (top half zero), and the text "(bad)".
+// It returns what is wrong, or "".
+func checkARM64Error(b []byte, inst *ARM64Inst, err error) string {
+	if *inst != (ARM64Inst{}) {
+		return fmt.Sprintf("error %v with a non-zero result %+v", err, *inst)
+	}
+	switch {
+	case errors.Is(err, ErrTruncated):
+		if len(b) >= 4 {
+			return fmt.Sprintf("ErrTruncated for %d bytes", len(b))
+		}
+	case errors.Is(err, ErrInvalid):
+		if len(b) < 4 || binary.LittleEndian.Uint32(b)>>16 != 0 {
+			return fmt.Sprintf("ErrInvalid for % x", b)
+		}
+	default:
+		return fmt.Sprintf("unexpected error %v", err)
+	}
+	if inst.Text() != "(bad)" {
+		return fmt.Sprintf("Text of a failed decode: %q", inst.Text())
+	}
+	return ""
+}
+
+// checkARM64PCRel checks that the PC-relative fields of inst agree with
+// each other, with its class and with the reach of their encodings.
+func checkARM64PCRel(_ []byte, inst *ARM64Inst) string {
+	if inst.PCRel {
+		base := inst.Addr
+		if inst.Mnemonic == "adrp" {
+			base &^= 0xfff
+		}
+		if inst.Target != base+uint64(inst.Offset) {
+			return fmt.Sprintf("Target %#x, Addr %#x, Offset %d", inst.Target, inst.Addr, inst.Offset)
+		}
+		if inst.Class != ARM64ClassBranch && inst.Class != ARM64ClassAdr && inst.Class != ARM64ClassLiteral {
+			return fmt.Sprintf("PC-relative %v", inst.Class)
+		}
+	} else if inst.Target != 0 || inst.Offset != 0 {
+		return fmt.Sprintf("Target %#x Offset %d without PCRel", inst.Target, inst.Offset)
+	}
+	if inst.Class == ARM64ClassBranch && inst.Branch.Relative() != inst.PCRel {
+		return fmt.Sprintf("branch %v with PCRel %v", inst.Branch, inst.PCRel)
+	}
+	if (inst.Class == ARM64ClassAdr || inst.Class == ARM64ClassLiteral) && !inst.PCRel {
+		return fmt.Sprintf("%v not PC-relative", inst.Class)
+	}
+	if inst.Mnemonic != "adr" && inst.Offset%4 != 0 {
+		return fmt.Sprintf("misaligned offset %d", inst.Offset)
+	}
+	if o := inst.Offset; inst.Mnemonic != "adrp" && (o < -1<<27 || o >= 1<<27) {
+		return fmt.Sprintf("offset %d out of range", o)
+	}
+	if inst.HasCond != (inst.Branch == BranchJcc) {
+		return fmt.Sprintf("HasCond %v for %v", inst.HasCond, inst.Branch)
+	}
+	return ""
+}
+
+// checkARM64Fields checks the classification's bookkeeping: the class
+// against the mnemonic and the flags, the register sets and numbers.
+func checkARM64Fields(_ []byte, inst *ARM64Inst) string {
+	if (inst.Class == ARM64ClassOther) != (inst.Mnemonic == "") {
+		return fmt.Sprintf("class %v with mnemonic %q", inst.Class, inst.Mnemonic)
+	}
+	if (inst.Class == ARM64ClassOther) != inst.RegsApprox {
+		return fmt.Sprintf("class %v with RegsApprox %v", inst.Class, inst.RegsApprox)
+	}
+	if inst.Read>>32 != 0 || inst.Written>>32 != 0 {
+		return fmt.Sprintf("register sets beyond sp: %#x %#x", inst.Read, inst.Written)
+	}
+	if (inst.Exclusive != ARM64ExclNone) != (inst.Class == ARM64ClassExclusive) {
+		return fmt.Sprintf("Exclusive %v in class %v", inst.Exclusive, inst.Class)
+	}
+	if inst.LSE != (inst.Class == ARM64ClassAtomic) {
+		return fmt.Sprintf("LSE %v in class %v", inst.LSE, inst.Class)
+	}
+	if inst.Writeback && !inst.Written.Has(int(inst.Rn)) {
+		return fmt.Sprintf("writeback without writing %v", inst.Rn)
+	}
+	for _, r := range []ARM64Reg{inst.Rd, inst.Rn, inst.Rt, inst.Rt2, inst.Rs, inst.Rm} {
+		if r < ARM64NoReg || r > ARM64ZR {
+			return fmt.Sprintf("register %d out of range", r)
+		}
+	}
+	return ""
+}
+
+// checkARM64Moved decodes b 4 KiB further: only Addr and Target may
+// change, Target by the same 4 KiB when the instruction is PC-relative.
+func checkARM64Moved(b []byte, inst *ARM64Inst) string {
+	moved, err := DecodeARM64(b, inst.Addr+0x1000)
+	if err != nil {
+		return fmt.Sprintf("at %#x: %v", inst.Addr+0x1000, err)
+	}
+	wantTarget := inst.Target
+	if inst.PCRel {
+		wantTarget += 0x1000
+	}
+	if moved.Target != wantTarget {
+		return fmt.Sprintf("Target %#x after moving, was %#x", moved.Target, inst.Target)
+	}
+	moved.Addr, moved.Target = inst.Addr, inst.Target
+	if moved != *inst {
+		return fmt.Sprintf("decode depends on the address: %+v vs %+v", moved, *inst)
+	}
+	return ""
 }
 
 // TestARM64AllWords decodes every 32-bit word (PROBEOPT_LONG=1 only: a few

@@ -301,70 +301,13 @@ func compareFile(objdump string, job objdumpJob, allow []allowEntry) (*diffStats
 		have    bool
 		buf     = make([]byte, 0, 32)
 		pbuf    = make([]byte, 0, 32)
-		inst    decode.X86Inst
-		dec     decode.X86Decoder // VendorAMD, as objdump's default
 	)
+	c := &lineComparer{st: st, job: job, secs: secs, syms: syms, allow: allow}
 	flush := func() {
-		if !have {
-			return
+		if have {
+			have = false
+			c.compare(pending)
 		}
-		have = false
-		l := pending
-		if job.stop != 0 && l.addr >= job.stop {
-			return
-		}
-		if strings.Contains(l.text, "(bad)") || strings.HasPrefix(l.text, ".byte") {
-			st.bad++
-			return
-		}
-		src := sectionAt(secs, l.addr)
-		if len(src) < len(l.bytes) {
-			// Not in an executable section, or running past its end.
-			st.bad++
-			return
-		}
-		if !bytes.Equal(src[:len(l.bytes)], l.bytes) {
-			st.mismatch("objdump bytes differ from the section bytes", fmt.Sprintf("%s %#x", job.path, l.addr))
-			return
-		}
-		end := len(src) == len(l.bytes) // the instruction ends its section
-		if len(src) > 15 {
-			src = src[:15]
-		}
-		err := dec.Decode(src, l.addr, &inst)
-		if err == nil && inst.Len == len(l.bytes) {
-			st.compared++
-			if inst.Branch.Relative() {
-				st.branches++
-				if key, ok := checkBranchTarget(&inst, l.text); !ok {
-					st.mismatch(key, fmt.Sprintf("%s %#x: % x  objdump %q, decoder target %#x, text %q",
-						filepath.Base(job.path), l.addr, l.bytes, l.text, inst.Target, inst.Text("gnu")))
-				}
-			}
-			return
-		}
-		// objdump stops decoding at a symbol (and at a section end), so an
-		// instruction running across one is printed cut short.
-		n := uint64(len(l.bytes))
-		if (err == nil && inst.Len > len(l.bytes) && symbolIn(syms, l.addr+n, l.addr+uint64(inst.Len))) || (end && errors.Is(err, decode.ErrTruncated)) {
-			st.cut++
-			return
-		}
-		st.compared++
-		h := hex.EncodeToString(src)
-		for _, a := range allow {
-			if a.applies(h, err) {
-				st.allowed++
-				st.byEntry[a.why]++
-				return
-			}
-		}
-		got := fmt.Sprintf("length %+d", inst.Len-len(l.bytes))
-		if err != nil {
-			got = err.Error()
-		}
-		key := fmt.Sprintf("objdump %s, decoder %s", mnemonicOf(l.text), got)
-		st.mismatch(key, fmt.Sprintf("%s %#x: % x | % x  %s", filepath.Base(job.path), l.addr, l.bytes, src[len(l.bytes):min(len(src), len(l.bytes)+4)], l.text))
 	}
 	for {
 		line, err := r.ReadSlice('\n')
@@ -403,6 +346,78 @@ func compareFile(objdump string, job objdumpJob, allow []allowEntry) (*diffStats
 		return nil, fmt.Errorf("objdump %s: %w: %s", job.path, err, stderr.Bytes())
 	}
 	return st, nil
+}
+
+// lineComparer decodes again the instructions objdump lists for one job
+// and counts them in st.
+type lineComparer struct {
+	st    *diffStats
+	job   objdumpJob
+	secs  []textSection
+	syms  []uint64
+	allow []allowEntry
+	inst  decode.X86Inst
+	dec   decode.X86Decoder // VendorAMD, as objdump's default
+}
+
+// compare decodes the instruction of objdump line l from the section's
+// bytes and counts the outcome.
+func (c *lineComparer) compare(l objdumpLine) {
+	if c.job.stop != 0 && l.addr >= c.job.stop {
+		return
+	}
+	if strings.Contains(l.text, "(bad)") || strings.HasPrefix(l.text, ".byte") {
+		c.st.bad++
+		return
+	}
+	src := sectionAt(c.secs, l.addr)
+	if len(src) < len(l.bytes) {
+		// Not in an executable section, or running past its end.
+		c.st.bad++
+		return
+	}
+	if !bytes.Equal(src[:len(l.bytes)], l.bytes) {
+		c.st.mismatch("objdump bytes differ from the section bytes", fmt.Sprintf("%s %#x", c.job.path, l.addr))
+		return
+	}
+	end := len(src) == len(l.bytes) // the instruction ends its section
+	if len(src) > 15 {
+		src = src[:15]
+	}
+	err := c.dec.Decode(src, l.addr, &c.inst)
+	if err == nil && c.inst.Len == len(l.bytes) {
+		c.st.compared++
+		if c.inst.Branch.Relative() {
+			c.st.branches++
+			if key, ok := checkBranchTarget(&c.inst, l.text); !ok {
+				c.st.mismatch(key, fmt.Sprintf("%s %#x: % x  objdump %q, decoder target %#x, text %q",
+					filepath.Base(c.job.path), l.addr, l.bytes, l.text, c.inst.Target, c.inst.Text("gnu")))
+			}
+		}
+		return
+	}
+	// objdump stops decoding at a symbol (and at a section end), so an
+	// instruction running across one is printed cut short.
+	n := uint64(len(l.bytes))
+	if (err == nil && c.inst.Len > len(l.bytes) && symbolIn(c.syms, l.addr+n, l.addr+uint64(c.inst.Len))) || (end && errors.Is(err, decode.ErrTruncated)) {
+		c.st.cut++
+		return
+	}
+	c.st.compared++
+	h := hex.EncodeToString(src)
+	for _, a := range c.allow {
+		if a.applies(h, err) {
+			c.st.allowed++
+			c.st.byEntry[a.why]++
+			return
+		}
+	}
+	got := fmt.Sprintf("length %+d", c.inst.Len-len(l.bytes))
+	if err != nil {
+		got = err.Error()
+	}
+	key := fmt.Sprintf("objdump %s, decoder %s", mnemonicOf(l.text), got)
+	c.st.mismatch(key, fmt.Sprintf("%s %#x: % x | % x  %s", filepath.Base(c.job.path), l.addr, l.bytes, src[len(l.bytes):min(len(src), len(l.bytes)+4)], l.text))
 }
 
 // checkBranchTarget compares a relative branch's target, as the decoder

@@ -134,7 +134,9 @@ func hotCommonLeaf(e *x86Entry) (*x86Entry, uint32) {
 	return best, bestMask
 }
 
-// hotResolve walks node e to its leaf for ModRM byte m, nil when invalid.
+// hotResolve walks node e to its leaf for ModRM byte m, nil when invalid
+// or when the walk ends on a node that is not a leaf. It builds the hot
+// table, and fastLayout takes it at run time.
 func hotResolve(e *x86Entry, m int) *x86Entry {
 	switch e.sel {
 	case selModRM:
@@ -221,20 +223,12 @@ func hotLayout(b []byte, addr uint64, l *X86Layout) bool {
 		if h>>(hotSlotShift+slot)&1 != 0 {
 			return false
 		}
-		dd := modrmDisp[mb]
-		if dd&0x80 != 0 {
-			if p[i&15]&7 == 5 && mb < 0x40 {
-				dd = 4
-			} else {
-				dd &= 0x7F
-			}
-			i++
-		} else if dd == 4 && mb < 0x40 {
-			ripRel = true
-		}
-		if dd != 0 {
-			dispOff, dispSize = uint8(i), dd
-			i += int(dd)
+		var sib int
+		dispSize, sib, ripRel = legacyDisp(mb, p[i&15])
+		i += sib
+		if dispSize != 0 {
+			dispOff = uint8(i)
+			i += int(dispSize)
 		}
 	}
 	var immOff, immSize, relOff, relSize uint8
@@ -279,4 +273,19 @@ func hotLayout(b []byte, addr uint64, l *X86Layout) bool {
 	l.Branch = BranchKind(h >> hotBrShift & 0xFF)
 	l.Target = target
 	return true
+}
+
+// legacyDisp returns the displacement size of the memory operand of
+// ModRM byte mb (with sib, the byte after it, its SIB byte when it has
+// one), the number of SIB bytes (0 or 1) and whether the operand is
+// RIP-relative.
+func legacyDisp(mb, sib byte) (dispSize uint8, sibLen int, ripRel bool) {
+	dd := modrmDisp[mb]
+	if dd&0x80 != 0 {
+		if sib&7 == 5 && mb < 0x40 {
+			return 4, 1, false
+		}
+		return dd & 0x7F, 1, false
+	}
+	return dd, 0, dd == 4 && mb < 0x40
 }

@@ -86,6 +86,47 @@ func (inst *X86Inst) layout(l *X86Layout) {
 	l.Target = inst.Target
 }
 
+// fastPfx is what fastLayout needs of the legacy and REX prefixes: their
+// number, 66 and 67, REX.W of a REX prefix that comes last, and the last
+// of F2 and F3.
+type fastPfx struct {
+	n                  int
+	has66, has67, rexW bool
+	rep                byte
+}
+
+// fastPrefixes reads the prefixes at the start of b (16 bytes). It
+// reports false for LOCK and for 15 bytes of prefixes: the general path
+// decides those.
+func fastPrefixes(b []byte) (p fastPfx, ok bool) {
+	for {
+		c := b[p.n&15]
+		k := pfxTab[c]
+		if k == 0 {
+			return p, true
+		}
+		if k == pfxREX {
+			p.rexW = c&8 != 0
+		} else {
+			p.rexW = false
+			switch c {
+			case 0x66:
+				p.has66 = true
+			case 0x67:
+				p.has67 = true
+			case 0xF2, 0xF3:
+				p.rep = c
+			case 0xF0:
+				return p, false
+			}
+		}
+		p.n++
+		if p.n >= 15 {
+			return p, false
+		}
+	}
+}
+
 // fastLayout handles legacy instructions whose every part the tables give
 // directly: no VEX/EVEX/XOP/REX2/3DNow!, no LOCK, no second immediate, no
 // moffs, nothing vendor-dependent and nothing invalid (all of those take
@@ -94,35 +135,11 @@ func (inst *X86Inst) layout(l *X86Layout) {
 // when the general path must decide.
 func (d X86Decoder) fastLayout(b []byte, addr uint64, l *X86Layout) bool {
 	b = b[:16]
-	i := 0
-	var has66, has67, rexW bool
-	var rep byte
-	for {
-		c := b[i]
-		k := pfxTab[c]
-		if k == 0 {
-			break
-		}
-		if k == pfxREX {
-			rexW = c&8 != 0
-		} else {
-			rexW = false
-			switch c {
-			case 0x66:
-				has66 = true
-			case 0x67:
-				has67 = true
-			case 0xF2, 0xF3:
-				rep = c
-			case 0xF0:
-				return false
-			}
-		}
-		i++
-		if i >= 15 {
-			return false
-		}
+	p, ok := fastPrefixes(b)
+	if !ok {
+		return false
 	}
+	i, has66, has67, rexW, rep := p.n, p.has66, p.has67, p.rexW, p.rep
 	op := b[i]
 	tbl, mp := tbl1byte, Map1Byte
 	switch op {
@@ -174,52 +191,20 @@ func (d X86Decoder) fastLayout(b []byte, addr uint64, l *X86Layout) bool {
 		m := b[i]
 		modrmOff = uint8(i)
 		i++
-		switch e.sel {
-		case selModRM:
-			slot := int(m >> 3 & 7)
-			if m >= 0xC0 {
-				slot += 8
-			}
-			id = x86Children[int(e.child)+slot]
-			if id == 0 {
-				return false
-			}
-			e = &x86Entries[id]
-			if e.sel == selRM {
-				id = x86Children[int(e.child)+int(m&7)]
-				if id == 0 {
-					return false
-				}
-				e = &x86Entries[id]
-			}
-		case withModRM:
-			id = x86Children[e.child]
-			e = &x86Entries[id]
-		}
-		if e.sel == withModRM {
-			id = x86Children[e.child]
-			e = &x86Entries[id]
+		if e = hotResolve(e, int(m)); e == nil {
+			return false
 		}
 		if e.flags&fRegForm != 0 {
 			m |= 0xC0
 		}
-		dd := modrmDisp[m]
-		if dd&0x80 != 0 {
-			if i >= 15 {
-				return false
-			}
-			if b[i]&7 == 5 && m < 0x40 {
-				dd = 4
-			} else {
-				dd &= 0x7F
-			}
-			i++
-		} else if dd == 4 && m < 0x40 {
-			ripRel = true
+		var sib int
+		dispSize, sib, ripRel = legacyDisp(m, b[i&15])
+		if i += sib; i > 15 {
+			return false
 		}
-		if dd != 0 {
-			dispOff, dispSize = uint8(i), dd
-			i += int(dd)
+		if dispSize != 0 {
+			dispOff = uint8(i)
+			i += int(dispSize)
 		}
 		if ripRel && has67 {
 			return false // EIP-relative: the target wraps at 32 bits

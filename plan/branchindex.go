@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"iter"
@@ -274,7 +275,7 @@ func (x *BranchIndex) GoResumeAt(addr uint64) (elfscan.GoResume, bool, error) {
 	}
 	// The last range that starts at or before addr; ranges do not overlap
 	// (each lies in one function, and a function's are disjoint).
-	i, found := slices.BinarySearchFunc(x.goResume, addr, func(r elfscan.GoResume, a uint64) int { return cmpUint64(r.Lo, a) })
+	i, found := slices.BinarySearchFunc(x.goResume, addr, func(r elfscan.GoResume, a uint64) int { return cmp.Compare(r.Lo, a) })
 	if !found {
 		i--
 	}
@@ -363,22 +364,12 @@ func (x *BranchIndex) BranchesTo(target uint64) ([]Branch, error) {
 		}
 		return visit, func() {}
 	})
-	slices.SortFunc(out, func(a, b Branch) int { return cmpUint64(a.From, b.From) })
+	slices.SortFunc(out, func(a, b Branch) int { return cmp.Compare(a.From, b.From) })
 	out = slices.CompactFunc(out, func(a, b Branch) bool { return a.From == b.From })
 	for i := range out {
 		out[i].Func = x.funcAt(out[i].From)
 	}
 	return out, nil
-}
-
-func cmpUint64(a, b uint64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // funcAt names the known function that holds addr: of nested ones, the
@@ -431,7 +422,7 @@ func (x *BranchIndex) build() {
 			c.Regions = append(c.Regions, r)
 		}
 	}
-	slices.SortFunc(c.Regions, func(a, b CodeRegion) int { return cmpUint64(a.Addr, b.Addr) })
+	slices.SortFunc(c.Regions, func(a, b CodeRegion) int { return cmp.Compare(a.Addr, b.Addr) })
 	for i := 1; i < len(c.Regions); i++ {
 		p, r := &c.Regions[i-1], &c.Regions[i]
 		if end := p.Addr + uint64(len(p.Code)); end > r.Addr {
@@ -441,9 +432,9 @@ func (x *BranchIndex) build() {
 		}
 	}
 	c.Regions = slices.DeleteFunc(c.Regions, func(r CodeRegion) bool { return len(r.Code) == 0 })
-	slices.SortStableFunc(c.Funcs, func(a, b FuncRange) int { return cmpUint64(a.Addr, b.Addr) })
+	slices.SortStableFunc(c.Funcs, func(a, b FuncRange) int { return cmp.Compare(a.Addr, b.Addr) })
 	x.code = c
-	x.goResume = slices.SortedFunc(slices.Values(code.GoResume), func(a, b elfscan.GoResume) int { return cmpUint64(a.Lo, b.Lo) })
+	x.goResume = slices.SortedFunc(slices.Values(code.GoResume), func(a, b elfscan.GoResume) int { return cmp.Compare(a.Lo, b.Lo) })
 	if eh := code.Exceptions; eh != nil {
 		x.pads = eh.LandingPads
 		for _, f := range eh.FDEs {
@@ -451,7 +442,7 @@ func (x *BranchIndex) build() {
 				x.noPads = append(x.noPads, f)
 			}
 		}
-		slices.SortFunc(x.noPads, func(a, b elfscan.FDE) int { return cmpUint64(a.PCBegin, b.PCBegin) })
+		slices.SortFunc(x.noPads, func(a, b elfscan.FDE) int { return cmp.Compare(a.PCBegin, b.PCBegin) })
 		x.stats.FDEs, x.stats.LandingPads, x.stats.UnknownPads = len(eh.FDEs), len(x.pads), len(x.noPads)
 	}
 	if len(c.Regions) > 0 {

@@ -2,7 +2,6 @@ package plan
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/probeopt/probeopt/decode"
 )
@@ -213,16 +212,7 @@ func decide(p Policy, s *Site, o *Options) Decision {
 }
 
 // hexBytes renders bytes as "0f 1f 44 00 00".
-func hexBytes(b []byte) string {
-	var sb strings.Builder
-	for i, c := range b {
-		if i > 0 {
-			sb.WriteByte(' ')
-		}
-		fmt.Fprintf(&sb, "%02x", c)
-	}
-	return sb.String()
-}
+func hexBytes(b []byte) string { return fmt.Sprintf("% x", b) }
 
 // plural renders a count with its unit: "1 byte", "3 bytes".
 func plural(n int, unit string) string {

@@ -1,6 +1,7 @@
 package x86cpu
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -198,15 +199,7 @@ func (m *xoMem) diff() []XOLX86Word {
 			out = append(out, XOLX86Word{q, v})
 		}
 	}
-	slices.SortFunc(out, func(a, b XOLX86Word) int {
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b XOLX86Word) int { return cmp.Compare(a.Addr, b.Addr) })
 	return out
 }
 

@@ -185,15 +185,7 @@ func TestDamagedTables(t *testing.T) {
 			}
 		}
 		b = patched(b, int(hdr)+32, 8, 1<<30) // sh_size
-		f, err := elfscan.NewFile(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Funcs()
-		var fe *elfscan.FormatError
-		if !errors.As(err, &fe) {
-			t.Errorf("Funcs: %v, want a *FormatError", err)
-		}
+		wantFuncsFormatError(t, b)
 	})
 	t.Run("gopclntab", func(t *testing.T) {
 		b, err := os.ReadFile(fixture.GoProgram(t, true))
@@ -207,16 +199,23 @@ func TestDamagedTables(t *testing.T) {
 				}
 			}
 		}
-		f, err := elfscan.NewFile(b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, err = f.Funcs()
-		var fe *elfscan.FormatError
-		if !errors.As(err, &fe) {
-			t.Errorf("Funcs: %v, want a *FormatError", err)
-		}
+		wantFuncsFormatError(t, b)
 	})
+}
+
+// wantFuncsFormatError checks that the file b opens and that Funcs fails
+// with a *FormatError.
+func wantFuncsFormatError(t *testing.T, b []byte) {
+	t.Helper()
+	f, err := elfscan.NewFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = f.Funcs()
+	var fe *elfscan.FormatError
+	if !errors.As(err, &fe) {
+		t.Errorf("Funcs: %v, want a *FormatError", err)
+	}
 }
 
 // sections lists the section headers of b with debug/elf.

@@ -235,13 +235,7 @@ func TestBranchIndexObjdump(t *testing.T) {
 	})
 	t.Run("cc1-window", func(t *testing.T) {
 		objdump := testenv.MustHaveTool(t, "objdump")
-		path := testenv.MustHaveCC1(t)
-		f, err := elfscan.Open(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		c := branchCode(t, f)
+		path, c := cc1Code(t)
 		// A 2 MB window from the first function start past the middle
 		// of .text (the largest region).
 		text := largestRegion(c)
@@ -300,13 +294,7 @@ func TestBranchIndexObjdump(t *testing.T) {
 // from the region's start: every target of the plain sweep is in the
 // index.
 func TestBranchIndexJoinsChunks(t *testing.T) {
-	path := testenv.MustHaveCC1(t)
-	f, err := elfscan.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	c := branchCode(t, f)
+	_, c := cc1Code(t)
 	text := largestRegion(c)
 	// 4 MB from an odd offset: the first chunk begins out of step too.
 	const off, size = 1<<20 + 3, 4 << 20
@@ -497,4 +485,18 @@ func largestRegion(c *plan.BranchCode) plan.CodeRegion {
 		}
 	}
 	return text
+}
+
+// cc1Code returns the path of GCC's cc1 (MustHaveCC1) and its code for a
+// branch index, open until the test ends.
+func cc1Code(t *testing.T) (string, *plan.BranchCode) {
+	t.Helper()
+	path := testenv.MustHaveCC1(t)
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The code is the file's mapping: it lives until the test ends.
+	t.Cleanup(func() { f.Close() })
+	return path, branchCode(t, f)
 }

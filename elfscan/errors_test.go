@@ -154,15 +154,7 @@ func TestDamagedTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var off uint64
-		for _, s := range sections(t, b) {
-			if s.Name == ".note.stapsdt" {
-				off = s.Offset
-			}
-		}
-		if off == 0 {
-			t.Fatal("no .note.stapsdt")
-		}
+		off := section(t, b, ".note.stapsdt").Offset
 		f.Close()
 		b = patched(b, int(off)+4, 4, 1<<20) // descsz past the section
 		f, err = elfscan.NewFile(b)
@@ -192,12 +184,9 @@ func TestDamagedTables(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range sections(t, b) {
-			if s.Name == ".gopclntab" {
-				for i := uint64(8); i < 64; i++ {
-					b[s.Offset+i] = 0xff
-				}
-			}
+		pcln := section(t, b, ".gopclntab")
+		for i := uint64(8); i < 64; i++ {
+			b[pcln.Offset+i] = 0xff
 		}
 		wantFuncsFormatError(t, b)
 	})
@@ -216,6 +205,19 @@ func wantFuncsFormatError(t *testing.T, b []byte) {
 	if !errors.As(err, &fe) {
 		t.Errorf("Funcs: %v, want a *FormatError", err)
 	}
+}
+
+// section returns the header of the section of b called name, or fails
+// the test.
+func section(t *testing.T, b []byte, name string) *elf.Section {
+	t.Helper()
+	for _, s := range sections(t, b) {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no %s section", name)
+	return nil
 }
 
 // sections lists the section headers of b with debug/elf.

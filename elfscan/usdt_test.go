@@ -147,15 +147,7 @@ func testUSDTBaseShift(t *testing.T, arch, name string, shift int64) {
 		t.Fatal(err)
 	}
 	data := readFixture(t, arch, name)
-	var baseAddr uint64
-	for _, s := range sections(t, data) {
-		if s.Name == ".stapsdt.base" {
-			baseAddr = s.Addr
-		}
-	}
-	if baseAddr == 0 {
-		t.Fatal("no .stapsdt.base section")
-	}
+	baseAddr := section(t, data, ".stapsdt.base").Addr
 	delta := uint64(shift)
 	path := filepath.Join(t.TempDir(), name)
 	if err := os.WriteFile(path, shiftUSDTNotes(t, data, delta), 0o644); err != nil {

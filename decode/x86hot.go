@@ -260,18 +260,7 @@ func hotLayout(b []byte, addr uint64, l *X86Layout) bool {
 	if ripRel {
 		target = addr + uint64(i) + uint64(int64(int32(le32(b[dispOff&15:]))))
 	}
-	l.Len = uint8(i)
-	l.Encoding = EncLegacy
-	l.Map = mp
-	l.Opcode = op
-	l.ModRMOff = modrmOff
-	l.DispOff, l.DispSize = dispOff, dispSize
-	l.ImmOff, l.ImmSize = immOff, immSize
-	l.RelOff, l.RelSize = relOff, relSize
-	l.RIPRel = ripRel
-	l.VendorDependent = false
-	l.Branch = BranchKind(h >> hotBrShift & 0xFF)
-	l.Target = target
+	l.setLegacy(i, mp, op, modrmOff, dispOff, dispSize, immOff, immSize, relOff, relSize, ripRel, BranchKind(h>>hotBrShift&0xFF), target)
 	return true
 }
 

@@ -86,6 +86,24 @@ func (inst *X86Inst) layout(l *X86Layout) {
 	l.Target = inst.Target
 }
 
+// setLegacy fills l for a legacy instruction of n bytes found by the hot
+// or the fast path (field by field: a composite literal made the hot path
+// slower).
+func (l *X86Layout) setLegacy(n int, mp X86Map, op byte, modrmOff, dispOff, dispSize, immOff, immSize, relOff, relSize uint8, ripRel bool, br BranchKind, target uint64) {
+	l.Len = uint8(n)
+	l.Encoding = EncLegacy
+	l.Map = mp
+	l.Opcode = op
+	l.ModRMOff = modrmOff
+	l.DispOff, l.DispSize = dispOff, dispSize
+	l.ImmOff, l.ImmSize = immOff, immSize
+	l.RelOff, l.RelSize = relOff, relSize
+	l.RIPRel = ripRel
+	l.VendorDependent = false
+	l.Branch = br
+	l.Target = target
+}
+
 // fastPfx is what fastLayout needs of the legacy and REX prefixes: their
 // number, 66 and 67, REX.W of a REX prefix that comes last, and the last
 // of F2 and F3.
@@ -257,17 +275,6 @@ func (d X86Decoder) fastLayout(b []byte, addr uint64, l *X86Layout) bool {
 	if ripRel {
 		target = addr + uint64(i) + uint64(int64(int32(le32(b[dispOff:]))))
 	}
-	l.Len = uint8(i)
-	l.Encoding = EncLegacy
-	l.Map = mp
-	l.Opcode = op
-	l.ModRMOff = modrmOff
-	l.DispOff, l.DispSize = dispOff, dispSize
-	l.ImmOff, l.ImmSize = immOff, immSize
-	l.RelOff, l.RelSize = relOff, relSize
-	l.RIPRel = ripRel
-	l.VendorDependent = false
-	l.Branch = e.branch
-	l.Target = target
+	l.setLegacy(i, mp, op, modrmOff, dispOff, dispSize, immOff, immSize, relOff, relSize, ripRel, e.branch, target)
 	return true
 }

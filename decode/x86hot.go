@@ -84,11 +84,8 @@ func hotEntry(tbl int, op byte) uint64 {
 		v |= uint64(mask^0xFFFF) << hotSlotShift
 	}
 	if kind := leaf.imm[0]; kind != immNone {
-		os := 1
-		if flags&(fD64|fF64) != 0 {
-			os = 2
-		}
-		v |= uint64(immSizes[kind][os])<<hotImmShift | uint64(immSizes[kind][2])<<hotImmWShift
+		v |= uint64(immSizes[kind][legacyOpSize(false, false, flags)])<<hotImmShift |
+			uint64(immSizes[kind][legacyOpSize(true, false, flags)])<<hotImmWShift
 		if kind == immRelB || kind == immRelZ {
 			v |= hotRel
 		}

@@ -104,6 +104,22 @@ func (l *X86Layout) setLegacy(n int, mp X86Map, op byte, modrmOff, dispOff, disp
 	l.Target = target
 }
 
+// legacyOpSize returns the operand-size column of immSizes (0: 16 bits,
+// 1: 32, 2: 64) of a legacy instruction with the given flags: REX.W and
+// the default-64 forms make it 64 bits, else a 66 prefix that is not
+// mandatory makes it 16.
+func legacyOpSize(rexW, has66 bool, flags uint16) int {
+	switch {
+	case rexW:
+		return 2
+	case has66 && flags&fMand66 == 0:
+		return 0
+	case flags&(fD64|fF64) != 0:
+		return 2
+	}
+	return 1
+}
+
 // fastPfx is what fastLayout needs of the legacy and REX prefixes: their
 // number, 66 and 67, REX.W of a REX prefix that comes last, and the last
 // of F2 and F3.
@@ -241,16 +257,7 @@ func (d X86Decoder) fastLayout(b []byte, addr uint64, l *X86Layout) bool {
 		if kind == immMoffs {
 			return false
 		}
-		os := 1
-		switch {
-		case rexW:
-			os = 2
-		case has66 && flags&fMand66 == 0:
-			os = 0
-		case flags&(fD64|fF64) != 0:
-			os = 2
-		}
-		immOff, immSize = uint8(i), immSizes[kind][os]
+		immOff, immSize = uint8(i), immSizes[kind][legacyOpSize(rexW, has66, flags)]
 		i += int(immSize)
 		if i > 15 {
 			return false

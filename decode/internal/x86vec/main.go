@@ -867,14 +867,32 @@ func scaled(m string, n int) string {
 	return strings.ReplaceAll(m, "%d8", fmt.Sprintf("%%d8x%d", n))
 }
 
+// The groups of templates most often used: legacy instructions of the
+// one-byte, 0F, 0F38 and 0F3A maps, neither branches nor vendor-specific.
+var (
+	grpOne  = group{cat: "onebyte", enc: "legacy", mp: "1byte", branch: "none"}
+	grp0F   = group{cat: "0f", enc: "legacy", mp: "0f", branch: "none"}
+	grp0F38 = group{cat: "0f38", enc: "legacy", mp: "0f38", branch: "none"}
+	grp0F3A = group{cat: "0f3a", enc: "legacy", mp: "0f3a", branch: "none"}
+)
+
 // templates lists every assembled vector.
 func templates() []tmpl {
 	var ts []tmpl
-	one := group{cat: "onebyte", enc: "legacy", mp: "1byte", branch: "none"}
-	of := group{cat: "0f", enc: "legacy", mp: "0f", branch: "none"}
-	o38 := group{cat: "0f38", enc: "legacy", mp: "0f38", branch: "none"}
-	o3a := group{cat: "0f3a", enc: "legacy", mp: "0f3a", branch: "none"}
+	for _, part := range []func() []tmpl{modrmTemplates, legacyTemplates, map0FTemplates, vectorTemplates, newerTemplates} {
+		ts = append(ts, part()...)
+	}
+	// Prefixes: llvm-mc assembles the base instruction; the prefix bytes
+	// are prepended. A legacy prefix is one byte, so each adds one to the
+	// length (Intel SDM Vol. 2A §2.1.1; AMD APM Vol. 3 §1.2), and an
+	// instruction longer than 15 bytes raises #GP (Intel SDM Vol. 2A §2.1:
+	// "at most 15 bytes"; AMD APM Vol. 3 §1.1).
+	ts = append(ts, prefixTemplates()...)
+	return ts
+}
 
+// modrmTemplates lists the ModRM and SIB forms and the REX combinations.
+func modrmTemplates() (ts []tmpl) {
 	// ModRM/SIB forms across a few opcode shapes and maps.
 	modrm := group{cat: "modrm", enc: "legacy", mp: "1byte", branch: "none"}
 	modrm0f := group{cat: "modrm", enc: "legacy", mp: "0f", branch: "none"}
@@ -934,10 +952,14 @@ func templates() []tmpl {
 		"inc r13b", "movsxd r8, dword ptr [r9]", "movsxd rax, ecx")
 	group{cat: "rex", enc: "legacy", mp: "0f", branch: "none"}.add(&ts, "bswap r10", "movzx r9, byte ptr [r10 + r11]",
 		"cmovne r12, qword ptr [r13 + %d8]", "movq xmm9, r10", "movd r8d, xmm12", "cvtsi2sd xmm8, rax", "setne r9b")
+	return ts
+}
 
+// legacyTemplates lists the one-byte opcodes, moffs and the relative branches.
+func legacyTemplates() (ts []tmpl) {
 	// Legacy one-byte opcodes.
 	for _, op := range []string{"add", "or", "adc", "sbb", "and", "sub", "xor", "cmp"} {
-		one.add(&ts,
+		grpOne.add(&ts,
 			op+" byte ptr [rcx + %d8], dl",
 			op+" dword ptr [rcx], edx",
 			op+" dl, byte ptr [rcx]",
@@ -955,7 +977,7 @@ func templates() []tmpl {
 			op+" dword ptr [rip + sym], %i8",
 		)
 	}
-	one.add(&ts,
+	grpOne.add(&ts,
 		"push rax", "push rbx", "pop rcx", "push %i8", "push %i32", "push qword ptr [rax]", "pop qword ptr [rbx + %d8]",
 		"imul eax, ecx, %i32", "imul ax, cx, %i16", "imul rax, qword ptr [rip + sym], %i32", "imul eax, dword ptr [rip + sym], %i8",
 		"insb byte ptr es:[rdi], dx", "insd dword ptr es:[rdi], dx", "outsb dx, byte ptr [rsi]", "outsw dx, word ptr [rsi]",
@@ -1038,9 +1060,13 @@ func templates() []tmpl {
 		ts = append(ts, tmpl{cat: "branch", asm: c.asm, enc: "legacy", mp: c.mp, branch: c.kind, pre: []byte{c.pre},
 			why: fmt.Sprintf("prefix %02x before a near branch (hint or BND) adds one byte (Intel SDM Vol. 2A §2.1.1)", c.pre)})
 	}
+	return ts
+}
 
+// map0FTemplates lists the 0F map (SSE, system, AMD-only and VIA forms) and 3DNow!.
+func map0FTemplates() (ts []tmpl) {
 	// 0F map.
-	of.add(&ts,
+	grp0F.add(&ts,
 		"cpuid", "rdtsc", "rdtscp", "rdpmc", "rdmsr", "wrmsr", "xgetbv", "xsetbv",
 		"lfence", "mfence", "sfence", "emms", "femms", "clts", "invd", "wbinvd", "swapgs",
 		"clflush byte ptr [rax]", "clflushopt byte ptr [rip + sym]", "clwb byte ptr [rax + %d8]",
@@ -1075,12 +1101,12 @@ func templates() []tmpl {
 	group{cat: "0f", enc: "legacy", mp: "0f"}.add(&ts, "ud2", "ud1 eax, dword ptr [rax]", "rsm", "getsec", "vmcall", "vmlaunch",
 		"vmresume", "vmfunc", "encls", "enclu", "enclv")
 	for _, cc := range []string{"o", "b", "e", "ne", "a", "s", "l", "g"} {
-		of.add(&ts, "cmov"+cc+" eax, ecx", "cmov"+cc+" rax, qword ptr [rip + sym]", "set"+cc+" al", "set"+cc+" byte ptr [rax + %d8]")
+		grp0F.add(&ts, "cmov"+cc+" eax, ecx", "cmov"+cc+" rax, qword ptr [rip + sym]", "set"+cc+" al", "set"+cc+" byte ptr [rax + %d8]")
 	}
 	group{cat: "0f", enc: "legacy", mp: "1byte", branch: "none"}.add(&ts, "xabort %i8")
 	// VIA PadLock: objdump decodes these in both modes and real binaries
 	// (OpenSSL's engines) contain them.
-	of.add(&ts, "xstorerng", "xcryptecb", "xcryptcbc", "xcryptctr", "xcryptcfb", "xcryptofb", "xsha1", "xsha256", "montmul", "rep xstorerng")
+	grp0F.add(&ts, "xstorerng", "xcryptecb", "xcryptcbc", "xcryptctr", "xcryptcfb", "xcryptofb", "xsha1", "xsha256", "montmul", "rep xstorerng")
 	// SSE families in 0F, with and without mandatory prefixes, MMX forms.
 	sse0f := []string{
 		"movups xmm1, xmm2", "movupd xmm1, xmmword ptr [rax]", "movss xmm1, dword ptr [rax]", "movsd xmm1, qword ptr [rip + sym]",
@@ -1104,11 +1130,11 @@ func templates() []tmpl {
 		"pinsrw mm0, eax, %i8", "pextrw eax, mm0, %i8",
 		"movntss dword ptr [rax], xmm1", "movntsd qword ptr [rax], xmm1",
 	}
-	of.add(&ts, sse0f...)
+	grp0F.add(&ts, sse0f...)
 	// SSE4a (AMD): 66/F2 0F 78/79; on Intel these bytes are #UD.
 	group{cat: "0f", enc: "legacy", mp: "0f", branch: "none", vendor: "amd"}.add(&ts,
 		"extrq xmm1, %i8, %j8", "insertq xmm1, xmm2, %i8, %j8", "extrq xmm1, xmm2", "insertq xmm1, xmm2")
-	o38.add(&ts,
+	grp0F38.add(&ts,
 		"pshufb xmm1, xmm2", "phaddw xmm1, xmm2", "phaddd xmm1, xmm2", "pmaddubsw xmm1, xmm2", "pmulhrsw xmm1, xmm2", "psignb xmm1, xmm2",
 		"pabsb xmm1, xmm2", "pblendvb xmm1, xmm2, xmm0", "ptest xmm1, xmm2", "pmovsxbw xmm1, xmm2", "pmovzxbd xmm1, dword ptr [rax]",
 		"pmuldq xmm1, xmm2", "pcmpeqq xmm1, xmm2", "packusdw xmm1, xmm2", "pminsb xmm1, xmm2", "pmaxud xmm1, xmm2", "pmulld xmm1, xmm2",
@@ -1122,7 +1148,7 @@ func templates() []tmpl {
 		"gf2p8mulb xmm1, xmm2", "aesenc128kl xmm1, [rax]", "aesdec256kl xmm1, [rax]", "aesencwide128kl [rax]", "loadiwkey xmm1, xmm2",
 		"encodekey128 eax, ecx",
 	)
-	o3a.add(&ts,
+	grp0F3A.add(&ts,
 		"roundps xmm1, xmm2, %i8", "roundpd xmm1, xmm2, %i8", "roundss xmm1, dword ptr [rax], %i8", "roundsd xmm1, qword ptr [rip + sym], %i8",
 		"blendps xmm1, xmm2, %i8", "blendpd xmm1, xmm2, %i8", "pblendw xmm1, xmm2, %i8", "palignr xmm1, xmm2, %i8",
 		"pextrb eax, xmm1, %i8", "pextrw word ptr [rax], xmm1, %i8", "pextrd dword ptr [rip + sym], xmm1, %i8", "pextrq rax, xmm1, %i8",
@@ -1143,7 +1169,11 @@ func templates() []tmpl {
 		dn.add(&ts, "pfmul mm3, qword ptr "+m)
 	}
 	group{cat: "3dnow", enc: "legacy", mp: "0f", branch: "none", vendor: "amd"}.add(&ts, "prefetch byte ptr [rip + sym]", "prefetchw byte ptr [rax + %d8]")
+	return ts
+}
 
+// vectorTemplates lists VEX, EVEX and XOP.
+func vectorTemplates() (ts []tmpl) {
 	// VEX.
 	vex2 := group{cat: "vex", enc: "vex2", mp: "0f", branch: "none"}
 	vex3 := func(mp string, asms ...string) {
@@ -1254,7 +1284,11 @@ func templates() []tmpl {
 		"blcfill eax, ecx", "blsfill rax, qword ptr [rax]", "tzmsk eax, ecx", "blci rax, rcx", "t1mskc eax, dword ptr [rip + sym]",
 		"llwpcb rax", "slwpcb eax")
 	xop("xopa", "bextr eax, ecx, %i32", "bextr rax, qword ptr [rip + sym], %i32", "lwpins eax, ecx, %i32", "lwpval rax, dword ptr [rax + %d8], %i32")
+	return ts
+}
 
+// newerTemplates lists CET and the newer extensions LLVM 14 knows.
+func newerTemplates() (ts []tmpl) {
 	// CET and newer extensions LLVM 14 knows.
 	cet := group{cat: "newer", enc: "legacy", mp: "0f", branch: "none"}
 	cet.add(&ts, "endbr64", "endbr32", "rdsspd eax", "rdsspq rax", "incsspd eax", "incsspq rax", "saveprevssp", "rstorssp [rax]",
@@ -1266,13 +1300,6 @@ func templates() []tmpl {
 		"wrussd dword ptr [rax], ecx", "wrussq qword ptr [rax], rbx", "movdir64b rax, zmmword ptr [rbx]", "movdir64b eax, zmmword ptr [ebx]",
 		"movdiri dword ptr [rax], ecx", "movdiri qword ptr [rip + sym], rcx", "enqcmd rax, zmmword ptr [rbx]", "enqcmds rax, zmmword ptr [rip + sym]")
 	group{cat: "newer", enc: "legacy", mp: "0f3a", branch: "none"}.add(&ts, "hreset %i8")
-
-	// Prefixes: llvm-mc assembles the base instruction; the prefix bytes
-	// are prepended. A legacy prefix is one byte, so each adds one to the
-	// length (Intel SDM Vol. 2A §2.1.1; AMD APM Vol. 3 §1.2), and an
-	// instruction longer than 15 bytes raises #GP (Intel SDM Vol. 2A §2.1:
-	// "at most 15 bytes"; AMD APM Vol. 3 §1.1).
-	ts = append(ts, prefixTemplates()...)
 	return ts
 }
 
@@ -1402,8 +1429,16 @@ func hv(cat, vendor, hexs string, length int, fields, text, why string) *vector 
 // fixes its expectation.
 func handVectors() []*vector {
 	var vs []*vector
-	add := func(v *vector) *vector { vs = append(vs, v); return v }
+	for _, part := range []func() []*vector{invalidVectors, placementVectors, vendorVectors, apxVectors, limitVectors} {
+		vs = append(vs, part()...)
+	}
+	return vs
+}
 
+// invalidVectors lists the opcodes invalid in 64-bit mode, and C4, C5 and
+// 62 as the VEX and EVEX escapes whatever the byte after them.
+func invalidVectors() (vs []*vector) {
+	add := func(v *vector) *vector { vs = append(vs, v); return v }
 	// Opcodes invalid in 64-bit mode: the "i64" entries of the one-byte
 	// opcode map (Intel SDM Vol. 2D Table A-2; AMD APM Vol. 3 Table A-1 and
 	// §1.9 "Invalid and reassigned instructions in 64-bit mode").
@@ -1426,7 +1461,12 @@ func handVectors() []*vector {
 	add(hv("vex", "any", "c5 00 58 c0", 4, "rip=- rel=- enc=vex2 map=0f", "vaddps xmm8, xmm15, xmm0 (LDS in 32-bit mode)", vexNote))
 	add(hv("vex", "any", "c4 02 79 00 c0", 5, "rip=- rel=- enc=vex3 map=0f38", "vpshufb xmm8, xmm0, xmm8 (LES in 32-bit mode)", vexNote))
 	add(hv("evex", "any", "62 61 7c 48 58 c3", 6, "rip=- rel=- enc=evex map=0f", "vaddps zmm24, zmm0, zmm3 (BOUND in 32-bit mode)", vexNote))
+	return vs
+}
 
+// placementVectors lists REX placement and the 4-byte moffs under 67.
+func placementVectors() (vs []*vector) {
+	add := func(v *vector) *vector { vs = append(vs, v); return v }
 	// REX placement: a REX prefix counts only immediately before the
 	// opcode (or escape); earlier ones are ignored but are still bytes of
 	// the instruction (Intel SDM Vol. 2A §2.2.1 "Other placements are
@@ -1459,7 +1499,12 @@ func handVectors() []*vector {
 	add(hv("moffs", "any", "67 48 a3 11 22 33 44", 7, "disp=3:4 rip=- rel=- enc=legacy map=1byte", "addr32 mov qword ptr [0x44332211], rax", moffsWhy))
 	add(hv("moffs", "any", "66 67 a2 11 22 33 44", 7, "disp=3:4 rip=- rel=- enc=legacy map=1byte", "data16 addr32 mov byte ptr [0x44332211], al", moffsWhy))
 	add(hv("moffs", "any", "67 a1 11 22 33", -1, "", "addr32 mov eax, moffs32 cut after 3 address bytes", moffsWhy))
+	return vs
+}
 
+// vendorVectors lists the near branches with 66, the TEST alias F6/F7 /1 and 8F as POP or XOP.
+func vendorVectors() (vs []*vector) {
+	add := func(v *vector) *vector { vs = append(vs, v); return v }
 	// Near branches with 66: AMD64 uses a 16-bit displacement, Intel 64
 	// ignores the prefix and keeps 32 bits (AMD APM Vol. 3 §1.2.2 and the
 	// JMP/Jcc/CALL pages; Intel SDM Vol. 2A JMP/Jcc/CALL: "in 64-bit mode
@@ -1497,7 +1542,12 @@ func handVectors() []*vector {
 	add(hv("xop", "any", "8f c0", 2, "rip=- rel=- enc=legacy map=1byte", "pop rax (8F /0 register form)", xopWhy))
 	add(hv("xop", "any", "8f 05 11 22 33 44", 6, "rip=2 disp=2:4 rel=- enc=legacy map=1byte", "pop qword ptr [rip + disp32]", xopWhy))
 	add(hv("xop", "any", "8f 44 24 11", 4, "disp=3:1 rip=- rel=- enc=legacy map=1byte", "pop qword ptr [rsp + 0x11]", xopWhy))
+	return vs
+}
 
+// apxVectors lists APX REX2, which no assembler or objdump here knows.
+func apxVectors() (vs []*vector) {
+	add := func(v *vector) *vector { vs = append(vs, v); return v }
 	// APX REX2 (Intel APX Architecture Specification, rev. 6, §3.1.2.1):
 	// D5 and one payload byte M0 R4 X4 B4 W R3 X3 B3; M0 selects legacy map
 	// 0 or map 1 (0F); the opcode, ModRM, SIB, displacement and immediate
@@ -1533,7 +1583,12 @@ func handVectors() []*vector {
 	add(hv("rex2", "intel", "d5 08", -1, "", "REX2 with no opcode", apx))
 	add(hv("rex2", "intel", "d5 08 01", -1, "", "REX2 add with no ModRM", apx))
 	add(hv("rex2", "intel", "d5 18 b8 11 22 33 44", -1, "", "REX2.W mov r16, imm64 cut after 4 immediate bytes", apx))
+	return vs
+}
 
+// limitVectors lists truncations inside prefixes and escapes, and instructions longer than 15 bytes.
+func limitVectors() (vs []*vector) {
+	add := func(v *vector) *vector { vs = append(vs, v); return v }
 	// Truncation inside prefixes and escapes.
 	for _, c := range []struct{ hex, text string }{
 		{"66", "a prefix alone"}, {"f3 0f", "prefix and 0F"}, {"0f", "0F alone"}, {"0f 38", "0F 38 alone"}, {"0f 3a 0f c1", "palignr without imm8"},

@@ -23,15 +23,7 @@ func arm64CampaignCases(short, long int) int {
 
 // TestARM64Vectors runs the vector file on the emulator and the oracle.
 func TestARM64Vectors(t *testing.T) {
-	f, err := os.Open("testdata/arm64/emulate.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	vs, err := ReadARM64Vectors(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	vs := testenv.ReadVectors(t, "testdata/arm64/emulate.txt", ReadARM64Vectors)
 	q := startTestQEMU(t, 1)
 	var items []a64EmuItem
 	var cases []ARM64Case

@@ -75,19 +75,7 @@ func reportMismatches[M fmt.Stringer](t testing.TB) func(M) bool {
 // the test when the file holds no vector.
 func readTestVectors[T any](t testing.TB, dir string, read func(io.Reader) ([]T, error)) []T {
 	t.Helper()
-	f, err := os.Open(filepath.Join("testdata", dir, "regressions.txt"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	vecs, err := read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(vecs) == 0 {
-		t.Fatal("no regression vectors")
-	}
-	return vecs
+	return testenv.ReadVectors(t, filepath.Join("testdata", dir, "regressions.txt"), read)
 }
 
 // newEmuTestCase returns a case of the emulator oracle: the instruction of

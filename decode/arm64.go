@@ -524,29 +524,21 @@ func (i *ARM64Inst) decodeSystem(w uint32) {
 				i.DAIF = op1 == 3 && (op2 == 6 || op2 == 7)
 			}
 		}
-	case op0 == 1: // sys, sysl
+	case op0 >= 1: // sys, sysl; msr (register), mrs
 		i.Class = ARM64ClassSystem
 		i.SysReg = uint16(a64Bits(w, 20, 5))
 		i.Rt = a64Gpr(rt)
 		i.Width = 64
-		if l {
-			i.Mnemonic = "sysl"
-			i.write(i.Rt)
-		} else {
-			i.Mnemonic = "sys"
-			i.read(i.Rt)
+		names := [2]string{"sys", "sysl"} // by L: Rt read, Rt written
+		if op0 >= 2 {
+			names = [2]string{"msr", "mrs"}
+			i.DAIF = i.SysReg == a64SysregDAIF
 		}
-	case op0 >= 2: // msr (register), mrs
-		i.Class = ARM64ClassSystem
-		i.SysReg = uint16(a64Bits(w, 20, 5))
-		i.DAIF = i.SysReg == a64SysregDAIF
-		i.Rt = a64Gpr(rt)
-		i.Width = 64
 		if l {
-			i.Mnemonic = "mrs"
+			i.Mnemonic = names[1]
 			i.write(i.Rt)
 		} else {
-			i.Mnemonic = "msr"
+			i.Mnemonic = names[0]
 			i.read(i.Rt)
 		}
 	}

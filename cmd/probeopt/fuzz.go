@@ -98,26 +98,28 @@ is one JSON object. The exit status is 1 if there was any mismatch.`,
 		Args: argsRange(0, 0, ""),
 		RunE: campaignRunE(&o, fuzzEmulateRunners, "cases"),
 	}
+	campaignFlags(cmd, &o, "emulator to check: `ARCH` x86-64 or arm64", "run `N` cases",
+		"generate only class `NAME` (default: all classes)")
+	return cmd
+}
+
+// campaignFlags registers the flags every campaign command has, with the
+// usages of --arch, -n and --class given.
+func campaignFlags(cmd *cobra.Command, o *fuzzEmulateOptions, arch, n, class string) {
 	f := cmd.Flags()
-	f.StringVar(&o.arch, "arch", "x86-64", "emulator to check: `ARCH` x86-64 or arm64")
-	f.IntVarP(&o.n, "cases", "n", 100000, "run `N` cases")
+	f.StringVar(&o.arch, "arch", "x86-64", arch)
+	f.IntVarP(&o.n, "cases", "n", 100000, n)
 	f.Uint64Var(&o.seed, "seed", 0, "seed `S` of the generators (default: a random seed, printed in the report)")
-	f.StringVar(&o.class, "class", "", "generate only class `NAME` (default: all classes)")
+	f.StringVar(&o.class, "class", "", class)
 	f.IntVar(&o.stop, "stop-after", 100, "stop after `M` mismatches (0: never)")
 	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
-	return cmd
 }
 
 // fuzzEmulateReport is the report of `fuzz emulate`; it is also the JSON
 // output.
 type fuzzEmulateReport struct {
-	Arch  string `json:"arch"`
-	Seed  uint64 `json:"seed"`
-	Class string `json:"class,omitempty"`
-	// Vendor is the host CPU's vendor, which the emulator follows; CPU
-	// names the model.
-	Vendor string `json:"vendor"`
-	CPU    string `json:"cpu"`
+	campaignHead
+	hostHead
 	*fuzz.EmuReport
 	MismatchList []fuzzMismatch `json:"mismatch_list"`
 	Stopped      bool           `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -215,25 +217,21 @@ var startEmuOracle = func() (emuOracle, error) {
 
 // runFuzzEmulateX86 runs the x86-64 emulator campaign.
 func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
-	out, err := newCampaignOutput(cmd, o, "fuzz emulate", "cases", fuzz.EmuClasses())
+	out, host, err := startHostCampaign(cmd, o, "fuzz emulate", fuzz.EmuClasses())
 	if err != nil {
 		return err
-	}
-	vendor, err := fuzz.HostVendor()
-	if err != nil {
-		return fmt.Errorf("host cpu: %w", err)
 	}
 	oracle, err := startEmuOracle()
 	if err != nil {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}
 	defer oracle.Close()
-	rep := fuzzEmulateReport{Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []fuzzMismatch{}}
+	rep := fuzzEmulateReport{campaignHead: o.head(""), hostHead: host, MismatchList: []fuzzMismatch{}}
 	c := fuzz.EmuCampaign{
 		Cases:  o.n,
 		Seed:   o.seed,
 		Class:  o.class,
-		Vendor: vendor,
+		Vendor: host.vendor,
 		OnMismatch: func(m *fuzz.EmuMismatch) bool {
 			return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, mismatchJSON(m)) })
 		},
@@ -245,6 +243,74 @@ func runFuzzEmulateX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 	}
 	rep.EmuReport, rep.Stopped = res, out.stopped
 	return out.report(&rep, func() { printFuzzEmulateReport(out.stdout, &rep) }, res.Mismatches, "between the emulator and the cpu")
+}
+
+// campaignHead is the start of every campaign's report, and of its JSON
+// output.
+type campaignHead struct {
+	Campaign string `json:"campaign,omitempty"` // "emulate" or "xol"; "" for the x86-64 emulator campaign
+	Arch     string `json:"arch"`
+	Seed     uint64 `json:"seed"`
+	Class    string `json:"class,omitempty"`
+}
+
+// head is the head of the report of campaign run with o.
+func (o *fuzzEmulateOptions) head(campaign string) campaignHead {
+	return campaignHead{Campaign: campaign, Arch: o.arch, Seed: o.seed, Class: o.class}
+}
+
+// print writes the head's rows of a summary table: the campaign (when it
+// has a name), the arch and its oracle, the seed and the class.
+func (h *campaignHead) print(tw io.Writer, oracle string) {
+	class := h.Class
+	if class == "" {
+		class = "all"
+	}
+	if h.Campaign != "" {
+		fmt.Fprintf(tw, "campaign\t%s\n", h.Campaign)
+	}
+	fmt.Fprintf(tw, "arch\t%s (oracle: %s)\n", h.Arch, oracle)
+	fmt.Fprintf(tw, "seed\t%d\n", h.Seed)
+	fmt.Fprintf(tw, "class\t%s\n", class)
+}
+
+// printCampaignEnd writes the last rows a summary table has in every
+// campaign: the mismatches, whether --stop-after ended the campaign, and
+// its time in seconds.
+func printCampaignEnd(tw io.Writer, mismatches int, stopped bool, seconds float64) {
+	fmt.Fprintf(tw, "mismatches\t%d\n", mismatches)
+	if stopped {
+		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", mismatches)
+	}
+	fmt.Fprintf(tw, "time\t%.1f s\n", seconds)
+}
+
+// hostHead names the host CPU, the oracle of the x86-64 campaigns: Vendor
+// is the vendor whose rules the campaign follows, CPU names the model.
+type hostHead struct {
+	Vendor string `json:"vendor"`
+	CPU    string `json:"cpu"`
+	vendor decode.Vendor
+}
+
+// oracle names the host CPU as the oracle in a summary table.
+func (h *hostHead) oracle() string {
+	return fmt.Sprintf("the host cpu, %s: %s", h.Vendor, h.CPU)
+}
+
+// startHostCampaign begins a campaign against the host CPU: it checks
+// --class against classes, returns the campaign's output (whose progress
+// line is labelled label) and reads the host's vendor.
+func startHostCampaign(cmd *cobra.Command, o *fuzzEmulateOptions, label string, classes []string) (*campaignOutput, hostHead, error) {
+	out, err := newCampaignOutput(cmd, o, label, "cases", classes)
+	if err != nil {
+		return nil, hostHead{}, err
+	}
+	vendor, err := fuzz.HostVendor()
+	if err != nil {
+		return nil, hostHead{}, fmt.Errorf("host cpu: %w", err)
+	}
+	return out, hostHead{Vendor: vendor.String(), CPU: hostCPUName(), vendor: vendor}, nil
 }
 
 // campaignOutput is what every campaign command does around its campaign:
@@ -325,14 +391,8 @@ func (c *campaignOutput) report(rep any, print func(), mismatches int, what stri
 // printFuzzEmulateReport prints the summary as tables.
 func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 	r := rep.EmuReport
-	class := rep.Class
-	if class == "" {
-		class = "all"
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s: %s)\n", rep.Arch, rep.Vendor, rep.CPU)
-	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
-	fmt.Fprintf(tw, "class\t%s\n", class)
+	rep.campaignHead.print(tw, rep.oracle())
 	fmt.Fprintf(tw, "cases\t%d (%d completed, %d faulted; %d skipped: they touched the oracle's memory)\n", r.Cases, r.Completed, r.Faulted, r.Skipped)
 	if r.CanonicalRSP {
 		fmt.Fprintf(tw, "rsp\tcanonical only: this host cannot return to user mode with a non-canonical stack pointer\n")
@@ -340,11 +400,7 @@ func printFuzzEmulateReport(w io.Writer, rep *fuzzEmulateReport) {
 	if r.NotRun > 0 {
 		fmt.Fprintf(tw, "not run\t%d: their rsp is not canonical, and this host cannot return to user mode with such a stack pointer\n", r.NotRun)
 	}
-	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
-	if rep.Stopped {
-		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
-	}
-	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	printCampaignEnd(tw, r.Mismatches, rep.Stopped, r.Seconds)
 	fmt.Fprintf(tw, "cases/s\t%.0f\n", r.PerSecond)
 	tw.Flush()
 	fmt.Fprintln(w)

@@ -65,23 +65,15 @@ report is one JSON object. The exit status is 1 if there was any mismatch.`,
 		Args: argsRange(0, 0, ""),
 		RunE: campaignRunE(&o, fuzzXOLRunners, "runs"),
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.arch, "arch", "x86-64", "relocator to check: `ARCH` x86-64 or arm64")
-	f.IntVarP(&o.n, "cases", "n", 100000, "generate `N` runs")
-	f.Uint64Var(&o.seed, "seed", 0, "seed `S` of the generators (default: a random seed, printed in the report)")
-	f.StringVar(&o.class, "class", "", "make the first instruction of every run of class `NAME` (default: all classes)")
-	f.IntVar(&o.stop, "stop-after", 100, "stop after `M` mismatches (0: never)")
-	f.BoolVar(&o.json, "json", false, "print the report as one JSON object")
+	campaignFlags(cmd, &o, "relocator to check: `ARCH` x86-64 or arm64", "generate `N` runs",
+		"make the first instruction of every run of class `NAME` (default: all classes)")
 	return cmd
 }
 
 // arm64FuzzReport is the report of the arm64 campaigns; it is also their
 // JSON output.
 type arm64FuzzReport struct {
-	Campaign string `json:"campaign"` // "emulate" or "xol"
-	Arch     string `json:"arch"`
-	Seed     uint64 `json:"seed"`
-	Class    string `json:"class,omitempty"`
+	campaignHead
 	*fuzz.ARM64Report
 	MismatchList []arm64FuzzMismatch `json:"mismatch_list"`
 	Stopped      bool                `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -156,7 +148,7 @@ func runARM64Campaign(cmd *cobra.Command, o *fuzzEmulateOptions, kind, unit stri
 		return fmt.Errorf("start the qemu oracle: %w", err)
 	}
 	defer q.Close()
-	rep := arm64FuzzReport{Campaign: kind, Arch: o.arch, Seed: o.seed, Class: o.class, MismatchList: []arm64FuzzMismatch{}}
+	rep := arm64FuzzReport{campaignHead: o.head(kind), MismatchList: []arm64FuzzMismatch{}}
 	res, err := run(q, func(m *fuzz.ARM64Mismatch) bool {
 		return out.mismatch(m, func() { rep.MismatchList = append(rep.MismatchList, arm64MismatchJSON(m)) })
 	}, out.prog.update)
@@ -188,22 +180,11 @@ func runFuzzXOLARM64(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 // printARM64FuzzReport prints the summary as tables.
 func printARM64FuzzReport(w io.Writer, rep *arm64FuzzReport, unit string, classes []string) {
 	r := rep.ARM64Report
-	class := rep.Class
-	if class == "" {
-		class = "all"
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "campaign\t%s\n", rep.Campaign)
-	fmt.Fprintf(tw, "arch\t%s (oracle: qemu-aarch64 -cpu %s)\n", rep.Arch, fuzz.QEMUDefaultCPU)
-	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
-	fmt.Fprintf(tw, "class\t%s\n", class)
+	rep.campaignHead.print(tw, "qemu-aarch64 -cpu "+fuzz.QEMUDefaultCPU)
 	fmt.Fprintf(tw, "generated\t%d %s\n", r.Generated, unit)
 	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted)\n", r.Cases, r.Completed, r.Faulted)
-	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
-	if rep.Stopped {
-		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
-	}
-	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	printCampaignEnd(tw, r.Mismatches, rep.Stopped, r.Seconds)
 	fmt.Fprintf(tw, "%s/s\t%.0f compared\n", unit, r.PerSecond)
 	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
 		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)

@@ -22,12 +22,8 @@ func init() {
 // xolX86Report is the report of `fuzz xol --arch x86-64`; it is also its
 // JSON output.
 type xolX86Report struct {
-	Campaign string `json:"campaign"` // "xol"
-	Arch     string `json:"arch"`
-	Seed     uint64 `json:"seed"`
-	Class    string `json:"class,omitempty"`
-	Vendor   string `json:"vendor"`
-	CPU      string `json:"cpu"`
+	campaignHead
+	hostHead
 	*fuzz.XOLX86Report
 	MismatchList []xolX86Mismatch `json:"mismatch_list"`
 	Stopped      bool             `json:"stopped,omitempty"` // --stop-after ended the campaign early
@@ -48,25 +44,21 @@ type xolX86Mismatch struct {
 
 // runFuzzXOLX86 runs the x86-64 relocation campaign on the host CPU.
 func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
-	out, err := newCampaignOutput(cmd, o, "fuzz xol", "cases", fuzz.XOLX86Classes)
+	out, host, err := startHostCampaign(cmd, o, "fuzz xol", fuzz.XOLX86Classes)
 	if err != nil {
 		return err
-	}
-	vendor, err := fuzz.HostVendor()
-	if err != nil {
-		return fmt.Errorf("host cpu: %w", err)
 	}
 	oracle, err := fuzz.NewXOLX86Oracle()
 	if err != nil {
 		return fmt.Errorf("start the cpu oracle: %w", err)
 	}
 	defer oracle.Close()
-	rep := xolX86Report{Campaign: "xol", Arch: o.arch, Seed: o.seed, Class: o.class, Vendor: vendor.String(), CPU: hostCPUName(), MismatchList: []xolX86Mismatch{}}
+	rep := xolX86Report{campaignHead: o.head("xol"), hostHead: host, MismatchList: []xolX86Mismatch{}}
 	c := fuzz.XOLX86Campaign{
 		Cases:  o.n,
 		Seed:   o.seed,
 		Class:  o.class,
-		Vendor: vendor,
+		Vendor: host.vendor,
 		OnMismatch: func(m *fuzz.XOLX86Mismatch) bool {
 			return out.mismatch(m, func() {
 				rep.MismatchList = append(rep.MismatchList, xolX86Mismatch{
@@ -88,25 +80,14 @@ func runFuzzXOLX86(cmd *cobra.Command, o *fuzzEmulateOptions) error {
 // printXOLX86Report prints the summary as tables.
 func printXOLX86Report(w io.Writer, rep *xolX86Report) {
 	r := rep.XOLX86Report
-	class := rep.Class
-	if class == "" {
-		class = "all"
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "campaign\txol\n")
-	fmt.Fprintf(tw, "arch\t%s (oracle: the host cpu, %s: %s)\n", rep.Arch, rep.Vendor, rep.CPU)
-	fmt.Fprintf(tw, "seed\t%d\n", rep.Seed)
-	fmt.Fprintf(tw, "class\t%s\n", class)
+	rep.campaignHead.print(tw, rep.oracle())
 	fmt.Fprintf(tw, "generated\t%d cases\n", r.Generated)
 	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted; %d also boosted)\n", r.Compared, r.Completed, r.Faulted, r.Boosted)
 	if r.Unboosted > 0 {
 		fmt.Fprintf(tw, "not boosted\t%d: the instruction left rsp non-canonical, and this host cannot resume a thread there\n", r.Unboosted)
 	}
-	fmt.Fprintf(tw, "mismatches\t%d\n", r.Mismatches)
-	if rep.Stopped {
-		fmt.Fprintf(tw, "stopped\tafter %d mismatches (--stop-after)\n", r.Mismatches)
-	}
-	fmt.Fprintf(tw, "time\t%.1f s\n", r.Seconds)
+	printCampaignEnd(tw, r.Mismatches, rep.Stopped, r.Seconds)
 	fmt.Fprintf(tw, "cases/s\t%.0f compared\n", r.PerSecond)
 	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
 		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)

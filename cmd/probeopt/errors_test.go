@@ -127,22 +127,57 @@ type errorCase struct {
 
 // TestErrorPaths drives the built command with every bad input a new user
 // is likely to give and checks the exit status and that the message says
-// what is wrong, on stderr, with no panic.
+// what is wrong, on stderr, with no panic. The cases run in parallel: each
+// is a process of its own that only reads its inputs.
 func TestErrorPaths(t *testing.T) {
-	b := makeBadInputs(t)
-	fx := func(arch, name string) string { return fixture.Path(t, arch, name) }
-	funcsPIE := fx("x86_64", "funcs-pie")
-	usdtPIE := fx("x86_64", "usdt-pie")
-	tiny := fx("x86_64", "tiny")
-	noQEMU := []string{"PATH=" + b.emptyDir}
-	isRoot := func() string {
-		if os.Geteuid() == 0 {
-			return "running as root: every file is readable"
-		}
-		return ""
+	in := newErrorInputs(t)
+	var cases []errorCase
+	for _, group := range []func(*errorInputs) []errorCase{
+		decodeErrorCases, scanErrorCases, explainErrorCases, fuzzErrorCases, benchErrorCases, unknownCommandCases,
+	} {
+		cases = append(cases, group(in)...)
 	}
-	cases := []errorCase{
-		// decode
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			c.check(t)
+		})
+	}
+}
+
+// errorInputs are the inputs of the error-path cases: the bad inputs and
+// the committed fixtures they name.
+type errorInputs struct {
+	*badInputs
+	funcsPIE, usdtPIE, tiny string   // x86-64 fixtures
+	funcsPIEARM64           string   // the arm64 funcs-pie fixture
+	noQEMU                  []string // an environment whose PATH finds no qemu-aarch64
+}
+
+// newErrorInputs writes the bad inputs and finds the fixtures.
+func newErrorInputs(t *testing.T) *errorInputs {
+	in := &errorInputs{
+		badInputs:     makeBadInputs(t),
+		funcsPIE:      fixture.Path(t, "x86_64", "funcs-pie"),
+		usdtPIE:       fixture.Path(t, "x86_64", "usdt-pie"),
+		tiny:          fixture.Path(t, "x86_64", "tiny"),
+		funcsPIEARM64: fixture.Path(t, "aarch64", "funcs-pie"),
+	}
+	in.noQEMU = []string{"PATH=" + in.emptyDir}
+	return in
+}
+
+// skipAsRoot skips a case that needs a file root could read anyway.
+func skipAsRoot() string {
+	if os.Geteuid() == 0 {
+		return "running as root: every file is readable"
+	}
+	return ""
+}
+
+// decodeErrorCases returns the bad inputs of decode.
+func decodeErrorCases(in *errorInputs) []errorCase {
+	return []errorCase{
 		{name: "decode/bad-hex", args: []string{"decode", "zz"}, code: exitFailed,
 			stderr: []string{`decode "zz": invalid hex digit 'z' at position 1`}},
 		{name: "decode/odd-digits", args: []string{"decode", "f30"}, code: exitFailed,
@@ -155,97 +190,109 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{"decode: missing HEX argument"}},
 		{name: "decode/foreign-arch", args: []string{"decode", "--arch", "mips", "00"}, code: exitUsage,
 			stderr: []string{`invalid --arch "mips": want x86-64 or arm64`}},
+	}
+}
 
-		// scan
-		{name: "scan/missing-file", args: []string{"scan", b.missing}, code: exitFailed,
-			stderr: []string{"scan " + b.missing + ": ", "no such file or directory"}},
-		{name: "scan/missing-file-json", args: []string{"scan", "--json", b.missing}, code: exitFailed,
-			stdout: []string{`"file":"` + b.missing + `"`, `"error":`, "no such file or directory", `"failed":1`}},
-		{name: "scan/empty-directory", args: []string{"scan", b.emptyDir}, code: exitFailed,
-			stderr: []string{"scan " + b.emptyDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (it holds no regular files)"}},
-		{name: "scan/directory-without-elf", args: []string{"scan", b.textDir}, code: exitFailed,
-			stderr: []string{"scan " + b.textDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (2 files skipped: not ELF: 2)"}},
-		{name: "scan/not-elf", args: []string{"scan", b.notELF}, code: exitFailed,
-			stderr: []string{"scan " + b.notELF + ": not an ELF file"}},
-		{name: "scan/truncated", args: []string{"scan", b.trunc}, code: exitFailed,
-			stderr: []string{"scan " + b.trunc + ": malformed ELF file: section headers", "truncated ELF file"}},
-		{name: "scan/truncated-header", args: []string{"scan", b.short}, code: exitFailed,
+// scanErrorCases returns the bad inputs of scan.
+func scanErrorCases(in *errorInputs) []errorCase {
+	return []errorCase{
+		{name: "scan/missing-file", args: []string{"scan", in.missing}, code: exitFailed,
+			stderr: []string{"scan " + in.missing + ": ", "no such file or directory"}},
+		{name: "scan/missing-file-json", args: []string{"scan", "--json", in.missing}, code: exitFailed,
+			stdout: []string{`"file":"` + in.missing + `"`, `"error":`, "no such file or directory", `"failed":1`}},
+		{name: "scan/empty-directory", args: []string{"scan", in.emptyDir}, code: exitFailed,
+			stderr: []string{"scan " + in.emptyDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (it holds no regular files)"}},
+		{name: "scan/directory-without-elf", args: []string{"scan", in.textDir}, code: exitFailed,
+			stderr: []string{"scan " + in.textDir + ": no file to scan: none is an x86-64 or arm64 ELF64 file (2 files skipped: not ELF: 2)"}},
+		{name: "scan/not-elf", args: []string{"scan", in.notELF}, code: exitFailed,
+			stderr: []string{"scan " + in.notELF + ": not an ELF file"}},
+		{name: "scan/truncated", args: []string{"scan", in.trunc}, code: exitFailed,
+			stderr: []string{"scan " + in.trunc + ": malformed ELF file: section headers", "truncated ELF file"}},
+		{name: "scan/truncated-header", args: []string{"scan", in.short}, code: exitFailed,
 			stderr: []string{"40 bytes, shorter than the 64-byte header: truncated ELF file"}},
-		{name: "scan/foreign-machine", args: []string{"scan", b.riscv}, code: exitFailed,
+		{name: "scan/foreign-machine", args: []string{"scan", in.riscv}, code: exitFailed,
 			stderr: []string{"unsupported ELF file: machine EM_RISCV (want EM_X86_64 or EM_AARCH64)"}},
-		{name: "scan/32-bit", args: []string{"scan", b.elf32}, code: exitFailed,
+		{name: "scan/32-bit", args: []string{"scan", in.elf32}, code: exitFailed,
 			stderr: []string{"unsupported ELF file: 32-bit ELF (want ELF64)"}},
-		{name: "scan/big-endian", args: []string{"scan", b.bigEnd}, code: exitFailed,
+		{name: "scan/big-endian", args: []string{"scan", in.bigEnd}, code: exitFailed,
 			stderr: []string{"unsupported ELF file: big-endian ELF"}},
-		{name: "scan/relocatable", args: []string{"scan", b.rel}, code: exitFailed,
+		{name: "scan/relocatable", args: []string{"scan", in.rel}, code: exitFailed,
 			stderr: []string{"unsupported ELF file: relocatable object (ET_REL)"}},
-		{name: "scan/unreadable", args: []string{"scan", b.noRead}, code: exitFailed,
-			stderr: []string{"permission denied"}, skip: isRoot},
-		{name: "scan/unknown-symbol", args: []string{"scan", "--sites", "mian", funcsPIE}, code: exitOK,
-			stderr: []string{"scan " + funcsPIE + `: "mian": no such symbol; did you mean main?`}},
-		{name: "scan/unknown-plt-symbol", args: []string{"scan", "--sites", "printf", funcsPIE}, code: exitOK,
+		{name: "scan/unreadable", args: []string{"scan", in.noRead}, code: exitFailed,
+			stderr: []string{"permission denied"}, skip: skipAsRoot},
+		{name: "scan/unknown-symbol", args: []string{"scan", "--sites", "mian", in.funcsPIE}, code: exitOK,
+			stderr: []string{"scan " + in.funcsPIE + `: "mian": no such symbol; did you mean main?`}},
+		{name: "scan/unknown-plt-symbol", args: []string{"scan", "--sites", "printf", in.funcsPIE}, code: exitOK,
 			stderr: []string{`"printf": no such symbol; did you mean printf@plt?`}},
-		{name: "scan/unknown-usdt-probe", args: []string{"scan", "--sites", "usdt:dmeo:loop", usdtPIE}, code: exitOK,
+		{name: "scan/unknown-usdt-probe", args: []string{"scan", "--sites", "usdt:dmeo:loop", in.usdtPIE}, code: exitOK,
 			stderr: []string{`"usdt:dmeo:loop": no such symbol; did you mean usdt:demo:loop?`}},
-		{name: "scan/usdt-semaphore", args: []string{"scan", "--sites", "usdt", usdtPIE}, code: exitOK,
+		{name: "scan/usdt-semaphore", args: []string{"scan", "--sites", "usdt", in.usdtPIE}, code: exitOK,
 			stdout: []string{"2 USDT probes have a semaphore (demo:sema_start, demo:sema_done)", "enabling them needs a pid"}},
-		{name: "scan/bad-spec", args: []string{"scan", "--sites", "1234", tiny}, code: exitUsage,
+		{name: "scan/bad-spec", args: []string{"scan", "--sites", "1234", in.tiny}, code: exitUsage,
 			stderr: []string{`invalid --sites: invalid probe spec "1234": a symbol cannot start with a digit`}},
+	}
+}
 
-		// explain
-		{name: "explain/missing-file", args: []string{"explain", b.missing, "main"}, code: exitFailed,
-			stderr: []string{"explain " + b.missing + ": ", "no such file or directory"}},
-		{name: "explain/directory", args: []string{"explain", b.textDir, "main"}, code: exitFailed,
-			stderr: []string{"explain " + b.textDir + ": not an ELF file: not a regular file"}},
-		{name: "explain/not-elf", args: []string{"explain", b.notELF, "main"}, code: exitFailed,
-			stderr: []string{"explain " + b.notELF + ": not an ELF file"}},
-		{name: "explain/truncated", args: []string{"explain", b.trunc, "main"}, code: exitFailed,
+// explainErrorCases returns the bad inputs of explain.
+func explainErrorCases(in *errorInputs) []errorCase {
+	return []errorCase{
+		{name: "explain/missing-file", args: []string{"explain", in.missing, "main"}, code: exitFailed,
+			stderr: []string{"explain " + in.missing + ": ", "no such file or directory"}},
+		{name: "explain/directory", args: []string{"explain", in.textDir, "main"}, code: exitFailed,
+			stderr: []string{"explain " + in.textDir + ": not an ELF file: not a regular file"}},
+		{name: "explain/not-elf", args: []string{"explain", in.notELF, "main"}, code: exitFailed,
+			stderr: []string{"explain " + in.notELF + ": not an ELF file"}},
+		{name: "explain/truncated", args: []string{"explain", in.trunc, "main"}, code: exitFailed,
 			stderr: []string{"truncated ELF file"}},
-		{name: "explain/foreign-machine", args: []string{"explain", b.riscv, "main"}, code: exitFailed,
+		{name: "explain/foreign-machine", args: []string{"explain", in.riscv, "main"}, code: exitFailed,
 			stderr: []string{"unsupported ELF file: machine EM_RISCV"}},
-		{name: "explain/unknown-symbol", args: []string{"explain", funcsPIE, "mian"}, code: exitFailed,
-			stderr: []string{"explain " + funcsPIE + `: "mian": no such symbol; did you mean main?`}},
-		{name: "explain/unknown-symbol-bpftrace-form", args: []string{"explain", "uprobe:" + funcsPIE + ":Main"}, code: exitFailed,
+		{name: "explain/unknown-symbol", args: []string{"explain", in.funcsPIE, "mian"}, code: exitFailed,
+			stderr: []string{"explain " + in.funcsPIE + `: "mian": no such symbol; did you mean main?`}},
+		{name: "explain/unknown-symbol-bpftrace-form", args: []string{"explain", "uprobe:" + in.funcsPIE + ":Main"}, code: exitFailed,
 			stderr: []string{`no such symbol; did you mean main?`}},
-		{name: "explain/unknown-usdt-probe", args: []string{"explain", usdtPIE, "usdt:demo:sema"}, code: exitFailed,
+		{name: "explain/unknown-usdt-probe", args: []string{"explain", in.usdtPIE, "usdt:demo:sema"}, code: exitFailed,
 			stderr: []string{`"usdt:demo:sema": no such symbol; did you mean usdt:demo:sema_done or usdt:demo:sema_start?`}},
-		{name: "explain/no-usdt-notes", args: []string{"explain", funcsPIE, "usdt:demo:loop"}, code: exitFailed,
+		{name: "explain/no-usdt-notes", args: []string{"explain", in.funcsPIE, "usdt:demo:loop"}, code: exitFailed,
 			stderr: []string{`"usdt:demo:loop": no such symbol: the file has no USDT probes`}},
-		{name: "explain/mid-instruction-x86", args: []string{"explain", funcsPIE, "main+2"}, code: exitOK,
+		{name: "explain/mid-instruction-x86", args: []string{"explain", in.funcsPIE, "main+2"}, code: exitOK,
 			stderr: []string{"explain main+2: 0x1072 is inside the instruction at 0x1071, not at an instruction start"},
 			stdout: []string{"boundary       inside the instruction at 0x1071", "probeopt: reject (mid-instruction)"}},
-		{name: "explain/mid-instruction-arm64", args: []string{"explain", fx("aarch64", "funcs-pie"), "main+2"}, code: exitOK,
+		{name: "explain/mid-instruction-arm64", args: []string{"explain", in.funcsPIEARM64, "main+2"}, code: exitOK,
 			stderr: []string{"is inside the instruction at 0x6c0"},
 			stdout: []string{"probeopt: reject (misaligned)"}},
-		{name: "explain/unmapped-address", args: []string{"explain", funcsPIE, "0xdeadbeef"}, code: exitFailed,
-			stderr:   []string{"explain 0xdeadbeef: 0xdeadbeef is not in the executable code of " + funcsPIE + ": no PT_LOAD segment maps it; the executable code is at [0x1000, 0x12b1)"},
+		{name: "explain/unmapped-address", args: []string{"explain", in.funcsPIE, "0xdeadbeef"}, code: exitFailed,
+			stderr:   []string{"explain 0xdeadbeef: 0xdeadbeef is not in the executable code of " + in.funcsPIE + ": no PT_LOAD segment maps it; the executable code is at [0x1000, 0x12b1)"},
 			noStdout: true},
-		{name: "explain/read-only-segment", args: []string{"explain", funcsPIE, "0x2010"}, code: exitFailed,
-			stderr:   []string{"explain 0x2010: 0x2010 is not in the executable code of " + funcsPIE + ": it is in a PT_LOAD segment that is not executable ([0x2000, 0x2188), R); the executable code is at [0x1000, 0x12b1)"},
+		{name: "explain/read-only-segment", args: []string{"explain", in.funcsPIE, "0x2010"}, code: exitFailed,
+			stderr:   []string{"explain 0x2010: 0x2010 is not in the executable code of " + in.funcsPIE + ": it is in a PT_LOAD segment that is not executable ([0x2000, 0x2188), R); the executable code is at [0x1000, 0x12b1)"},
 			noStdout: true},
-		{name: "explain/bss", args: []string{"explain", funcsPIE, "0x4020"}, code: exitFailed,
+		{name: "explain/bss", args: []string{"explain", in.funcsPIE, "0x4020"}, code: exitFailed,
 			stderr:   []string{"0x4020 is not in the executable code of", "not executable ([0x3dd0, 0x4028), RW)"},
 			noStdout: true},
-		{name: "explain/elf-header", args: []string{"explain", funcsPIE, "0x0"}, code: exitFailed,
+		{name: "explain/elf-header", args: []string{"explain", in.funcsPIE, "0x0"}, code: exitFailed,
 			stderr:   []string{"0x0 is not in the executable code of", "not executable ([0x0, 0x650), R)"},
 			noStdout: true},
-		{name: "explain/unmapped-address-json", args: []string{"explain", "--json", funcsPIE, "0xdeadbeef"}, code: exitFailed,
+		{name: "explain/unmapped-address-json", args: []string{"explain", "--json", in.funcsPIE, "0xdeadbeef"}, code: exitFailed,
 			stdout: []string{`"spec":"0xdeadbeef"`, `"addr":3735928559`, `"error":"0xdeadbeef is not in the executable code of`}},
-		{name: "explain/unmapped-address-arm64", args: []string{"explain", fx("aarch64", "funcs-pie"), "0x1fe00"}, code: exitFailed,
+		{name: "explain/unmapped-address-arm64", args: []string{"explain", in.funcsPIEARM64, "0x1fe00"}, code: exitFailed,
 			stderr:   []string{"0x1fe00 is not in the executable code of", "not executable ([0x1fdc8, 0x20048), RW); the executable code is at [0x0, 0xaf8)"},
 			noStdout: true},
-		{name: "explain/offset-past-end", args: []string{"explain", funcsPIE, "main+0x1000"}, code: exitFailed,
+		{name: "explain/offset-past-end", args: []string{"explain", in.funcsPIE, "main+0x1000"}, code: exitFailed,
 			stderr: []string{`invalid probe spec "main+0x1000": offset 0x1000 is past the end of main`}},
-		{name: "explain/usdt-semaphore", args: []string{"explain", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
+		{name: "explain/usdt-semaphore", args: []string{"explain", in.usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
 			stdout: []string{"semaphore 0x408a", "the probe runs only once a tracer raises its semaphore in the running process; enabling it needs a pid"}},
-		{name: "explain/usdt-semaphore-json", args: []string{"explain", "--json", usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
+		{name: "explain/usdt-semaphore-json", args: []string{"explain", "--json", in.usdtPIE, "usdt:demo:sema_start"}, code: exitOK,
 			stdout: []string{`"needs_pid":true`}},
 		{name: "explain/missing-path", args: []string{"explain", "main"}, code: exitUsage,
 			stderr: []string{"explain: missing PATH"}},
-		{name: "explain/bad-spec", args: []string{"explain", tiny, "usdt:a:b:c"}, code: exitUsage,
+		{name: "explain/bad-spec", args: []string{"explain", in.tiny, "usdt:a:b:c"}, code: exitUsage,
 			stderr: []string{`invalid probe spec "usdt:a:b:c": want usdt:PROVIDER:NAME`}},
+	}
+}
 
-		// fuzz
+// fuzzErrorCases returns the bad inputs of the fuzz campaigns.
+func fuzzErrorCases(in *errorInputs) []errorCase {
+	return []errorCase{
 		{name: "fuzz/foreign-arch", args: []string{"fuzz", "emulate", "--arch", "mips"}, code: exitUsage,
 			stderr: []string{`invalid --arch "mips": want`}},
 		{name: "fuzz/no-cases", args: []string{"fuzz", "emulate", "-n", "0"}, code: exitUsage,
@@ -254,12 +301,16 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{`invalid --class "nope": want one of`}},
 		{name: "fuzz/xol-foreign-arch", args: []string{"fuzz", "xol", "--arch", "mips"}, code: exitUsage,
 			stderr: []string{`invalid --arch "mips": want`}},
-		{name: "fuzz/emulate-arm64-without-qemu", args: []string{"fuzz", "emulate", "--arch", "arm64", "-n", "10"}, env: noQEMU, code: exitFailed,
+		{name: "fuzz/emulate-arm64-without-qemu", args: []string{"fuzz", "emulate", "--arch", "arm64", "-n", "10"}, env: in.noQEMU, code: exitFailed,
 			stderr: []string{"qemu-aarch64", "not found"}},
-		{name: "fuzz/xol-without-qemu", args: []string{"fuzz", "xol", "--arch", "arm64", "-n", "10"}, env: noQEMU, code: exitFailed,
+		{name: "fuzz/xol-without-qemu", args: []string{"fuzz", "xol", "--arch", "arm64", "-n", "10"}, env: in.noQEMU, code: exitFailed,
 			stderr: []string{"qemu-aarch64", "not found"}},
+	}
+}
 
-		// bench patch
+// benchErrorCases returns the bad flags of bench patch.
+func benchErrorCases(in *errorInputs) []errorCase {
+	return []errorCase{
 		{name: "bench-patch/threads", args: []string{"bench", "patch", "--threads", "0"}, code: exitUsage,
 			stderr: []string{"--threads must be between 1 and 64, got 0"}},
 		{name: "bench-patch/sizes", args: []string{"bench", "patch", "--sizes", "3"}, code: exitUsage,
@@ -268,8 +319,12 @@ func TestErrorPaths(t *testing.T) {
 			stderr: []string{"--repeat must be at least 1, got 0"}},
 		{name: "bench-patch/argument", args: []string{"bench", "patch", "x"}, code: exitUsage,
 			stderr: []string{`patch takes no arguments, got ["x"]`}},
+	}
+}
 
-		// unknown subcommands
+// unknownCommandCases returns unknown commands and subcommands, with and without a suggestion.
+func unknownCommandCases(in *errorInputs) []errorCase {
+	return []errorCase{
 		{name: "root/unknown-command", args: []string{"decod", "90"}, code: exitUsage,
 			stderr: []string{`unknown command "decod" for "probeopt"; did you mean decode?`, "Run 'probeopt --help' for usage."}, noStdout: true},
 		{name: "root/unknown-command-no-suggestion", args: []string{"frobnicate"}, code: exitUsage,
@@ -287,35 +342,35 @@ func TestErrorPaths(t *testing.T) {
 		{name: "bench/hidden-subcommand-not-suggested", args: []string{"bench", "patch-targe"}, code: exitUsage,
 			stderr: []string{`unknown command "patch-targe" for "probeopt bench"`}, noStdout: true},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			if c.skip != nil {
-				if why := c.skip(); why != "" {
-					t.Skip(why)
-				}
-			}
-			stdout, stderr, code := runBinaryEnv(t, c.env, c.args...)
-			if code != c.code {
-				t.Errorf("exit status %d, want %d", code, c.code)
-			}
-			for _, want := range c.stderr {
-				if !strings.Contains(stderr, want) {
-					t.Errorf("stderr lacks %q", want)
-				}
-			}
-			for _, want := range c.stdout {
-				if !strings.Contains(stdout, want) {
-					t.Errorf("stdout lacks %q", want)
-				}
-			}
-			if c.noStdout && stdout != "" {
-				t.Errorf("stdout is not empty")
-			}
-			checkMessages(t, stderr, code)
-			if t.Failed() {
-				t.Logf("probeopt %q\nstdout:\n%s\nstderr:\n%s", c.args, stdout, stderr)
-			}
-		})
+}
+
+// check runs the case and checks its exit status and output.
+func (c *errorCase) check(t *testing.T) {
+	if c.skip != nil {
+		if why := c.skip(); why != "" {
+			t.Skip(why)
+		}
+	}
+	stdout, stderr, code := runBinaryEnv(t, c.env, c.args...)
+	if code != c.code {
+		t.Errorf("exit status %d, want %d", code, c.code)
+	}
+	for _, want := range c.stderr {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q", want)
+		}
+	}
+	for _, want := range c.stdout {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("stdout lacks %q", want)
+		}
+	}
+	if c.noStdout && stdout != "" {
+		t.Errorf("stdout is not empty")
+	}
+	checkMessages(t, stderr, code)
+	if t.Failed() {
+		t.Logf("probeopt %q\nstdout:\n%s\nstderr:\n%s", c.args, stdout, stderr)
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -75,19 +74,7 @@ func probeoptBinary(t *testing.T) string {
 // runBinary runs the built command and returns its output and exit status.
 func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(probeoptBinary(t), args...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case errors.As(err, &ee):
-		code = ee.ExitCode()
-	default:
-		t.Fatalf("run probeopt %q: %v", args, err)
-	}
-	return out.String(), errb.String(), code
+	return runBinaryEnv(t, nil, args...)
 }
 
 // TestBinaryExitStatus checks the documented exit statuses of the built

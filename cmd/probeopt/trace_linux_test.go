@@ -5,7 +5,6 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -146,20 +145,8 @@ func TestTraceKilled(t *testing.T) {
 		t.Errorf("exit %d, stderr %q; want %d (128+SIGKILL, as a shell says), %q", code, errb.String(), 128+9, want)
 	}
 	checkMessages(t, errb.String(), code)
-	var rep traceReport
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("JSON: %v\n%s", err, b)
-	}
-	hits := map[string]uint64{}
-	for _, p := range rep.Probes {
-		for _, s := range p.Sites {
-			hits[s.Symbol] += s.Hits
-		}
-	}
+	rep := readTraceReport(t, report)
+	hits := rep.hitsBySymbol()
 	if rep.Exit == nil || rep.Exit.Signal != 9 || hits["k_push"] != 10 || hits["c_sum"] != 10 {
 		t.Errorf("report: exit %+v, hits %v", rep.Exit, hits)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -72,17 +71,4 @@ func TestTraceMaxPause(t *testing.T) {
 	}
 	testenv.TextEqualsFile(t, pid, tracee)
 	in.Close()
-}
-
-func readTraceReport(t *testing.T, path string) *traceReport {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rep traceReport
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("JSON: %v\n%s", err, b)
-	}
-	return &rep
 }

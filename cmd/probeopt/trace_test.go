@@ -89,26 +89,39 @@ func traceWork(t *testing.T, args ...string) (*traceReport, string) {
 	if out.String() != string(want) {
 		t.Errorf("the traced program printed %q, untraced %q", out.String(), want)
 	}
-	var rep traceReport
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("JSON: %v\n%s", err, b)
-	}
-	hits := map[string]uint64{}
-	for _, p := range rep.Probes {
-		for _, s := range p.Sites {
-			hits[s.Symbol] += s.Hits
-		}
-	}
+	rep := readTraceReport(t, report)
+	hits := rep.hitsBySymbol()
 	for sym, w := range map[string]uint64{"k_push": 50, "k_mov": 100, "k_sse": 50, "c_sum": 50} {
 		if hits[sym] != w {
 			t.Errorf("%s: %d hits, want %d", sym, hits[sym], w)
 		}
 	}
-	return &rep, errb.String()
+	return rep, errb.String()
+}
+
+// readTraceReport reads the JSON report of trace --report path.
+func readTraceReport(t *testing.T, path string) *traceReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep traceReport
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatalf("JSON: %v\n%s", err, b)
+	}
+	return &rep
+}
+
+// hitsBySymbol sums the hits of the report's sites by symbol.
+func (r *traceReport) hitsBySymbol() map[string]uint64 {
+	hits := map[string]uint64{}
+	for _, p := range r.Probes {
+		for _, s := range p.Sites {
+			hits[s.Symbol] += s.Hits
+		}
+	}
+	return hits
 }
 
 // TestTraceRefusedOnly checks that a command whose only probe is refused
@@ -195,14 +208,7 @@ func TestTraceSignalDetaches(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("probeopt did not end after SIGINT")
 	}
-	var rep traceReport
-	b, err := os.ReadFile(report)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := json.Unmarshal(b, &rep); err != nil {
-		t.Fatalf("JSON: %v\n%s", err, b)
-	}
+	rep := readTraceReport(t, report)
 	if !rep.Detached || rep.Exit != nil {
 		t.Errorf("report %+v: want detached", rep)
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -133,12 +132,8 @@ Needs Linux on x86-64 and permission to trace a child process.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if o.json {
-				if err := json.NewEncoder(w).Encode(rep); err != nil {
-					return fmt.Errorf("write JSON: %w", err)
-				}
-			} else if err := printBenchPatch(w, rep); err != nil {
-				return fmt.Errorf("write output: %w", err)
+			if err := writeReport(w, o.json, rep, func() error { return printBenchPatch(w, rep) }); err != nil {
+				return err
 			}
 			if rep.Bad != 0 {
 				return fmt.Errorf("the target computed %d wrong results", rep.Bad)

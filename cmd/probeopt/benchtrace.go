@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
@@ -118,16 +117,7 @@ Needs Linux on x86-64, root (kernel uprobes) and permission to trace a child.`,
 				return err
 			}
 			w := cmd.OutOrStdout()
-			if o.json {
-				if err := json.NewEncoder(w).Encode(rep); err != nil {
-					return fmt.Errorf("write JSON: %w", err)
-				}
-				return nil
-			}
-			if err := printBenchTrace(w, rep); err != nil {
-				return fmt.Errorf("write output: %w", err)
-			}
-			return nil
+			return writeReport(w, o.json, rep, func() error { return printBenchTrace(w, rep) })
 		}),
 	}
 	f := cmd.Flags()

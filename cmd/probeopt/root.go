@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,21 @@ func runE(f func(cmd *cobra.Command, args []string) error) func(*cobra.Command, 
 		}
 		return &runError{err}
 	}
+}
+
+// writeReport writes a command's report to w: rep as one line of JSON when
+// asJSON is set (--json), otherwise what print writes.
+func writeReport(w io.Writer, asJSON bool, rep any, print func() error) error {
+	if asJSON {
+		if err := json.NewEncoder(w).Encode(rep); err != nil {
+			return fmt.Errorf("write JSON: %w", err)
+		}
+		return nil
+	}
+	if err := print(); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
 }
 
 // argsRange returns an argument validator that accepts between lo and hi

@@ -333,12 +333,8 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 		}
 	}
 	rep.tracePauseReport = newTracePauseReport(&o.pause, tr.Stats()) // bounded pauses (trace_pause.go)
-	if o.json {
-		if err := json.NewEncoder(out).Encode(rep); err != nil {
-			return fmt.Errorf("write JSON: %w", err)
-		}
-	} else if err := printTraceReport(out, rep); err != nil {
-		return fmt.Errorf("write output: %w", err)
+	if err := writeReport(out, o.json, rep, func() error { return printTraceReport(out, rep) }); err != nil {
+		return err
 	}
 	return traceEnd(stderr, warn, rep, waitErr, o.pid)
 }

@@ -37,11 +37,8 @@ func wantHits(t *testing.T, st probe.Stats, want map[string]uint64) {
 // hit by several threads, the emulated accesses that another thread could
 // see are stepped, and the locked add (stepped) keeps its count.
 func TestThreads(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const threads, n = 8, 200
-	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "threads", strconv.Itoa(threads), strconv.Itoa(n))
 	r := spawn(t, argv, nil, nil)
 	if _, err := r.tr.Add("k_*", "c_sum", "work"); err != nil {
 		t.Fatal(err)
@@ -60,11 +57,8 @@ func TestThreads(t *testing.T) {
 // several threads with events on: every event names a thread of the
 // program, and each worker thread's events are all there.
 func TestThreadEvents(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const threads, n = 8, 200
-	argv := []string{exe, "threads", strconv.Itoa(threads), strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "threads", strconv.Itoa(threads), strconv.Itoa(n))
 	r := spawn(t, argv, &probe.Options{Events: true, EventBuffer: 1 << 16}, nil)
 	if _, err := r.tr.Add("c_sum"); err != nil {
 		t.Fatal(err)
@@ -116,11 +110,8 @@ func TestThreadEvents(t *testing.T) {
 // timer: signals arrive while threads are single-stepped, are delivered
 // after the step, and every hit is counted once.
 func TestSignalsDuringSteps(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 1500
-	argv := []string{exe, "signals", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "signals", strconv.Itoa(n))
 	// Traps: the test is about signals that arrive during single steps.
 	r := spawn(t, argv, &probe.Options{NoTrampolines: true}, nil)
 	if _, err := r.tr.Add("k_sse", "k_riprel", "k_lock", "k_rep_stos"); err != nil {
@@ -145,11 +136,8 @@ func TestSignalsDuringSteps(t *testing.T) {
 // are served and counted like the parent's, with traps and with
 // trampolines, and each child computes what it computes untraced.
 func TestVfork(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 50
-	argv := []string{exe, "vfork", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "vfork", strconv.Itoa(n))
 	if string(want) != fmt.Sprintf("vfork %d ok %d\n", n, n) {
 		t.Fatalf("untraced: %q", want)
 	}
@@ -176,11 +164,8 @@ func TestVfork(t *testing.T) {
 // too, at its own sites (trampolines included: it gets a data area of its
 // own), and its events carry its pid.
 func TestFork(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 100
-	argv := []string{exe, "fork", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "fork", strconv.Itoa(n))
 	for _, follow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("follow=%v", follow), func(t *testing.T) {
 			r := spawn(t, argv, &probe.Options{FollowForks: follow, Events: true, EventBuffer: 1 << 14}, nil)
@@ -265,11 +250,8 @@ func TestFork(t *testing.T) {
 
 // TestExec checks that the probes are resolved again after an exec.
 func TestExec(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 100
-	argv := []string{exe, "exec", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "exec", strconv.Itoa(n))
 	r := spawn(t, argv, nil, nil)
 	if _, err := r.tr.Add("k_push", "work"); err != nil {
 		t.Fatal(err)
@@ -300,12 +282,9 @@ func TestExec(t *testing.T) {
 // TestDlopen checks that a library loaded with dlopen is probed before
 // its code runs (the dynamic linker's rendezvous).
 func TestDlopen(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	lib := traceFixture(t, "libtracelib.so")
 	const n = 100
-	argv := []string{exe, "dlopen", lib, strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "dlopen", lib, strconv.Itoa(n))
 	r := spawn(t, argv, nil, nil)
 	probes, err := r.tr.Add("libtracelib*:lib_*")
 	if err != nil || len(probes) != 1 {
@@ -323,6 +302,7 @@ func TestDlopen(t *testing.T) {
 
 // server is the fixture in "serve" mode.
 type server struct {
+	exe string // the fixture's path
 	cmd *exec.Cmd
 	in  io.WriteCloser
 	out *bufio.Reader
@@ -343,12 +323,37 @@ func startServer(t *testing.T, exe string) *server {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cmd: cmd, in: in, out: bufio.NewReader(out)}
+	s := &server{exe: exe, cmd: cmd, in: in, out: bufio.NewReader(out)}
 	t.Cleanup(func() { in.Close(); cmd.Process.Kill(); cmd.Wait() })
 	if l := s.line(t); l != "ready" {
 		t.Fatalf("server said %q", l)
 	}
 	return s
+}
+
+// attachServer starts the tracee fixture's server untraced and attaches a
+// tracer to it with opts (nil: the defaults). The caller detaches the
+// tracer; the server is killed when the test ends.
+func attachServer(t *testing.T, opts *probe.Options) (*server, *probe.Tracer) {
+	t.Helper()
+	testenv.NeedPtrace(t)
+	s := startServer(t, traceFixture(t, "tracee"))
+	tr, err := probe.Attach(s.cmd.Process.Pid, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, tr
+}
+
+// addResume adds one probe of the specs and resumes the process.
+func addResume(t *testing.T, tr *probe.Tracer, specs ...string) {
+	t.Helper()
+	if _, err := tr.Add(specs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func (s *server) line(t *testing.T) string {
@@ -361,11 +366,11 @@ func (s *server) line(t *testing.T) string {
 }
 
 // work asks the server for "work n" and checks the answer.
-func (s *server) work(t *testing.T, exe string, n int) {
+func (s *server) work(t *testing.T, n int) {
 	t.Helper()
 	fmt.Fprintf(s.in, "%d\n", n)
 	got := s.line(t)
-	want := strings.Fields(string(untraced(t, []string{exe, "work", strconv.Itoa(n)}, nil)))
+	want := strings.Fields(string(untraced(t, []string{s.exe, "work", strconv.Itoa(n)}, nil)))
 	if len(want) < 3 || got != strings.Join(want[:3], " ") {
 		t.Fatalf("server answered %q, want %q", got, want)
 	}
@@ -374,20 +379,9 @@ func (s *server) work(t *testing.T, exe string, n int) {
 // TestAttachDetach attaches to a running server, probes it, detaches, and
 // checks that its text equals the file and that it carries on.
 func TestAttachDetach(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Add("k_*", "c_sum", "work"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	s.work(t, exe, 50)
+	s, tr := attachServer(t, nil)
+	addResume(t, tr, "k_*", "c_sum", "work")
+	s.work(t, 50)
 	wantHits(t, tr.Stats(), map[string]uint64{"work": 1, "k_push": 50, "k_sse": 50, "c_sum": 50})
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
@@ -400,8 +394,8 @@ func TestAttachDetach(t *testing.T) {
 	if _, err := tr.Wait(); !errors.Is(err, probe.ErrClosed) {
 		t.Errorf("Wait after Detach: %v, want ErrClosed", err)
 	}
-	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
-	s.work(t, exe, 20)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, s.exe)
+	s.work(t, 20)
 	s.in.Close()
 	if err := s.cmd.Wait(); err != nil {
 		t.Errorf("server after detach: %v", err)
@@ -411,13 +405,7 @@ func TestAttachDetach(t *testing.T) {
 // TestAddRemoveWhileRunning adds and removes probes in batches while the
 // program keeps hitting them.
 func TestAddRemoveWhileRunning(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := attachServer(t, nil)
 	defer tr.Detach()
 	if err := tr.Resume(); err != nil {
 		t.Fatal(err)
@@ -426,19 +414,19 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	more, err := tr.Add("k_nop", "k_sse", "work")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	if err := tr.Remove(push...); err != nil {
 		t.Fatal(err)
 	}
 	if err := tr.Remove(push...); !errors.Is(err, probe.ErrUnknownProbe) {
 		t.Errorf("removing twice: %v, want ErrUnknownProbe", err)
 	}
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	wantHits(t, tr.Stats(), map[string]uint64{"k_push": 20, "k_nop": 20, "k_sse": 20, "work": 2})
 
 	// Toggle probes from another goroutine while the server works.
@@ -467,7 +455,7 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 		}
 	}()
 	for i := 0; i < 20; i++ {
-		s.work(t, exe, 20)
+		s.work(t, 20)
 	}
 	close(stop)
 	wg.Wait()
@@ -481,8 +469,8 @@ func TestAddRemoveWhileRunning(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
-	s.work(t, exe, 5)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, s.exe)
+	s.work(t, 5)
 }
 
 // TestEvents checks the events of a probe: one per hit, with the argument
@@ -551,21 +539,10 @@ func TestSpecs(t *testing.T) {
 // fails as a whole, and every site that still holds its int3 is restored
 // one by one.
 func TestDetachAfterTextChange(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
 	// Traps: the test writes over the int3 of a site.
-	tr, err := probe.Attach(s.cmd.Process.Pid, &probe.Options{NoTrampolines: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Add("k_push", "k_nop"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	s.work(t, exe, 5)
+	s, tr := attachServer(t, &probe.Options{NoTrampolines: true})
+	addResume(t, tr, "k_push", "k_nop")
+	s.work(t, 5)
 	var nop uint64
 	for _, p := range tr.Stats().Probes {
 		if p.Spec == "k_nop" && len(p.Sites) == 1 {
@@ -584,6 +561,6 @@ func TestDetachAfterTextChange(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatalf("detach: %v", err)
 	}
-	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
-	s.work(t, exe, 5)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, s.exe)
+	s.work(t, 5)
 }

@@ -168,6 +168,16 @@ func (r *run) finish(t *testing.T, limit time.Duration) {
 	}
 }
 
+// traceeRun returns the argv of the tracee fixture run with args, and
+// what that run prints untraced. It needs ptrace (the caller traces the
+// run next).
+func traceeRun(t *testing.T, args ...string) (argv []string, want []byte) {
+	t.Helper()
+	testenv.NeedPtrace(t)
+	argv = append([]string{traceFixture(t, "tracee")}, args...)
+	return argv, untraced(t, argv, nil)
+}
+
 // untraced runs argv without tracing and returns its stdout.
 func untraced(t *testing.T, argv []string, stdin []byte) []byte {
 	t.Helper()

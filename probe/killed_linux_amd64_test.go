@@ -67,7 +67,7 @@ func TestTracerKilled(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
 	s := startServer(t, exe)
-	s.work(t, exe, 5)
+	s.work(t, 5)
 	tracer := exec.Command(os.Args[0])
 	tracer.Env = append(os.Environ(), killedTracerEnv+"="+strconv.Itoa(s.cmd.Process.Pid))
 	out, err := tracer.StdoutPipe()
@@ -85,13 +85,13 @@ func TestTracerKilled(t *testing.T) {
 	if tracerPid(t, s.cmd.Process.Pid) != tracer.Process.Pid {
 		t.Fatalf("the server is not traced by the tracer")
 	}
-	s.work(t, exe, 50) // through the trampolines
+	s.work(t, 50) // through the trampolines
 	if err := tracer.Process.Kill(); err != nil {
 		t.Fatal(err)
 	}
 	_ = tracer.Wait()
 	for i := 0; i < 5; i++ {
-		s.work(t, exe, 100)
+		s.work(t, 100)
 	}
 	if p := tracerPid(t, s.cmd.Process.Pid); p != 0 {
 		t.Errorf("the server is still traced by %d", p)

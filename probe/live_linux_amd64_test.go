@@ -18,11 +18,8 @@ import (
 // and checks the output against an untraced run and the hit counts against
 // the calls the program makes.
 func TestFixtureEveryFunction(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 300
-	argv := []string{exe, "work", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "work", strconv.Itoa(n))
 	for _, mode := range []struct {
 		name string
 		opts probe.Options

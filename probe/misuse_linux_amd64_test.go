@@ -20,13 +20,7 @@ import (
 // second Detach, calls after it. Nothing panics, every error says what
 // happened, Events is closed at the end, and the text equals the file.
 func TestMisuse(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, &probe.Options{Events: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := attachServer(t, &probe.Options{Events: true})
 	if err := tr.Remove(nil); !errors.Is(err, probe.ErrUnknownProbe) {
 		t.Errorf("Remove(nil): %v, want ErrUnknownProbe", err)
 	}
@@ -53,9 +47,9 @@ func TestMisuse(t *testing.T) {
 			}
 		}(g)
 	}
-	s.work(t, exe, 30)
+	s.work(t, 30)
 	wg.Wait()
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}
@@ -76,8 +70,8 @@ func TestMisuse(t *testing.T) {
 			t.Fatal("Events not closed 10 s after Detach")
 		}
 	}
-	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
-	s.work(t, exe, 5)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, s.exe)
+	s.work(t, 5)
 }
 
 // TestAttachErrors checks what Attach says of a pid nobody has and of a
@@ -89,12 +83,7 @@ func TestAttachErrors(t *testing.T) {
 	if !errors.Is(err, proc.ErrNoProcess) || strings.Contains(err.Error(), "exited") {
 		t.Errorf("Attach to a missing pid: %v, want ErrNoProcess, no word of an exit", err)
 	}
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := attachServer(t, nil)
 	defer tr.Detach()
 	_, err = probe.Attach(s.cmd.Process.Pid, nil)
 	var te *proc.TracedError
@@ -108,27 +97,16 @@ func TestAttachErrors(t *testing.T) {
 // program's own count), whatever the engine's own sites took
 // (InternalTraps).
 func TestTrapsCountProbesOnly(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, &probe.Options{NoTrampolines: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := attachServer(t, &probe.Options{NoTrampolines: true})
 	defer tr.Detach()
-	if _, err := tr.Add("k_push"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	s.work(t, exe, 40)
+	addResume(t, tr, "k_push")
+	s.work(t, 40)
 	if st := tr.Stats(); st.Traps != 40 {
 		t.Errorf("Traps = %d (internal %d), want 40", st.Traps, st.InternalTraps)
 	}
 	// A return probe needs a trampoline, which the option forbids: the
 	// refusal says so.
-	_, err = tr.Add("c_fib%return")
+	_, err := tr.Add("c_fib%return")
 	var re *probe.RejectedError
 	if !errors.As(err, &re) || re.Reason != probe.ReasonReturnNeedsTrampoline || !strings.Contains(re.Detail, "NoTrampolines") {
 		t.Errorf("return probe with NoTrampolines: %v, want a refusal naming the option", err)

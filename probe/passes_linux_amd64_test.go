@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
 
@@ -21,11 +20,8 @@ import (
 // program's output says how many were wrong; it must be the untraced
 // run's.
 func TestBoundedAddWhileForking(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
 	const n = 200
-	argv := []string{exe, "forks", strconv.Itoa(n)}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "forks", strconv.Itoa(n))
 	if string(want) != fmt.Sprintf("forks %d bad 0\n", n) {
 		t.Fatalf("untraced run printed %q", want)
 	}

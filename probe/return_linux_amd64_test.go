@@ -27,10 +27,7 @@ func fib(n uint64) uint64 {
 // function: every call returns once, and each return event carries the
 // value the function computes for the argument of an entry event.
 func TestReturnProbes(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	argv := []string{exe, "work", "100"}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "work", "100")
 	r := spawn(t, argv, &probe.Options{Events: true, EventBuffer: 1 << 16}, nil)
 	probes, err := r.tr.Add("c_fib", "c_fib%return")
 	if err != nil {
@@ -111,11 +108,8 @@ func TestReturnProbeNeedsTrampoline(t *testing.T) {
 // with return probes and, in a twin run, with the kernel's return probes
 // (uretprobes, perf's uprobe PMU): the counts must be equal.
 func TestReturnAgainstKernel(t *testing.T) {
-	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
-	exe := traceFixture(t, "tracee")
-	argv := []string{exe, "work", "300"}
-	want := untraced(t, argv, nil)
+	argv, want := traceeRun(t, "work", "300")
 	r := spawn(t, argv, nil, nil)
 	if _, err := r.tr.Add("c_*%return", "mix%return", "work%return", "main%return"); err != nil {
 		t.Fatal(err)
@@ -162,25 +156,14 @@ func TestReturnAgainstKernel(t *testing.T) {
 // slot that arms the return, the entry count goes on, and only the calls
 // made after the addition count returns.
 func TestReturnProbeAddedLater(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startServer(t, exe)
-	tr, err := probe.Attach(s.cmd.Process.Pid, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, tr := attachServer(t, nil)
 	defer tr.Detach()
-	if _, err := tr.Add("c_sum"); err != nil {
-		t.Fatal(err)
-	}
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	s.work(t, exe, 5)
+	addResume(t, tr, "c_sum")
+	s.work(t, 5)
 	if _, err := tr.Add("c_sum%return"); err != nil {
 		t.Fatal(err)
 	}
-	s.work(t, exe, 7)
+	s.work(t, 7)
 	st := tr.Stats()
 	if len(st.Probes) != 2 || st.Probes[0].Hits != 12 || st.Probes[1].Hits != 7 {
 		t.Fatalf("entries and returns: %+v", st.Probes)
@@ -190,11 +173,11 @@ func TestReturnProbeAddedLater(t *testing.T) {
 	if _, err := tr.Add("c_fib%return"); err != nil {
 		t.Fatal(err)
 	}
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	if _, err := tr.Add("c_fib"); err != nil {
 		t.Fatal(err)
 	}
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	st = tr.Stats()
 	// Every site counts its own returns: c_sum's 10 + 10 more, and c_fib
 	// as many returns in each batch as it has entries in the second.
@@ -224,7 +207,7 @@ func TestReturnProbeAddedLater(t *testing.T) {
 	// One more batch of 10: c_sum is entered 10 times, c_fib returns as
 	// often as it was entered in the last batch of 10.
 	sumEntries, fibReturns, fibPerBatch := st.Probes[0].Hits, st.Probes[2].Hits, st.Probes[3].Hits
-	s.work(t, exe, 10)
+	s.work(t, 10)
 	st = tr.Stats()
 	if st.Probes[0].Hits != sumEntries+10 || st.Probes[2].Hits != fibReturns+fibPerBatch {
 		t.Errorf("after the removals: c_sum entries %d (want %d), c_fib returns %d (want %d)", st.Probes[0].Hits, sumEntries+10, st.Probes[2].Hits, fibReturns+fibPerBatch)
@@ -232,6 +215,6 @@ func TestReturnProbeAddedLater(t *testing.T) {
 	if err := tr.Detach(); err != nil {
 		t.Fatal(err)
 	}
-	testenv.TextEqualsFile(t, s.cmd.Process.Pid, exe)
-	s.work(t, exe, 3)
+	testenv.TextEqualsFile(t, s.cmd.Process.Pid, s.exe)
+	s.work(t, 3)
 }

@@ -91,12 +91,7 @@ func TestDataAreaNotReadableByOthers(t *testing.T) {
 	r := spawn(t, []string{exe, "serve"}, nil, inR)
 	inR.Close()
 	defer inW.Close()
-	if _, err := r.tr.Add("c_sum", "k_nop"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
+	addResume(t, r.tr, "c_sum", "k_nop")
 	pid := r.tr.Pid()
 	tracee := dataAreaPaths(t, pid)
 	tracer := dataAreaPaths(t, os.Getpid())

@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"os"
 	"testing"
-	"time"
 
 	fixtures "github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
@@ -22,47 +21,23 @@ func buildFixture(t testing.TB) string {
 // fixture is a running patchfixture.
 type fixture struct {
 	fixtures.PatchLayout
-	p    *Process
-	out  *bufio.Reader
-	outF *os.File
+	p   *Process
+	out *bufio.Reader // its standard output after the address line
 }
 
-// startFixture spawns the fixture with the given arguments, reads its
-// address line and returns it stopped (Spawn's state) after that line.
+// startFixture spawns the fixture with the given arguments (see
+// fixtures.StartPatch) and returns it running after its address line.
 func startFixture(t *testing.T, opts *Options, args ...string) *fixture {
 	t.Helper()
 	testenv.NeedPtrace(t)
-	path := buildFixture(t)
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	so := &SpawnOptions{Stdout: w}
-	if opts != nil {
-		so.Options = *opts
-	}
-	p, err := Spawn(append([]string{path}, args...), so)
-	w.Close()
-	if err != nil {
-		r.Close()
-		t.Fatalf("spawn: %v", err)
-	}
-	f := &fixture{p: p, out: bufio.NewReader(r), outF: r}
-	t.Cleanup(func() {
-		_ = p.Kill()
-		r.Close()
-	})
-	if err := p.Resume(); err != nil {
-		t.Fatalf("resume: %v", err)
-	}
-	line, err := fixtures.ReadLine(f.out, 60*time.Second)
-	if err != nil {
-		t.Fatalf("read fixture line: %v", err)
-	}
-	if f.PatchLayout, err = fixtures.ParsePatchLine(line); err != nil {
-		t.Fatal(err)
-	}
-	return f
+	p, run := fixtures.StartPatch(t, func(argv []string, stdout *os.File) (*Process, error) {
+		so := &SpawnOptions{Stdout: stdout}
+		if opts != nil {
+			so.Options = *opts
+		}
+		return Spawn(argv, so)
+	}, args...)
+	return &fixture{PatchLayout: run.PatchLayout, p: p, out: run.Out}
 }
 
 // read64 reads the 64-bit field at offset off of struct shared.

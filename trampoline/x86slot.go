@@ -385,17 +385,9 @@ func (g *x86Gen) event(sp eventSpec) {
 	a := g.a
 	d := g.cfg.Data
 	ring := d.RingAddr()
-	full, done, retry := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	full, done := a.NewLabel(), a.NewLabel()
 	g.addr(r11, ring)
-	a.Bind(retry)
-	a.Load(x86enc.S64, rax, x86enc.At(r11, ringHead))
-	a.Mov(x86enc.S64, r10, rax)
-	a.ALULoad(x86enc.Sub, x86enc.S64, r10, x86enc.At(r11, ringTail))
-	a.ALUImm32(x86enc.Cmp, x86enc.S64, r10, int32(d.RingRecords))
-	a.Jcc(x86enc.CondAE, full)
-	a.Lea(r10, x86enc.At(rax, 1))
-	a.Cmpxchg(x86enc.S64, x86enc.At(r11, ringHead), r10, true)
-	a.Jcc(x86enc.CondNE, retry)
+	g.reserve(x86enc.At(r11, ringHead), x86enc.At(r11, ringTail), d.RingRecords, true, full)
 	// rax = sequence number, r10 = commit value.
 	a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(d.RingRecords-1))
 	a.Shl(x86enc.S64, rax, recordLog)
@@ -451,6 +443,29 @@ func (g *x86Gen) event(sp eventSpec) {
 		a.LockIncMem(x86enc.S64, x86enc.At(r11, 0))
 	}
 	a.Bind(done)
+}
+
+// reserve takes the next record of a ring whose head and tail words are
+// at head and tail and that holds records records: it loads the head into
+// rax, jumps to full when records records are in use, and otherwise
+// compare-and-swaps the head to rax+1 (with a lock prefix when locked),
+// again from the load until that succeeds. It leaves the record's
+// sequence number in rax and the commit value (rax+1) in r10, clobbers the
+// flags, and returns the label of the load (a slow path that makes room
+// jumps back there).
+func (g *x86Gen) reserve(head, tail x86enc.Mem, records int, locked bool, full x86enc.Label) (retry x86enc.Label) {
+	a := g.a
+	retry = a.NewLabel()
+	a.Bind(retry)
+	a.Load(x86enc.S64, rax, head)
+	a.Mov(x86enc.S64, r10, rax)
+	a.ALULoad(x86enc.Sub, x86enc.S64, r10, tail)
+	a.ALUImm32(x86enc.Cmp, x86enc.S64, r10, int32(records))
+	a.Jcc(x86enc.CondAE, full)
+	a.Lea(r10, x86enc.At(rax, 1))
+	a.Cmpxchg(x86enc.S64, head, r10, locked)
+	a.Jcc(x86enc.CondNE, retry)
+	return retry
 }
 
 // threadLookup finds the calling thread's slot in the thread table and
@@ -685,127 +700,169 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 	if err := cfg.validate(h); err != nil {
 		return err
 	}
-	slot := a.Base()
 	g := &x86Gen{a: a, cfg: cfg, skip: 128}
-	plain, enter := a.NewLabel(), a.NewLabel()
-	work := h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack
-	if work {
-		need := map[x86enc.Reg]bool{}
-		d := cfg.Data
-		// Per-thread counting and recording (threaddata.go) for a counter
-		// that has a word in each stripe.
-		threadCount := h.Count && d != nil && d.perThread(h.Counter)
-		threadEvent := h.Event && d != nil && d.perThread(h.Counter) && d.ThreadRing > 0
-		perThread := threadCount || threadEvent
-		far := h.Count && counterFar(slot, cfg.Data.CounterAddr(h.Counter))
-		if far {
-			need[r11] = true
-		}
-		if perThread {
-			need[rdx], need[r10], need[r11] = true, true, true
-		}
-		if threadEvent {
-			need[rcx] = true
-		}
-		if h.Event {
-			need[rdx], need[r10], need[r11] = true, true, true
-		}
-		if h.Return != nil || h.Unhijack || h.Rehijack {
-			need[rcx], need[rdx], need[rsi], need[r10], need[r11] = true, true, true, true, true
-		}
-		a.Lea(rsp, x86enc.At(rsp, -128))
-		// A counter-only slot keeps the flags in rax; a counter in reach
-		// of a RIP-relative operand is incremented as soon as the flags
-		// are saved.
-		g.flagsInRAX = cfg.Flags == FlagsLAHF && !h.Event && h.Return == nil && !h.Unhijack && !h.Rehijack
-		var early func()
-		if h.Count && !far && !perThread {
-			early = func() { g.counter(cfg.Data.CounterAddr(h.Counter)) }
-		}
-		g.prologue(need, early)
-		entry := eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr, dropCtr: -1}
-		if d != nil && d.perThread(h.Counter) {
-			entry.dropCtr = h.Counter
-		}
-		switch {
-		case perThread:
-			shared, after := a.NewLabel(), a.NewLabel()
-			g.stripeLookup(shared)
-			if threadCount {
-				g.threadCount(h.Counter)
-			}
-			if threadEvent {
-				g.threadEvent(h.ID, h.Counter)
-			} else if h.Event {
-				g.event(entry)
-			}
-			a.Bind(after)
-			// A thread without a stripe: the shared counter and ring.
-			g.cold = append(g.cold, func() {
-				a.Bind(shared)
-				if h.Count {
-					g.counter(cfg.Data.CounterAddr(h.Counter))
-				}
-				if h.Event {
-					g.event(entry)
-				}
-				a.Jmp(after)
-			})
-		default:
-			if h.Count && early == nil {
-				g.counter(cfg.Data.CounterAddr(h.Counter))
-			}
-			if h.Event {
-				g.event(entry)
-			}
-		}
-		// Unhijack and Rehijack change only the frames above this one,
-		// the return probe only this one: arming comes last, so that its
-		// hot path may leave through the gate.
-		for _, rearm := range []bool{false, true} {
-			if rearm && !h.Rehijack || !rearm && !h.Unhijack {
-				continue
-			}
-			skip := a.NewLabel()
-			g.threadLookup(false, skip)
-			g.unhijack(rearm)
-			a.Bind(skip)
-		}
-		if h.Return != nil {
-			gate := cfg.ReturnAddr - gateLen
-			farGate := counterFar(slot, gate)
-			g.threadLookup(true, plain)
-			g.arm(h, enter, plain, farGate)
-			// The gate exit: with the stack pointer back above the return
-			// address (which now holds the address of the displaced
-			// instructions), the gate's call enters them and pushes the
-			// return trampoline's address in its place.
-			g.epilogue()
-			a.Lea(rsp, x86enc.At(rsp, 128+8))
-			if farGate {
-				a.JmpMem(x86enc.At(rsp, -16))
-			} else {
-				a.JmpTo(gate)
-			}
-		}
-		// The slow paths sit before the epilogue, jumped over (or after
-		// the gate exit), so that the slot still ends with the displaced
-		// instructions and the jump back.
-		if len(g.cold) > 0 {
-			if h.Return == nil {
-				a.Jmp(plain)
-			}
-			g.emitCold()
-		}
-		a.Bind(plain)
-		g.epilogue()
-		a.Lea(rsp, x86enc.At(rsp, 128))
+	enter := a.NewLabel()
+	if h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack {
+		g.handler(s, h, enter)
 	}
 	a.Bind(enter)
 	if err := g.displaced(s); err != nil {
 		return err
 	}
 	return finishX86(a)
+}
+
+// handlerPlan is how a slot's handler counts and records: per thread
+// (threaddata.go) when its counter has a word in each stripe, and with a
+// RIP-relative counter unless the counter is out of reach.
+type handlerPlan struct {
+	threadCount, threadEvent bool // count, record in the thread's stripe
+	far                      bool // the shared counter is beyond the reach of a RIP-relative operand
+}
+
+// perThread reports whether the handler looks up the thread's stripe.
+func (p handlerPlan) perThread() bool { return p.threadCount || p.threadEvent }
+
+// planHandler plans the handler of the slot at slot.
+func planHandler(slot uint64, h *Handler, cfg *Config) handlerPlan {
+	d := cfg.Data
+	return handlerPlan{
+		threadCount: h.Count && d != nil && d.perThread(h.Counter),
+		threadEvent: h.Event && d != nil && d.perThread(h.Counter) && d.ThreadRing > 0,
+		far:         h.Count && counterFar(slot, d.CounterAddr(h.Counter)),
+	}
+}
+
+// saved returns the registers the handler clobbers, which the prologue
+// saves.
+func (p handlerPlan) saved(h *Handler) map[x86enc.Reg]bool {
+	need := map[x86enc.Reg]bool{}
+	if p.far {
+		need[r11] = true
+	}
+	if p.perThread() {
+		need[rdx], need[r10], need[r11] = true, true, true
+	}
+	if p.threadEvent {
+		need[rcx] = true
+	}
+	if h.Event {
+		need[rdx], need[r10], need[r11] = true, true, true
+	}
+	if h.Return != nil || h.Unhijack || h.Rehijack {
+		need[rcx], need[rdx], need[rsi], need[r10], need[r11] = true, true, true, true, true
+	}
+	return need
+}
+
+// handler generates the handler of a slot, from moving the stack pointer
+// below the red zone to moving it back; enter is the label of the
+// displaced instructions (a return probe's gate enters them).
+func (g *x86Gen) handler(s *Site, h *Handler, enter x86enc.Label) {
+	a, cfg := g.a, g.cfg
+	slot := a.Base()
+	p := planHandler(slot, h, cfg)
+	plain := a.NewLabel()
+	a.Lea(rsp, x86enc.At(rsp, -128))
+	// A counter-only slot keeps the flags in rax; a counter in reach of a
+	// RIP-relative operand is incremented as soon as the flags are saved.
+	g.flagsInRAX = cfg.Flags == FlagsLAHF && !h.Event && h.Return == nil && !h.Unhijack && !h.Rehijack
+	var early func()
+	if h.Count && !p.far && !p.perThread() {
+		early = func() { g.counter(cfg.Data.CounterAddr(h.Counter)) }
+	}
+	g.prologue(p.saved(h), early)
+	g.countAndRecord(s, h, p, early != nil)
+	// Unhijack and Rehijack change only the frames above this one, the
+	// return probe only this one: arming comes last, so that its hot path
+	// may leave through the gate.
+	for _, rearm := range []bool{false, true} {
+		if rearm && !h.Rehijack || !rearm && !h.Unhijack {
+			continue
+		}
+		skip := a.NewLabel()
+		g.threadLookup(false, skip)
+		g.unhijack(rearm)
+		a.Bind(skip)
+	}
+	if h.Return != nil {
+		g.armAndExit(h, enter, plain)
+	}
+	// The slow paths sit before the epilogue, jumped over (or after the
+	// gate exit), so that the slot still ends with the displaced
+	// instructions and the jump back.
+	if len(g.cold) > 0 {
+		if h.Return == nil {
+			a.Jmp(plain)
+		}
+		g.emitCold()
+	}
+	a.Bind(plain)
+	g.epilogue()
+	a.Lea(rsp, x86enc.At(rsp, 128))
+}
+
+// countAndRecord generates the count and the entry event of handler h as
+// p plans them (counted says the prologue counted already): in the
+// thread's stripe, with the shared counter and ring as the cold path of a
+// thread without one, or in the shared counter and ring alone.
+func (g *x86Gen) countAndRecord(s *Site, h *Handler, p handlerPlan, counted bool) {
+	a, d := g.a, g.cfg.Data
+	entry := eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr, dropCtr: -1}
+	if d != nil && d.perThread(h.Counter) {
+		entry.dropCtr = h.Counter
+	}
+	if !p.perThread() {
+		if h.Count && !counted {
+			g.counter(d.CounterAddr(h.Counter))
+		}
+		if h.Event {
+			g.event(entry)
+		}
+		return
+	}
+	shared, after := a.NewLabel(), a.NewLabel()
+	g.stripeLookup(shared)
+	if p.threadCount {
+		g.threadCount(h.Counter)
+	}
+	if p.threadEvent {
+		g.threadEvent(h.ID, h.Counter)
+	} else if h.Event {
+		g.event(entry)
+	}
+	a.Bind(after)
+	// A thread without a stripe: the shared counter and ring.
+	g.cold = append(g.cold, func() {
+		a.Bind(shared)
+		if h.Count {
+			g.counter(d.CounterAddr(h.Counter))
+		}
+		if h.Event {
+			g.event(entry)
+		}
+		a.Jmp(after)
+	})
+}
+
+// armAndExit arms the return probe of h (plain: the thread has no slot in
+// the thread table) and leaves through the gate: with the stack pointer
+// back above the return address (which now holds the address of the
+// displaced instructions, enter), the gate's call enters them and pushes
+// the return trampoline's address in its place.
+func (g *x86Gen) armAndExit(h *Handler, enter, plain x86enc.Label) {
+	a := g.a
+	gate := g.cfg.ReturnAddr - gateLen
+	farGate := counterFar(a.Base(), gate)
+	g.threadLookup(true, plain)
+	g.arm(h, enter, plain, farGate)
+	g.epilogue()
+	a.Lea(rsp, x86enc.At(rsp, 128+8))
+	if farGate {
+		a.JmpMem(x86enc.At(rsp, -16))
+	} else {
+		a.JmpTo(gate)
+	}
 }
 
 // displaced appends the relocated instructions of a detour and the jump

@@ -101,7 +101,7 @@ func (g *x86Gen) threadCount(i int) {
 func (g *x86Gen) threadEvent(id uint32, ctr int) {
 	a := g.a
 	d := g.cfg.Data
-	retry, full, done := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	full, done := a.NewLabel(), a.NewLabel()
 	ringLog := d.stripeLog()
 	for uint64(1)<<ringLog < d.threadRingSize() {
 		ringLog++
@@ -114,15 +114,7 @@ func (g *x86Gen) threadEvent(id uint32, ctr int) {
 	}
 	g.addr(rcx, d.Addr+d.threadRingsOff())
 	a.ALU(x86enc.Add, x86enc.S64, rcx, r10)
-	a.Bind(retry)
-	a.Load(x86enc.S64, rax, x86enc.At(r11, stripeHead))
-	a.Mov(x86enc.S64, r10, rax)
-	a.ALULoad(x86enc.Sub, x86enc.S64, r10, x86enc.At(r11, stripeCTail))
-	a.ALUImm32(x86enc.Cmp, x86enc.S64, r10, int32(d.ThreadRing))
-	a.Jcc(x86enc.CondAE, full)
-	a.Lea(r10, x86enc.At(rax, 1))
-	a.Cmpxchg(x86enc.S64, x86enc.At(r11, stripeHead), r10, false)
-	a.Jcc(x86enc.CondNE, retry)
+	retry := g.reserve(x86enc.At(r11, stripeHead), x86enc.At(r11, stripeCTail), d.ThreadRing, false, full)
 	// rax = sequence number, r10 = commit value; rcx = the record.
 	a.ALUImm32(x86enc.And, x86enc.S32, rax, int32(d.ThreadRing-1))
 	a.Shl(x86enc.S64, rax, threadRecordLog)

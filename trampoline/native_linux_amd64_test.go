@@ -856,15 +856,21 @@ func TestNativeReturnThreads(t *testing.T) {
 	e.install(e.site("fib", nil), trampoline.Handler{ID: 3, Count: true, Counter: 0, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
 	prev := runtime.GOMAXPROCS(8)
 	defer runtime.GOMAXPROCS(prev)
-	var wg sync.WaitGroup
+	var wg, locked sync.WaitGroup
 	errs := make(chan error, 8)
+	// Every goroutine holds its own OS thread before any calls: a loaded
+	// machine would otherwise run them one after another on one thread.
+	start := make(chan struct{})
 	for i := 0; i < 8; i++ {
 		stack := e.stack()
 		wg.Add(1)
+		locked.Add(1)
 		go func() {
 			defer wg.Done()
 			runtime.LockOSThread()
 			defer runtime.UnlockOSThread()
+			locked.Done()
+			<-start
 			for k := 0; k < 50; k++ {
 				var r native.Regs
 				r.GPR[7] = 15
@@ -876,6 +882,8 @@ func TestNativeReturnThreads(t *testing.T) {
 			}
 		}()
 	}
+	locked.Wait()
+	close(start)
 	wg.Wait()
 	close(errs)
 	for err := range errs {

@@ -190,6 +190,12 @@ func (c *compiler) retImm(v int64) {
 	c.a.Ret()
 }
 
+// retZero returns 0 (xor eax, eax; ret).
+func (c *compiler) retZero() {
+	c.a.ALU(x86enc.Xor, s32, rax, rax)
+	c.a.Ret()
+}
+
 // u64 is v's bits, for a negative constant.
 func u64(v int64) uint64 { return uint64(v) }
 
@@ -226,8 +232,7 @@ func (c *compiler) mapLookup(h *hashLabels) {
 	c.ownStripe(rax)
 	a.Ret()
 	a.Bind(null)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 }
 
 // dispatch jumps by the map type of the descriptor in rdi.
@@ -320,14 +325,6 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Jcc(x86enc.CondA, inval)
 	c.dispatch(array, percpu, hash, inval)
 
-	copyValue := func() { // value rdx to rax, value size of rdi
-		a.Mov(s64, rsi, rdx)
-		a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
-		a.Mov(s64, rdi, rax)
-		a.RepMovsb()
-		a.ALU(x86enc.Xor, s32, rax, rax)
-		a.Ret()
-	}
 	a.Bind(array)
 	a.Load(s32, rax, x86enc.At(rsi, 0))
 	a.ALULoad(x86enc.Cmp, s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
@@ -337,17 +334,46 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Load(s32, r10, x86enc.At(rdi, maps.DescStride))
 	a.Imul(s64, rax, r10)
 	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdi, maps.DescData))
-	copyValue()
+	c.copyValue()
+	c.retZero()
 
 	a.Bind(percpu)
 	a.Mov(s64, r11, rcx)
 	c.percpuIndex(big)
 	a.ALUImm8(x86enc.Cmp, s64, r11, maps.UpdateNoExist)
 	a.Jcc(x86enc.CondE, exist)
-	copyValue()
+	c.copyValue()
+	c.retZero()
 
 	a.Bind(hash)
-	found, notFound, unlockRet := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	c.hashUpdate(h, big)
+
+	a.Bind(inval)
+	c.retImm(eINVAL)
+	a.Bind(big)
+	c.retImm(e2BIG)
+	a.Bind(exist)
+	c.retImm(eEXIST)
+}
+
+// copyValue copies the value at rdx to rax, the value size of the map in
+// rdi; it changes rcx, rsi and rdi.
+func (c *compiler) copyValue() {
+	a := c.a
+	a.Mov(s64, rsi, rdx)
+	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
+	a.Mov(s64, rdi, rax)
+	a.RepMovsb()
+}
+
+// hashUpdate is map_update_elem of a hash map (rdi; key rsi, value rdx,
+// flags rcx) under the map's lock: the value of the entry found is
+// replaced, or a new entry takes a free slot (hashInsert), evicting the
+// oldest entry of a full LRU map (lruEvict). It jumps to big when a per-CPU
+// hash has no stripe for the calling thread; it returns 0 or -errno.
+func (c *compiler) hashUpdate(h *hashLabels, big x86enc.Label) {
+	a := c.a
+	notFound, unlockRet := a.NewLabel(), a.NewLabel()
 	c.checkStripe(big)
 	a.Push(rdx)
 	a.Push(rcx)
@@ -357,7 +383,7 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Pop(rdx)
 	a.Test(s64, rax, rax)
 	a.Jcc(x86enc.CondE, notFound)
-	a.Bind(found)
+	// Found: BPF_NOEXIST refuses, otherwise the value is replaced.
 	a.ALUImm8(x86enc.Cmp, s64, rcx, maps.UpdateNoExist)
 	a.MovImm(r11, u64(eEXIST))
 	a.Jcc(x86enc.CondE, unlockRet)
@@ -368,10 +394,7 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Push(rdi)
 	c.hashValue(rax, rax)
 	c.ownStripe(rax)
-	a.Mov(s64, rsi, rdx)
-	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
-	a.Mov(s64, rdi, rax)
-	a.RepMovsb()
+	c.copyValue()
 	a.Pop(rdi)
 	a.ALU(x86enc.Xor, s32, r11, r11)
 	a.Jmp(unlockRet)
@@ -386,6 +409,22 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	full, room := a.NewLabel(), a.NewLabel()
 	a.Jcc(x86enc.CondAE, full)
 	a.Bind(room)
+	c.hashInsert(unlockRet)
+	a.Bind(full)
+	c.lruEvict(room, unlockRet)
+
+	a.Bind(unlockRet)
+	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
+	a.Mov(s64, rax, r11)
+	a.Ret()
+}
+
+// hashInsert writes a new entry of the hash map in rdi into the free slot
+// r9 (none: it jumps to unlockRet with -E2BIG in r11): the key (rsi), then
+// the value (rdx). It counts the entry and jumps to unlockRet with 0 in
+// r11.
+func (c *compiler) hashInsert(unlockRet x86enc.Label) {
+	a := c.a
 	a.Test(s64, r9, r9)
 	a.Jcc(x86enc.CondE, unlockRet)
 	// The key (rsi) into the free slot r9, then the value (rdx).
@@ -411,19 +450,19 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Load(s64, rdi, x86enc.At(rsp, 0))
 	c.ownStripe(rax)
 	a.Bind(zeroed)
-	a.Mov(s64, rsi, rdx)
-	a.Load(s32, rcx, x86enc.At(rdi, maps.DescValueSize))
-	a.Mov(s64, rdi, rax)
-	a.RepMovsb()
+	c.copyValue()
 	a.Pop(rdi)
 	c.stampEntry(r9, rax)
 	a.ALUMemImm8(x86enc.Add, s32, x86enc.At(rdi, maps.DescCount), 1)
 	a.ALU(x86enc.Xor, s32, r11, r11)
 	a.Jmp(unlockRet)
+}
 
-	// Full: an LRU map evicts its oldest entry (the smallest stamp of a
-	// slot in use), the others refuse with -E2BIG (in r11).
-	a.Bind(full)
+// lruEvict is the full hash map in rdi: an LRU map evicts its oldest entry
+// (the smallest stamp of a slot in use) and jumps to room with a free slot
+// in r9; the others jump to unlockRet, refusing with -E2BIG (in r11).
+func (c *compiler) lruEvict(room, unlockRet x86enc.Label) {
+	a := c.a
 	c.ifLRU(unlockRet)
 	scan, next := a.NewLabel(), a.NewLabel()
 	a.Push(rdx)
@@ -458,18 +497,6 @@ func (c *compiler) mapUpdate(h *hashLabels) {
 	a.Jcc(x86enc.CondNE, room)
 	a.Mov(s64, r9, r10)
 	a.Jmp(room)
-
-	a.Bind(unlockRet)
-	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
-	a.Mov(s64, rax, r11)
-	a.Ret()
-
-	a.Bind(inval)
-	c.retImm(eINVAL)
-	a.Bind(big)
-	c.retImm(e2BIG)
-	a.Bind(exist)
-	c.retImm(eEXIST)
 }
 
 // ifLRU jumps to skip unless the map in rdi is an LRU hash.
@@ -504,8 +531,7 @@ func (c *compiler) mapDelete(h *hashLabels) {
 	a.StoreImm(s64, x86enc.At(rax, 0), maps.HashDeleted)
 	a.ALUMemImm8(x86enc.Sub, s32, x86enc.At(rdi, maps.DescCount), 1)
 	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 	a.Bind(absent)
 	a.StoreImm(s32, x86enc.At(rdi, maps.DescLock), 0)
 	c.retImm(eNOENT)
@@ -597,15 +623,13 @@ func (c *compiler) hashFind(l x86enc.Label) {
 	a.ALU(x86enc.And, s32, rax, r11)
 	a.Dec(s64, r10)
 	a.Jcc(x86enc.CondNE, probe)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 	a.Bind(empty)
 	a.Test(s64, r9, r9)
 	a.Jcc(x86enc.CondNE, keep)
 	a.Mov(s64, r9, rdx)
 	a.Bind(keep)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 }
 
 // clock: clock_gettime(id) in nanoseconds.
@@ -683,8 +707,7 @@ func (c *compiler) comm() {
 	c.zeroBytes(rdi, rcx, rsi, done)
 	a.Bind(done)
 	a.ALUImm8(x86enc.Add, s64, rsp, 32)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 }
 
 // prandom: splitmix64 on the calling stripe's state.
@@ -751,8 +774,7 @@ func (c *compiler) probeRead() {
 	a.Jcc(x86enc.CondNE, fail)
 	a.Bind(ok)
 	a.ALUImm8(x86enc.Add, s64, rsp, 32)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 	a.Bind(fail)
 	a.Load(s64, rdi, x86enc.At(rsp, 0))
 	a.Load(s64, rcx, x86enc.At(rsp, 8))
@@ -925,8 +947,7 @@ func (c *compiler) ringReserve() {
 	a.Pause()
 	a.Jmp(retry)
 	a.Bind(null)
-	a.ALU(x86enc.Xor, s32, rax, rax)
-	a.Ret()
+	c.retZero()
 }
 
 // ringCommit: ringbuf_submit or ringbuf_discard(data, flags): the record's

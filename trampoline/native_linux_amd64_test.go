@@ -659,180 +659,204 @@ func TestNativeEventArgs(t *testing.T) {
 // TestNativeReturnProbes: recursion, nop entry, tail calls, longjmp and
 // the unwinder stand-in.
 func TestNativeReturnProbes(t *testing.T) {
-	fib := func(n uint64) uint64 {
-		a, b := uint64(0), uint64(1)
-		for i := uint64(0); i < n; i++ {
-			a, b = b, a+b
-		}
-		return a
-	}
-	calls := func(n uint64) uint64 { // calls of the recursive fib for n
-		if n <= 1 {
-			return 1
-		}
-		c := make([]uint64, n+1)
-		c[0], c[1] = 1, 1
-		for i := uint64(2); i <= n; i++ {
-			c[i] = 1 + c[i-1] + c[i-2]
-		}
-		return c[n]
-	}
 	// far: the return trampoline (and its gate) beyond the reach of a
 	// jmp rel32 from the slots.
 	for _, fn := range []string{"fib", "nopfib", "fib/far"} {
-		t.Run(fn, func(t *testing.T) {
-			o := envOptions{ring: 1 << 14}
-			if f, ok := strings.CutSuffix(fn, "/far"); ok {
-				fn, o.returnAt = f, 0x20_0000_0000
-			}
-			e := newEnv(t, o)
-			tr := e.install(e.site(fn, nil), trampoline.Handler{ID: 3, Count: true, Counter: 0, Event: true,
-				Return: &trampoline.ReturnHandler{Count: true, Counter: 1, Event: true}})
-			if far := bytes.Contains(tr.Code, []byte{0xff, 0x64, 0x24, 0xf0}); far != (o.returnAt != 0) {
-				t.Fatalf("slot leaves through jmp *-16(%%rsp): %v, want %v", far, o.returnAt != 0)
-			}
-			stack := e.stack()
-			var r native.Regs
-			for _, n := range []uint64{0, 1, 5, 12, 15} {
-				r.GPR[7] = n
-				if got := e.call(fn, r, stack).GPR[0]; got != fib(n) {
-					t.Fatalf("%s(%d) = %d, want %d", fn, n, got, fib(n))
-				}
-			}
-			want := calls(0) + calls(1) + calls(5) + calls(12) + calls(15)
-			if a, b := e.view.Counter(0), e.view.Counter(1); a != want || b != want {
-				t.Fatalf("entries %d returns %d, want %d", a, b, want)
-			}
-			// Events pair up: every return's SP is an entry's SP and the
-			// return value of fib(rdi).
-			evs := make([]trampoline.Event, 2*want+10)
-			n := e.view.Read(evs)
-			if uint64(n) != 2*want {
-				t.Fatalf("%d events, want %d", n, 2*want)
-			}
-			var stackArgs []uint64
-			var sps []uint64
-			for _, ev := range evs[:n] {
-				switch ev.Kind {
-				case trampoline.EventEntry:
-					stackArgs = append(stackArgs, ev.Args[0])
-					sps = append(sps, ev.SP)
-				case trampoline.EventReturn:
-					k := len(sps) - 1
-					if k < 0 || sps[k] != ev.SP || ev.Ret != fib(stackArgs[k]) {
-						t.Fatalf("return event %+v does not match the innermost entry (arg %d, sp %#x)", ev, stackArgs[k], sps[k])
-					}
-					sps, stackArgs = sps[:k], stackArgs[:k]
-				}
-			}
-			if d := e.depth(t); d != 0 {
-				t.Fatalf("shadow stack depth %d after all returns", d)
-			}
-		})
+		t.Run(fn, func(t *testing.T) { testReturnRecursion(t, fn) })
 	}
-	t.Run("tailcall", func(t *testing.T) {
-		e := newEnv(t, envOptions{ring: 64})
-		e.install(e.site("tc_a", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0, Event: true}})
-		e.install(e.site("tc_b", nil), trampoline.Handler{ID: 2, Return: &trampoline.ReturnHandler{Count: true, Counter: 1, Event: true}})
-		stack := e.stack()
-		var r native.Regs
-		for i := uint64(0); i < 5; i++ {
-			r.GPR[7] = i
-			if got := e.call("tc_a", r, stack).GPR[0]; got != 2*(i+1)+3 {
-				t.Fatalf("tc_a(%d) = %d", i, got)
+	t.Run("tailcall", testReturnTailCall)
+	t.Run("longjmp", testReturnLongjmp)
+	t.Run("tombstone", testReturnTombstone)
+	t.Run("unhijack", testReturnUnhijack)
+}
+
+// fibValue is the n-th Fibonacci number, what the fixture's fib returns.
+func fibValue(n uint64) uint64 {
+	a, b := uint64(0), uint64(1)
+	for i := uint64(0); i < n; i++ {
+		a, b = b, a+b
+	}
+	return a
+}
+
+// fibCalls is the number of calls of the recursive fib for n.
+func fibCalls(n uint64) uint64 {
+	if n <= 1 {
+		return 1
+	}
+	c := make([]uint64, n+1)
+	c[0], c[1] = 1, 1
+	for i := uint64(2); i <= n; i++ {
+		c[i] = 1 + c[i-1] + c[i-2]
+	}
+	return c[n]
+}
+
+// testReturnRecursion probes the entry and the return of the recursive
+// fn (fib, nopfib; with "/far", the return trampoline out of a jmp rel32's
+// reach): the counts are the calls, and the events pair up.
+func testReturnRecursion(t *testing.T, fn string) {
+	o := envOptions{ring: 1 << 14}
+	if f, ok := strings.CutSuffix(fn, "/far"); ok {
+		fn, o.returnAt = f, 0x20_0000_0000
+	}
+	e := newEnv(t, o)
+	tr := e.install(e.site(fn, nil), trampoline.Handler{ID: 3, Count: true, Counter: 0, Event: true,
+		Return: &trampoline.ReturnHandler{Count: true, Counter: 1, Event: true}})
+	if far := bytes.Contains(tr.Code, []byte{0xff, 0x64, 0x24, 0xf0}); far != (o.returnAt != 0) {
+		t.Fatalf("slot leaves through jmp *-16(%%rsp): %v, want %v", far, o.returnAt != 0)
+	}
+	stack := e.stack()
+	var r native.Regs
+	for _, n := range []uint64{0, 1, 5, 12, 15} {
+		r.GPR[7] = n
+		if got := e.call(fn, r, stack).GPR[0]; got != fibValue(n) {
+			t.Fatalf("%s(%d) = %d, want %d", fn, n, got, fibValue(n))
+		}
+	}
+	want := fibCalls(0) + fibCalls(1) + fibCalls(5) + fibCalls(12) + fibCalls(15)
+	if a, b := e.view.Counter(0), e.view.Counter(1); a != want || b != want {
+		t.Fatalf("entries %d returns %d, want %d", a, b, want)
+	}
+	// Events pair up: every return's SP is an entry's SP and the
+	// return value of fib(rdi).
+	evs := make([]trampoline.Event, 2*want+10)
+	n := e.view.Read(evs)
+	if uint64(n) != 2*want {
+		t.Fatalf("%d events, want %d", n, 2*want)
+	}
+	var stackArgs []uint64
+	var sps []uint64
+	for _, ev := range evs[:n] {
+		switch ev.Kind {
+		case trampoline.EventEntry:
+			stackArgs = append(stackArgs, ev.Args[0])
+			sps = append(sps, ev.SP)
+		case trampoline.EventReturn:
+			k := len(sps) - 1
+			if k < 0 || sps[k] != ev.SP || ev.Ret != fibValue(stackArgs[k]) {
+				t.Fatalf("return event %+v does not match the innermost entry (arg %d, sp %#x)", ev, stackArgs[k], sps[k])
 			}
+			sps, stackArgs = sps[:k], stackArgs[:k]
 		}
-		if a, b := e.view.Counter(0), e.view.Counter(1); a != 5 || b != 5 {
-			t.Fatalf("tc_a returns %d, tc_b returns %d, want 5 and 5", a, b)
+	}
+	if d := e.depth(t); d != 0 {
+		t.Fatalf("shadow stack depth %d after all returns", d)
+	}
+}
+
+// testReturnTailCall probes the returns of tc_a and of tc_b, which tc_a
+// tail-calls: each return fires once, tc_b's first.
+func testReturnTailCall(t *testing.T) {
+	e := newEnv(t, envOptions{ring: 64})
+	e.install(e.site("tc_a", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0, Event: true}})
+	e.install(e.site("tc_b", nil), trampoline.Handler{ID: 2, Return: &trampoline.ReturnHandler{Count: true, Counter: 1, Event: true}})
+	stack := e.stack()
+	var r native.Regs
+	for i := uint64(0); i < 5; i++ {
+		r.GPR[7] = i
+		if got := e.call("tc_a", r, stack).GPR[0]; got != 2*(i+1)+3 {
+			t.Fatalf("tc_a(%d) = %d", i, got)
 		}
-		var evs [16]trampoline.Event
-		if n := e.view.Read(evs[:]); n != 10 || evs[0].Probe != 2 || evs[1].Probe != 1 || evs[0].Ret != 5 {
-			t.Fatalf("events %d: %+v %+v (want tc_b's return, then tc_a's)", n, evs[0], evs[1])
+	}
+	if a, b := e.view.Counter(0), e.view.Counter(1); a != 5 || b != 5 {
+		t.Fatalf("tc_a returns %d, tc_b returns %d, want 5 and 5", a, b)
+	}
+	var evs [16]trampoline.Event
+	if n := e.view.Read(evs[:]); n != 10 || evs[0].Probe != 2 || evs[1].Probe != 1 || evs[0].Ret != 5 {
+		t.Fatalf("events %d: %+v %+v (want tc_b's return, then tc_a's)", n, evs[0], evs[1])
+	}
+	if d := e.depth(t); d != 0 {
+		t.Fatalf("shadow stack depth %d", d)
+	}
+}
+
+// testReturnLongjmp probes lj_top and lj_deep, whose frames a longjmp
+// abandons: the abandoned entries are dropped, not returned.
+func testReturnLongjmp(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.install(e.site("lj_top", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0}})
+	e.install(e.site("lj_deep", nil), trampoline.Handler{ID: 2, Count: true, Counter: 2, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
+	stack := e.stack()
+	var r native.Regs
+	for i := uint64(0); i < 30; i++ {
+		r.GPR[7] = i % 7
+		if got := e.call("lj_top", r, stack).GPR[0]; got != 100+i%7 {
+			t.Fatalf("lj_top(%d) = %d", i%7, got)
 		}
-		if d := e.depth(t); d != 0 {
-			t.Fatalf("shadow stack depth %d", d)
+		if d := e.depth(t); d > 8 {
+			t.Fatalf("shadow stack depth %d: abandoned entries are not dropped", d)
 		}
-	})
-	t.Run("longjmp", func(t *testing.T) {
-		e := newEnv(t, envOptions{})
-		e.install(e.site("lj_top", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0}})
-		e.install(e.site("lj_deep", nil), trampoline.Handler{ID: 2, Count: true, Counter: 2, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
-		stack := e.stack()
-		var r native.Regs
-		for i := uint64(0); i < 30; i++ {
-			r.GPR[7] = i % 7
-			if got := e.call("lj_top", r, stack).GPR[0]; got != 100+i%7 {
-				t.Fatalf("lj_top(%d) = %d", i%7, got)
-			}
-			if d := e.depth(t); d > 8 {
-				t.Fatalf("shadow stack depth %d: abandoned entries are not dropped", d)
-			}
-		}
-		if a, b := e.view.Counter(0), e.view.Counter(1); a != 30 || b != 0 {
-			t.Fatalf("lj_top returns %d (want 30), lj_deep returns %d (want 0: every frame was abandoned)", a, b)
-		}
-	})
-	t.Run("tombstone", func(t *testing.T) {
-		// A reclaimed slot is skipped: the thread claims another one.
-		e := newEnv(t, envOptions{threadSlots: 4})
-		e.install(e.site("fib", nil), trampoline.Handler{ID: 3, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
-		stack := e.stack()
-		var r native.Regs
-		r.GPR[7] = 10
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		native.Call(uintptr(e.sym("fib")), &r, stack)
-		st, err := e.threads.ReadThreads(e.thrMem)
-		if err != nil || len(st) != 1 {
-			t.Fatalf("slots %+v %v", st, err)
-		}
-		first := st[0].Slot
-		off := e.threads.SlotAddr(first) - e.threads.Addr
-		binary.LittleEndian.PutUint64(e.thrMem[off:], trampoline.TombstoneKey)
-		r.GPR[7] = 10
-		native.Call(uintptr(e.sym("fib")), &r, stack)
-		if r.GPR[0] != 55 {
-			t.Fatalf("fib(10) = %d", r.GPR[0])
-		}
-		st, err = e.threads.ReadThreads(e.thrMem)
-		if err != nil || len(st) != 1 || st[0].Slot == first {
-			t.Fatalf("slots after the tombstone %+v %v", st, err)
-		}
-		if c := e.view.Counter(1); c != 2*177 {
-			t.Fatalf("returns %d, want %d", c, 2*177)
-		}
-	})
-	t.Run("unhijack", func(t *testing.T) {
-		e := newEnv(t, envOptions{})
-		e.install(e.site("uw_mid", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0}})
-		stack := e.stack()
-		var r native.Regs
-		hijacked := e.call("uw_top", r, stack).GPR[0]
-		if hijacked != e.cfg.ReturnAddr {
-			t.Fatalf("uw_mid's return address seen from inside: %#x, want the return trampoline %#x", hijacked, e.cfg.ReturnAddr)
-		}
-		e.install(e.site("unw_probe", nil), trampoline.Handler{ID: 2, Unhijack: true})
-		got := e.call("uw_top", r, stack).GPR[0]
-		if got < e.sym("uw_top") || got >= e.sym("uw_mid") {
-			t.Fatalf("uw_mid's return address seen by the unwinder stand-in: %#x, want one inside uw_top (%#x..%#x)", got, e.sym("uw_top"), e.sym("uw_mid"))
-		}
-		if c := e.view.Counter(0); c != 1 {
-			t.Fatalf("uw_mid return counter %d, want 1 (the restored return does not fire)", c)
-		}
-		// Rehijack after the unwinder stand-in arms uw_mid's return probe
-		// again.
-		e.install(e.site("rh_point", nil), trampoline.Handler{ID: 3, Rehijack: true})
-		got = e.call("uw_top", r, stack).GPR[0]
-		if got < e.sym("uw_top") || got >= e.sym("uw_mid") {
-			t.Fatalf("uw_mid's return address seen by the unwinder stand-in: %#x", got)
-		}
-		if c := e.view.Counter(0); c != 2 {
-			t.Fatalf("uw_mid return counter %d, want 2 (rearmed by Rehijack)", c)
-		}
-		if d := e.depth(t); d != 0 {
-			t.Fatalf("shadow stack depth %d", d)
-		}
-	})
+	}
+	if a, b := e.view.Counter(0), e.view.Counter(1); a != 30 || b != 0 {
+		t.Fatalf("lj_top returns %d (want 30), lj_deep returns %d (want 0: every frame was abandoned)", a, b)
+	}
+}
+
+// testReturnTombstone checks that a thread whose slot was reclaimed
+// claims another one.
+func testReturnTombstone(t *testing.T) {
+	e := newEnv(t, envOptions{threadSlots: 4})
+	e.install(e.site("fib", nil), trampoline.Handler{ID: 3, Return: &trampoline.ReturnHandler{Count: true, Counter: 1}})
+	stack := e.stack()
+	var r native.Regs
+	r.GPR[7] = 10
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	native.Call(uintptr(e.sym("fib")), &r, stack)
+	st, err := e.threads.ReadThreads(e.thrMem)
+	if err != nil || len(st) != 1 {
+		t.Fatalf("slots %+v %v", st, err)
+	}
+	first := st[0].Slot
+	off := e.threads.SlotAddr(first) - e.threads.Addr
+	binary.LittleEndian.PutUint64(e.thrMem[off:], trampoline.TombstoneKey)
+	r.GPR[7] = 10
+	native.Call(uintptr(e.sym("fib")), &r, stack)
+	if r.GPR[0] != 55 {
+		t.Fatalf("fib(10) = %d", r.GPR[0])
+	}
+	st, err = e.threads.ReadThreads(e.thrMem)
+	if err != nil || len(st) != 1 || st[0].Slot == first {
+		t.Fatalf("slots after the tombstone %+v %v", st, err)
+	}
+	if c := e.view.Counter(1); c != 2*177 {
+		t.Fatalf("returns %d, want %d", c, 2*177)
+	}
+}
+
+// testReturnUnhijack checks that Unhijack shows the unwinder the original
+// return addresses, and that Rehijack arms the return probes again.
+func testReturnUnhijack(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	e.install(e.site("uw_mid", nil), trampoline.Handler{ID: 1, Return: &trampoline.ReturnHandler{Count: true, Counter: 0}})
+	stack := e.stack()
+	var r native.Regs
+	hijacked := e.call("uw_top", r, stack).GPR[0]
+	if hijacked != e.cfg.ReturnAddr {
+		t.Fatalf("uw_mid's return address seen from inside: %#x, want the return trampoline %#x", hijacked, e.cfg.ReturnAddr)
+	}
+	e.install(e.site("unw_probe", nil), trampoline.Handler{ID: 2, Unhijack: true})
+	got := e.call("uw_top", r, stack).GPR[0]
+	if got < e.sym("uw_top") || got >= e.sym("uw_mid") {
+		t.Fatalf("uw_mid's return address seen by the unwinder stand-in: %#x, want one inside uw_top (%#x..%#x)", got, e.sym("uw_top"), e.sym("uw_mid"))
+	}
+	if c := e.view.Counter(0); c != 1 {
+		t.Fatalf("uw_mid return counter %d, want 1 (the restored return does not fire)", c)
+	}
+	// Rehijack after the unwinder stand-in arms uw_mid's return probe
+	// again.
+	e.install(e.site("rh_point", nil), trampoline.Handler{ID: 3, Rehijack: true})
+	got = e.call("uw_top", r, stack).GPR[0]
+	if got < e.sym("uw_top") || got >= e.sym("uw_mid") {
+		t.Fatalf("uw_mid's return address seen by the unwinder stand-in: %#x", got)
+	}
+	if c := e.view.Counter(0); c != 2 {
+		t.Fatalf("uw_mid return counter %d, want 2 (rearmed by Rehijack)", c)
+	}
+	if d := e.depth(t); d != 0 {
+		t.Fatalf("shadow stack depth %d", d)
+	}
 }
 
 // depth returns the shadow stack depth of the calling thread's slot (the

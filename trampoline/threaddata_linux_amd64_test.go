@@ -49,145 +49,198 @@ func threadEnv(t testing.TB, stripes, ring int) *env {
 // retired stripe's counts move to the shared words and its slot is
 // claimed again.
 func TestNativeThreadStripes(t *testing.T) {
-	const threads, per, chunk = 4, 100_000, 10_000
-	for _, c := range []struct {
-		name    string
-		stripes int
-		event   bool
-	}{
+	for _, c := range []stripeCase{
 		{"counter", 8, false},
 		{"counter+event", 8, true},
 		// One stripe for four threads: three count in the shared word
 		// and record in the shared ring.
 		{"fallback", 1, true},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			e := threadEnv(t, c.stripes, 1<<10)
-			h := trampoline.Handler{ID: 9, Count: true, Counter: 5, Event: c.event}
-			e.install(e.site("bench_target", nil), h)
-			prev := runtime.GOMAXPROCS(threads + 1)
-			defer runtime.GOMAXPROCS(prev)
-			var events, wrong uint64
-			var tps sync.Map // thread pointer -> true
-			stop, drained := make(chan struct{}), make(chan struct{})
-			go func() {
-				defer close(drained)
-				var buf [256]trampoline.Event
-				for {
-					// Whether the producers were done before this pass
-					// (which then reads everything).
-					stopped := false
-					select {
-					case <-stop:
-						stopped = true
-					default:
-					}
-					n := 0
-					for _, s := range e.view.Stripes() {
-						k := e.view.ReadThread(s.Slot, buf[:])
-						for _, ev := range buf[:k] {
-							if ev.Thread != s.Key || ev.Probe != 9 || ev.TSC == 0 || ev.Kind != trampoline.EventEntry || ev.Args[0] != 41 {
-								if wrong == 0 {
-									t.Logf("slot %d key %#x: %+v", s.Slot, s.Key, ev)
-								}
-								wrong++
-							}
+		t.Run(c.name, func(t *testing.T) { testThreadStripes(t, c) })
+	}
+}
+
+// stripeCase is a case of TestNativeThreadStripes: the number of stripes
+// for its 4 threads, and whether the site records events.
+type stripeCase struct {
+	name    string
+	stripes int
+	event   bool
+}
+
+// Each of the stripeThreads threads of TestNativeThreadStripes makes
+// stripeHits hits.
+const stripeThreads, stripeHits = 4, 100_000
+
+func testThreadStripes(t *testing.T, c stripeCase) {
+	const threads, per = stripeThreads, stripeHits
+	e := threadEnv(t, c.stripes, 1<<10)
+	h := trampoline.Handler{ID: 9, Count: true, Counter: 5, Event: c.event}
+	e.install(e.site("bench_target", nil), h)
+	prev := runtime.GOMAXPROCS(threads + 1)
+	defer runtime.GOMAXPROCS(prev)
+	d := startStripeDrain(t, e)
+	tps := hitFromThreads(t, e)
+	events, wrong := d.finish()
+	if got := e.view.Counter(5); got != threads*per {
+		t.Fatalf("counter %d, want %d", got, threads*per)
+	}
+	st := e.view.Stripes()
+	want := min(c.stripes, threads)
+	if len(st) != want {
+		t.Fatalf("%d stripes claimed by %d threads with %d slots, want %d", len(st), threads, c.stripes, want)
+	}
+	for _, s := range st {
+		if _, ok := tps.Load(s.Key); !ok {
+			t.Errorf("stripe %d held by %#x, not a thread pointer of the test's threads", s.Slot, s.Key)
+		}
+		// Each thread ran per hits; with a stripe, all of them counted
+		// there.
+		if n := e.view.ThreadCounter(s.Slot, 5); n != per {
+			t.Errorf("stripe %d counted %d, want %d", s.Slot, n, per)
+		}
+	}
+	if c.event {
+		checkStripeEvents(t, e, c, events, wrong)
+	}
+	retireStripes(t, e, st)
+}
+
+// stripeDrain reads the events of every stripe's ring and of the shared
+// ring while the threads hit, and checks their fields.
+type stripeDrain struct {
+	stop, drained chan struct{}
+	events, wrong uint64
+}
+
+// startStripeDrain starts reading e's events.
+func startStripeDrain(t *testing.T, e *env) *stripeDrain {
+	d := &stripeDrain{stop: make(chan struct{}), drained: make(chan struct{})}
+	go func() {
+		defer close(d.drained)
+		var buf [256]trampoline.Event
+		for {
+			// Whether the producers were done before this pass (which
+			// then reads everything).
+			stopped := false
+			select {
+			case <-d.stop:
+				stopped = true
+			default:
+			}
+			n := 0
+			for _, s := range e.view.Stripes() {
+				k := e.view.ReadThread(s.Slot, buf[:])
+				for _, ev := range buf[:k] {
+					if ev.Thread != s.Key || ev.Probe != 9 || ev.TSC == 0 || ev.Kind != trampoline.EventEntry || ev.Args[0] != 41 {
+						if d.wrong == 0 {
+							t.Logf("slot %d key %#x: %+v", s.Slot, s.Key, ev)
 						}
-						n += k
-					}
-					n += e.view.Read(buf[:])
-					events += uint64(n)
-					if n == 0 {
-						if stopped {
-							return
-						}
-						runtime.Gosched()
+						d.wrong++
 					}
 				}
-			}()
-			// Every thread keeps its OS thread until all are done, so that
-			// no two of them share one (and its thread pointer).
-			var wg, done sync.WaitGroup
-			done.Add(threads)
-			for i := 0; i < threads; i++ {
-				stack := e.stack()
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					withTCB(t, func(tp uint64) {
-						defer done.Wait()
-						defer done.Done()
-						tps.Store(tp, true)
-						var r native.Regs
-						r.GPR[7] = 41
-						for n := 0; n < per; n += chunk {
-							native.Loop(uintptr(e.sym("bench_target")), &r, stack, chunk)
-						}
-						if r.GPR[0] != 42 {
-							t.Errorf("bench_target(41) = %d", r.GPR[0])
-						}
-					})
-				}()
+				n += k
 			}
-			wg.Wait()
-			close(stop)
-			<-drained
-			if got := e.view.Counter(5); got != threads*per {
-				t.Fatalf("counter %d, want %d", got, threads*per)
-			}
-			st := e.view.Stripes()
-			want := min(c.stripes, threads)
-			if len(st) != want {
-				t.Fatalf("%d stripes claimed by %d threads with %d slots, want %d", len(st), threads, c.stripes, want)
-			}
-			for _, s := range st {
-				if _, ok := tps.Load(s.Key); !ok {
-					t.Errorf("stripe %d held by %#x, not a thread pointer of the test's threads", s.Slot, s.Key)
+			n += e.view.Read(buf[:])
+			d.events += uint64(n)
+			if n == 0 {
+				if stopped {
+					return
 				}
-				// Each thread ran per hits; with a stripe, all of them
-				// counted there.
-				if n := e.view.ThreadCounter(s.Slot, 5); n != per {
-					t.Errorf("stripe %d counted %d, want %d", s.Slot, n, per)
-				}
+				runtime.Gosched()
 			}
-			if c.event {
-				if wrong != 0 {
-					t.Errorf("%d events with wrong fields", wrong)
-				}
-				if total := events + e.view.Dropped(); total != threads*per {
-					for _, s := range e.view.Stripes() {
-						t.Logf("stripe %d: pending %d dropped %d counted %d", s.Slot, e.view.ThreadPending(s.Slot), e.view.ThreadDropped(s.Slot), e.view.ThreadCounter(s.Slot, 5))
-					}
-					t.Logf("shared pending %d, by counter %d", e.view.Pending(), e.view.DroppedBy(5))
-					t.Fatalf("events %d + dropped %d = %d, want %d", events, e.view.Dropped(), total, threads*per)
-				}
-				if c.stripes >= threads && e.view.DroppedBy(5) != e.view.Dropped() {
-					t.Errorf("dropped %d for counter 5, %d in all", e.view.DroppedBy(5), e.view.Dropped())
-				}
-				t.Logf("%d events read, %d dropped", events, e.view.Dropped())
-			}
-			// Retire every stripe: the totals do not change, the slots
-			// are free for new threads, which count on.
-			dropped := e.view.Dropped()
-			for _, s := range st {
-				if _, err := e.view.Retire(s.Slot); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if got := e.view.Counter(5); got != threads*per {
-				t.Fatalf("counter %d after retiring, want %d", got, threads*per)
-			}
-			if e.view.Dropped() != dropped || len(e.view.Stripes()) != 0 {
-				t.Fatalf("after retiring: dropped %d (was %d), %d stripes", e.view.Dropped(), dropped, len(e.view.Stripes()))
-			}
-			withTCB(t, func(uint64) {
+		}
+	}()
+	return d
+}
+
+// finish reads what is left once the threads are done, and returns the
+// events read and those with wrong fields.
+func (d *stripeDrain) finish() (events, wrong uint64) {
+	close(d.stop)
+	<-d.drained
+	return d.events, d.wrong
+}
+
+// hitFromThreads makes stripeHits calls of bench_target(41) from each of
+// stripeThreads threads (with thread pointers of their own), and returns
+// the set of their thread pointers.
+func hitFromThreads(t *testing.T, e *env) *sync.Map {
+	t.Helper()
+	const chunk = 10_000
+	var tps sync.Map // thread pointer -> true
+	// Every thread keeps its OS thread until all are done, so that no two
+	// of them share one (and its thread pointer).
+	var wg, done sync.WaitGroup
+	done.Add(stripeThreads)
+	for i := 0; i < stripeThreads; i++ {
+		stack := e.stack()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			withTCB(t, func(tp uint64) {
+				defer done.Wait()
+				defer done.Done()
+				tps.Store(tp, true)
 				var r native.Regs
-				native.Loop(uintptr(e.sym("bench_target")), &r, e.stack(), 1000)
+				r.GPR[7] = 41
+				for n := 0; n < stripeHits; n += chunk {
+					native.Loop(uintptr(e.sym("bench_target")), &r, stack, chunk)
+				}
+				if r.GPR[0] != 42 {
+					t.Errorf("bench_target(41) = %d", r.GPR[0])
+				}
 			})
-			if got := e.view.Counter(5); got != threads*per+1000 || len(e.view.Stripes()) != 1 {
-				t.Fatalf("counter %d with %d stripes after a new thread's 1000 hits, want %d and 1", got, len(e.view.Stripes()), threads*per+1000)
-			}
-		})
+		}()
+	}
+	wg.Wait()
+	return &tps
+}
+
+// checkStripeEvents checks the events of a stripe case: every event read
+// has the right fields, and each hit gave an event read or dropped.
+func checkStripeEvents(t *testing.T, e *env, c stripeCase, events, wrong uint64) {
+	t.Helper()
+	const total = stripeThreads * stripeHits
+	if wrong != 0 {
+		t.Errorf("%d events with wrong fields", wrong)
+	}
+	if got := events + e.view.Dropped(); got != total {
+		for _, s := range e.view.Stripes() {
+			t.Logf("stripe %d: pending %d dropped %d counted %d", s.Slot, e.view.ThreadPending(s.Slot), e.view.ThreadDropped(s.Slot), e.view.ThreadCounter(s.Slot, 5))
+		}
+		t.Logf("shared pending %d, by counter %d", e.view.Pending(), e.view.DroppedBy(5))
+		t.Fatalf("events %d + dropped %d = %d, want %d", events, e.view.Dropped(), got, total)
+	}
+	if c.stripes >= stripeThreads && e.view.DroppedBy(5) != e.view.Dropped() {
+		t.Errorf("dropped %d for counter 5, %d in all", e.view.DroppedBy(5), e.view.Dropped())
+	}
+	t.Logf("%d events read, %d dropped", events, e.view.Dropped())
+}
+
+// retireStripes retires every stripe of st: the totals do not change, the
+// slots are free for new threads, which count on.
+func retireStripes(t *testing.T, e *env, st []trampoline.Stripe) {
+	t.Helper()
+	const total = stripeThreads * stripeHits
+	dropped := e.view.Dropped()
+	for _, s := range st {
+		if _, err := e.view.Retire(s.Slot); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := e.view.Counter(5); got != total {
+		t.Fatalf("counter %d after retiring, want %d", got, total)
+	}
+	if e.view.Dropped() != dropped || len(e.view.Stripes()) != 0 {
+		t.Fatalf("after retiring: dropped %d (was %d), %d stripes", e.view.Dropped(), dropped, len(e.view.Stripes()))
+	}
+	withTCB(t, func(uint64) {
+		var r native.Regs
+		native.Loop(uintptr(e.sym("bench_target")), &r, e.stack(), 1000)
+	})
+	if got := e.view.Counter(5); got != total+1000 || len(e.view.Stripes()) != 1 {
+		t.Fatalf("counter %d with %d stripes after a new thread's 1000 hits, want %d and 1", got, len(e.view.Stripes()), total+1000)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -204,6 +205,9 @@ type probeSpec struct {
 	h    trampoline.Handler
 }
 
+// install attaches to the traced process, maps a data area (ring
+// records), a thread table and slot areas in it, builds a slot for every
+// probe with cfg, and writes them and the sites' jumps in one batch.
 func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *setup {
 	t := tr.t
 	t.Helper()
@@ -223,8 +227,31 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 	if st.threads, err = trampoline.NewThreads(0, 64); err != nil {
 		t.Fatal(err)
 	}
-	// Sites first: their bytes, and what the slots must reach. Sites far
-	// apart (the executable, libgcc_s) get an area each.
+	sites := readSites(t, p, probes)
+	// Sites far apart (the executable, libgcc_s) get an area each.
+	groups := siteGroups(sites)
+	memfd, areaAt := st.mapAreas(t, p, sites, groups)
+	st.mapView(t, tr.pid, memfd)
+	for _, at := range areaAt {
+		a, err := trampoline.NewArea(at, fixtureAreaSize)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st.areas = append(st.areas, a)
+	}
+	cfg.Data, cfg.Threads = st.data, st.threads
+	st.cfg = &cfg
+	st.writeSlots(t, p, probes, sites, groups)
+	return st
+}
+
+// fixtureAreaSize is the size of each slot area install maps.
+const fixtureAreaSize = 1 << 16
+
+// readSites reads and analyses the site of every probe: its bytes, and
+// what the slots must reach.
+func readSites(t testing.TB, p *proc.Process, probes []probeSpec) []*trampoline.Site {
+	t.Helper()
 	var sites []*trampoline.Site
 	for _, pr := range probes {
 		code := make([]byte, 48)
@@ -237,25 +264,37 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 		}
 		sites = append(sites, s)
 	}
+	return sites
+}
+
+// siteGroups is the group of every site (trampoline.Clusters): one slot
+// area serves each group.
+func siteGroups(sites []*trampoline.Site) []int {
 	var addrs []uint64
 	for _, s := range sites {
 		addrs = append(addrs, s.Addr)
 	}
 	groups := trampoline.Clusters(addrs, 0)
-	groupOf := func(s *trampoline.Site) int {
-		for i, g := range groups {
-			for _, a := range g {
-				if a == s.Addr {
-					return i
-				}
+	of := make([]int, len(sites))
+	for i, s := range sites {
+		of[i] = -1
+		for g, members := range groups {
+			if slices.Contains(members, s.Addr) {
+				of[i] = g
+				break
 			}
 		}
-		return -1
 	}
-	const areaSize = 1 << 16
-	var memfd int
-	areaAt := make([]uint64, len(groups))
-	_, err = p.Stopped(func(w *proc.World) error {
+	return of
+}
+
+// mapAreas maps, in one stop of the process, the data area (in a memfd,
+// returned), the thread table and a slot area within reach of each group
+// of sites, at the addresses it returns by group.
+func (st *setup) mapAreas(t testing.TB, p *proc.Process, sites []*trampoline.Site, groups []int) (memfd int, areaAt []uint64) {
+	t.Helper()
+	areaAt = make([]uint64, slices.Max(groups)+1)
+	_, err := p.Stopped(func(w *proc.World) error {
 		fd, err := w.MemfdCreate("probeopt-data", unix.MFD_CLOEXEC)
 		if err != nil {
 			return err
@@ -278,18 +317,18 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 		for i, m := range pm {
 			maps[i] = trampoline.Mapping{Start: m.Start, End: m.End, Path: m.Path}
 		}
-		for g := range groups {
+		for g := range areaAt {
 			var reach []uint64
-			for _, s := range sites {
-				if groupOf(s) == g {
+			for i, s := range sites {
+				if groups[i] == g {
 					reach = append(reach, s.Reach()...)
 				}
 			}
-			at, err := trampoline.Place(maps, reach, areaSize, nil)
+			at, err := trampoline.Place(maps, reach, fixtureAreaSize, nil)
 			if err != nil {
 				return err
 			}
-			got, err := w.Mmap(at, areaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, -1, 0)
+			got, err := w.Mmap(at, fixtureAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS|unix.MAP_FIXED_NOREPLACE, -1, 0)
 			if err == nil && got != at {
 				err = fmt.Errorf("slot area mapped at %#x, asked %#x", got, at)
 			}
@@ -297,15 +336,21 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 				return err
 			}
 			areaAt[g] = at
-			maps = append(maps, trampoline.Mapping{Start: at, End: at + areaSize})
+			maps = append(maps, trampoline.Mapping{Start: at, End: at + fixtureAreaSize})
 		}
 		return nil
 	})
 	if err != nil {
 		t.Fatalf("tracee mappings: %v", err)
 	}
-	// The tracer's own view of the memfd.
-	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", tr.pid, memfd), os.O_RDWR, 0)
+	return memfd, areaAt
+}
+
+// mapView maps the tracer's own view of the data area's memfd (the
+// tracee's fd memfd), initialises the area and sets st.view.
+func (st *setup) mapView(t testing.TB, pid, memfd int) {
+	t.Helper()
+	f, err := os.OpenFile(fmt.Sprintf("/proc/%d/fd/%d", pid, memfd), os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -321,16 +366,12 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 	if st.view, err = trampoline.NewView(mem); err != nil {
 		t.Fatal(err)
 	}
-	for _, at := range areaAt {
-		a, err := trampoline.NewArea(at, areaSize)
-		if err != nil {
-			t.Fatal(err)
-		}
-		st.areas = append(st.areas, a)
-	}
-	cfg.Data, cfg.Threads = st.data, st.threads
-	st.cfg = &cfg
-	// One return trampoline serves every area.
+}
+
+// writeSlots writes the return trampoline (one serves every area) and the
+// slot of every probe into the areas, then the sites' jumps in one batch.
+func (st *setup) writeSlots(t testing.TB, p *proc.Process, probes []probeSpec, sites []*trampoline.Site, groups []int) {
+	t.Helper()
 	rat, code, err := st.areas[0].ReturnX86(st.cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -340,7 +381,7 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 	}
 	for i, pr := range probes {
 		h := pr.h
-		tramp, err := st.areas[groupOf(sites[i])].BuildX86(sites[i], &h, st.cfg)
+		tramp, err := st.areas[groups[i]].BuildX86(sites[i], &h, st.cfg)
 		if err != nil {
 			t.Fatalf("build %#x: %v", pr.addr, err)
 		}
@@ -358,7 +399,6 @@ func (tr *traced) install(cfg trampoline.Config, ring int, probes []probeSpec) *
 	if err := res.Err(); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
-	return st
 }
 
 // Probe ids and counters of the full run.
@@ -411,138 +451,170 @@ func TestFixture(t *testing.T) {
 		{"fsbase-lahf", trampoline.Config{ThreadPointer: trampoline.ThreadFSBase, Flags: trampoline.FlagsLAHF}},
 		{"tcb-pushf", trampoline.Config{ThreadPointer: trampoline.ThreadTCB, Flags: trampoline.FlagsPushf}},
 	} {
-		t.Run(c.name, func(t *testing.T) {
-			const n = 5000
-			tr := startTraced(t)
-			before := tr.run(n)
-			beforeSig := tr.runSig(n)
-			// install detaches: every hit must be served without the tracer.
-			st := tr.install(c.cfg, 1<<16, fullProbes(tr, true))
-			after := tr.run(n)
-			for _, k := range []string{"sum", "fib", "lj", "exc", "usdt", "work_calls", "fib_calls", "lj_deep_calls", "thrower_calls", "dtor_calls"} {
-				if before[k] != after[k] {
-					t.Errorf("%s: %s before the trampolines, %s after", k, before[k], after[k])
-				}
-			}
-			if after["rzbad"] != "0" {
-				t.Errorf("the red-zone leaf returned a wrong value %s times", after["rzbad"])
-			}
-			v := st.view
-			ctr := func(i int) uint64 { return v.Counter(i) }
-			check := func(what string, got, want uint64) {
-				t.Helper()
-				if got != want {
-					t.Errorf("%s: %d, want %d", what, got, want)
-				}
-			}
-			calls := func(k string) uint64 { return num(t, after, k) }
-			check("work entries", ctr(0), calls("work_calls"))
-			check("fibr entries", ctr(1), calls("fib_calls"))
-			check("fibr returns", ctr(2), calls("fib_calls"))
-			check("lj_top entries", ctr(3), 8*n/100)
-			check("lj_top returns", ctr(4), 8*n/100)
-			check("lj_deep entries", ctr(5), calls("lj_deep_calls"))
-			check("lj_deep returns (all abandoned by longjmp)", ctr(6), 0)
-			check("thrower entries", ctr(7), calls("thrower_calls"))
-			check("thrower returns (all left by the exception)", ctr(8), 0)
-			check("catcher entries", ctr(9), 8*n/100)
-			check("catcher returns", ctr(10), 8*n/100)
-			check("red-zone leaf hits", ctr(11), 8*n)
-			check("usdt hits", ctr(12), 8*n)
-			if ctr(13) != 8*n/100 {
-				t.Errorf("_Unwind_RaiseException hits %d, want %d", ctr(13), 8*n/100)
-			}
-			if ctr(14) == 0 {
-				t.Errorf("_Unwind_Resume never hit (the destructors' landing pads resume unwinding)")
-			}
-			check("__cxa_begin_catch hits", ctr(16), 8*n/100)
-			// Events: one per work call with the arguments the threads
-			// passed, and one per catcher return with its value.
-			tps := map[uint64]uint64{} // thread pointer -> thread index
-			for i, s := range strings.Split(after["tps"], ",") {
-				p, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
-				if err != nil {
-					t.Fatal(err)
-				}
-				tps[p] = uint64(i)
-			}
-			evs := make([]trampoline.Event, 1<<16)
-			nev := v.Read(evs)
-			if v.Dropped() != 0 {
-				t.Fatalf("%d events dropped", v.Dropped())
-			}
-			perThread := map[uint64][]uint64{}
-			var catcherRets []int64
-			for _, ev := range evs[:nev] {
-				switch ev.Probe {
-				case idWork:
-					th, ok := tps[ev.Thread]
-					a := ev.Args
-					if !ok || ev.Kind != trampoline.EventEntry || a[0] != th || a[2] != 3*a[1] || int64(a[3]) != -int64(a[1]) ||
-						a[4] != th<<32|a[1] || a[5] != 0x5555 || ev.IP != num(t, tr.ready, "work") {
-						t.Fatalf("work event %+v (thread pointers %s)", ev, after["tps"])
-					}
-					perThread[th] = append(perThread[th], a[1])
-				case idCatcher:
-					if ev.Kind != trampoline.EventReturn {
-						t.Fatalf("catcher event %+v", ev)
-					}
-					catcherRets = append(catcherRets, int64(ev.Ret))
-				default:
-					t.Fatalf("unexpected event %+v", ev)
-				}
-			}
-			for th := uint64(0); th < 8; th++ {
-				is := perThread[th]
-				sort.Slice(is, func(a, b int) bool { return is[a] < is[b] })
-				if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
-					t.Fatalf("thread %d: %d work events", th, len(is))
-				}
-				for i := range is {
-					if is[i] != uint64(i) {
-						t.Fatalf("thread %d: iteration %d missing", th, i)
-					}
-				}
-			}
-			var sum int64
-			for _, r := range catcherRets {
-				sum += r
-			}
-			if len(catcherRets) != 8*n/100 || sum != int64(num(t, after, "exc")) {
-				t.Fatalf("%d catcher return events summing to %d, want %d and %s", len(catcherRets), sum, 8*n/100, after["exc"])
-			}
-
-			// Again with signals whose handler calls probed functions,
-			// interrupting trampolines and return probes anywhere.
-			for i := 0; i < 32; i++ {
-				v.ResetCounter(i)
-			}
-			afterSig := tr.runSig(n)
-			for _, k := range []string{"sum", "fib", "lj", "exc", "usdt", "rzbad", "work_calls", "thrower_calls", "dtor_calls", "sig_bad"} {
-				if beforeSig[k] != afterSig[k] {
-					t.Errorf("with signals: %s: %s before the trampolines, %s after", k, beforeSig[k], afterSig[k])
-				}
-			}
-			sigs := num(t, afterSig, "sig_count")
-			if sigs == 0 {
-				t.Errorf("no signal was handled")
-			}
-			calls = func(k string) uint64 { return num(t, afterSig, k) }
-			check("with signals: fibr entries", ctr(1), calls("fib_calls"))
-			check("with signals: fibr returns", ctr(2), calls("fib_calls"))
-			check("with signals: lj_top entries", ctr(3), 8*n/100+sigs)
-			check("with signals: lj_top returns", ctr(4), 8*n/100+sigs)
-			check("with signals: lj_deep returns", ctr(6), 0)
-			check("with signals: catcher returns", ctr(10), 8*n/100)
-			t.Logf("%d signals handled during the run", sigs)
-			tr.checkShadowStacks(st)
-
-			fmt.Fprintln(tr.in, "quit")
-			if l := tr.line(10 * time.Second); l != "bye" {
-				t.Fatalf("fixture: %q", l)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { testFixture(t, c.cfg) })
 	}
+}
+
+// fixtureRuns is the n of the fixture's runs in TestFixture.
+const fixtureRuns = 5000
+
+// testFixture runs the fixture untraced, installs the full set of probes
+// with cfg and runs it again, with and without signals: the program's
+// results do not change, and the counters and events are what it did.
+func testFixture(t *testing.T, cfg trampoline.Config) {
+	const n = fixtureRuns
+	tr := startTraced(t)
+	before := tr.run(n)
+	beforeSig := tr.runSig(n)
+	// install detaches: every hit must be served without the tracer.
+	st := tr.install(cfg, 1<<16, fullProbes(tr, true))
+	after := tr.run(n)
+	for _, k := range []string{"sum", "fib", "lj", "exc", "usdt", "work_calls", "fib_calls", "lj_deep_calls", "thrower_calls", "dtor_calls"} {
+		if before[k] != after[k] {
+			t.Errorf("%s: %s before the trampolines, %s after", k, before[k], after[k])
+		}
+	}
+	if after["rzbad"] != "0" {
+		t.Errorf("the red-zone leaf returned a wrong value %s times", after["rzbad"])
+	}
+	checkFixtureCounters(t, st.view, after)
+	checkFixtureEvents(t, tr, st.view, after)
+	checkFixtureSignals(t, tr, st, beforeSig)
+	fmt.Fprintln(tr.in, "quit")
+	if l := tr.line(10 * time.Second); l != "bye" {
+		t.Fatalf("fixture: %q", l)
+	}
+}
+
+// checkCounter checks that counter what is want.
+func checkCounter(t *testing.T, what string, got, want uint64) {
+	t.Helper()
+	if got != want {
+		t.Errorf("%s: %d, want %d", what, got, want)
+	}
+}
+
+// checkFixtureCounters checks the counters of the full probes after a run
+// whose results are after.
+func checkFixtureCounters(t *testing.T, v *trampoline.View, after map[string]string) {
+	t.Helper()
+	const n = fixtureRuns
+	ctr := func(i int) uint64 { return v.Counter(i) }
+	calls := func(k string) uint64 { return num(t, after, k) }
+	checkCounter(t, "work entries", ctr(0), calls("work_calls"))
+	checkCounter(t, "fibr entries", ctr(1), calls("fib_calls"))
+	checkCounter(t, "fibr returns", ctr(2), calls("fib_calls"))
+	checkCounter(t, "lj_top entries", ctr(3), 8*n/100)
+	checkCounter(t, "lj_top returns", ctr(4), 8*n/100)
+	checkCounter(t, "lj_deep entries", ctr(5), calls("lj_deep_calls"))
+	checkCounter(t, "lj_deep returns (all abandoned by longjmp)", ctr(6), 0)
+	checkCounter(t, "thrower entries", ctr(7), calls("thrower_calls"))
+	checkCounter(t, "thrower returns (all left by the exception)", ctr(8), 0)
+	checkCounter(t, "catcher entries", ctr(9), 8*n/100)
+	checkCounter(t, "catcher returns", ctr(10), 8*n/100)
+	checkCounter(t, "red-zone leaf hits", ctr(11), 8*n)
+	checkCounter(t, "usdt hits", ctr(12), 8*n)
+	if ctr(13) != 8*n/100 {
+		t.Errorf("_Unwind_RaiseException hits %d, want %d", ctr(13), 8*n/100)
+	}
+	if ctr(14) == 0 {
+		t.Errorf("_Unwind_Resume never hit (the destructors' landing pads resume unwinding)")
+	}
+	checkCounter(t, "__cxa_begin_catch hits", ctr(16), 8*n/100)
+}
+
+// checkFixtureEvents checks the events of the full probes after a run
+// whose results are after: one per work call with the arguments the
+// threads passed, and one per catcher return with its value.
+func checkFixtureEvents(t *testing.T, tr *traced, v *trampoline.View, after map[string]string) {
+	t.Helper()
+	const n = fixtureRuns
+	tps := map[uint64]uint64{} // thread pointer -> thread index
+	for i, s := range strings.Split(after["tps"], ",") {
+		p, err := strconv.ParseUint(strings.TrimPrefix(s, "0x"), 16, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tps[p] = uint64(i)
+	}
+	evs := make([]trampoline.Event, 1<<16)
+	nev := v.Read(evs)
+	if v.Dropped() != 0 {
+		t.Fatalf("%d events dropped", v.Dropped())
+	}
+	perThread := map[uint64][]uint64{}
+	var catcherRets []int64
+	for _, ev := range evs[:nev] {
+		switch ev.Probe {
+		case idWork:
+			th, ok := tps[ev.Thread]
+			a := ev.Args
+			if !ok || ev.Kind != trampoline.EventEntry || a[0] != th || a[2] != 3*a[1] || int64(a[3]) != -int64(a[1]) ||
+				a[4] != th<<32|a[1] || a[5] != 0x5555 || ev.IP != num(t, tr.ready, "work") {
+				t.Fatalf("work event %+v (thread pointers %s)", ev, after["tps"])
+			}
+			perThread[th] = append(perThread[th], a[1])
+		case idCatcher:
+			if ev.Kind != trampoline.EventReturn {
+				t.Fatalf("catcher event %+v", ev)
+			}
+			catcherRets = append(catcherRets, int64(ev.Ret))
+		default:
+			t.Fatalf("unexpected event %+v", ev)
+		}
+	}
+	for th := uint64(0); th < 8; th++ {
+		is := perThread[th]
+		sort.Slice(is, func(a, b int) bool { return is[a] < is[b] })
+		if len(is) != n || is[0] != 0 || is[n-1] != n-1 {
+			t.Fatalf("thread %d: %d work events", th, len(is))
+		}
+		for i := range is {
+			if is[i] != uint64(i) {
+				t.Fatalf("thread %d: iteration %d missing", th, i)
+			}
+		}
+	}
+	var sum int64
+	for _, r := range catcherRets {
+		sum += r
+	}
+	if len(catcherRets) != 8*n/100 || sum != int64(num(t, after, "exc")) {
+		t.Fatalf("%d catcher return events summing to %d, want %d and %s", len(catcherRets), sum, 8*n/100, after["exc"])
+	}
+
+}
+
+// checkFixtureSignals runs the fixture again with signals whose handler
+// calls probed functions, interrupting trampolines and return probes
+// anywhere: its results are beforeSig, those of the untraced run.
+func checkFixtureSignals(t *testing.T, tr *traced, st *setup, beforeSig map[string]string) {
+	t.Helper()
+	const n = fixtureRuns
+	v := st.view
+	ctr := func(i int) uint64 { return v.Counter(i) }
+	for i := 0; i < 32; i++ {
+		v.ResetCounter(i)
+	}
+	afterSig := tr.runSig(n)
+	for _, k := range []string{"sum", "fib", "lj", "exc", "usdt", "rzbad", "work_calls", "thrower_calls", "dtor_calls", "sig_bad"} {
+		if beforeSig[k] != afterSig[k] {
+			t.Errorf("with signals: %s: %s before the trampolines, %s after", k, beforeSig[k], afterSig[k])
+		}
+	}
+	sigs := num(t, afterSig, "sig_count")
+	if sigs == 0 {
+		t.Errorf("no signal was handled")
+	}
+	calls := func(k string) uint64 { return num(t, afterSig, k) }
+	checkCounter(t, "with signals: fibr entries", ctr(1), calls("fib_calls"))
+	checkCounter(t, "with signals: fibr returns", ctr(2), calls("fib_calls"))
+	checkCounter(t, "with signals: lj_top entries", ctr(3), 8*n/100+sigs)
+	checkCounter(t, "with signals: lj_top returns", ctr(4), 8*n/100+sigs)
+	checkCounter(t, "with signals: lj_deep returns", ctr(6), 0)
+	checkCounter(t, "with signals: catcher returns", ctr(10), 8*n/100)
+	t.Logf("%d signals handled during the run", sigs)
+	tr.checkShadowStacks(st)
 }
 
 // runSig runs the workloads with signals.

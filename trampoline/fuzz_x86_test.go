@@ -223,137 +223,184 @@ func checkSite(t *testing.T, s *trampoline.Site, site uint64, code []byte, o *tr
 // the vendor's rules the site was analyzed with.
 func checkTrampoline(t *testing.T, name string, vendor decode.Vendor, s *trampoline.Site, h *trampoline.Handler, cfg *trampoline.Config, area *trampoline.Area, tr *trampoline.Trampoline) {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("%s handler, slot at %#x for the site at %#x (% x): %s\nslot: % x", name, tr.Slot, s.Addr, s.Old, fmt.Sprintf(format, args...), tr.Code)
-	}
-	end := tr.Slot + uint64(len(tr.Code))
-	if tr.Slot%16 != 0 || tr.Slot < area.Addr || len(tr.Code) == 0 || area.Used() != end-area.Addr {
-		fail("slot at %#x, %d bytes, area at %#x with %d bytes used", tr.Slot, len(tr.Code), area.Addr, area.Used())
+	c := &slotCheck{t: t, name: name, dec: decode.X86Decoder{Vendor: vendor}, s: s, h: h, cfg: cfg, tr: tr, end: tr.Slot + uint64(len(tr.Code))}
+	if tr.Slot%16 != 0 || tr.Slot < area.Addr || len(tr.Code) == 0 || area.Used() != c.end-area.Addr {
+		c.fail("slot at %#x, %d bytes, area at %#x with %d bytes used", tr.Slot, len(tr.Code), area.Addr, area.Used())
 	}
 	if again, err := trampoline.GenerateX86(tr.Slot, s, h, cfg); err != nil || !bytes.Equal(again, tr.Code) {
-		fail("GenerateX86 at the same address: % x, %v", again, err)
+		c.fail("GenerateX86 at the same address: % x, %v", again, err)
 	}
+	c.exitsAndData()
+	c.walk()
+	c.finalJmp()
+	c.installRemove()
+}
 
-	// Where the slot may leave to; the data the displaced instructions
-	// address (the program's own, which the fuzzed layout may put inside
-	// the slot: a real area is placed where nothing is mapped).
-	exits := map[uint64]bool{s.Resume(): true}
-	if h.Return != nil {
+// slotCheck is the check of one generated slot (checkTrampoline).
+type slotCheck struct {
+	t    *testing.T
+	name string
+	dec  decode.X86Decoder
+	s    *trampoline.Site
+	h    *trampoline.Handler
+	cfg  *trampoline.Config
+	tr   *trampoline.Trampoline
+	end  uint64 // the slot's end
+
+	// exits are where the slot may leave to; progData the data the
+	// displaced instructions address (the program's own, which the
+	// fuzzed layout may put inside the slot: a real area is placed where
+	// nothing is mapped); last the last displaced instruction of a detour.
+	exits, progData map[uint64]bool
+	last            *decode.X86Inst
+	// What the walk found: the last instruction and, when known, where it
+	// goes.
+	final      decode.X86Inst
+	finalDest  uint64
+	finalKnown bool
+}
+
+// fail fails the test with the slot, its site and its code.
+func (c *slotCheck) fail(format string, args ...any) {
+	c.t.Helper()
+	c.t.Fatalf("%s handler, slot at %#x for the site at %#x (% x): %s\nslot: % x", c.name, c.tr.Slot, c.s.Addr, c.s.Old, fmt.Sprintf(format, args...), c.tr.Code)
+}
+
+// exitsAndData sets exits, progData and last from the site and handler.
+func (c *slotCheck) exitsAndData() {
+	s := c.s
+	c.exits = map[uint64]bool{s.Resume(): true}
+	c.progData = map[uint64]bool{}
+	if c.h.Return != nil {
 		// The gate, just before the return trampoline's entry.
-		exits[cfg.ReturnAddr-4] = true
+		c.exits[c.cfg.ReturnAddr-4] = true
 	}
+	if s.Kind != trampoline.SiteDetour {
+		return
+	}
+	for i := 0; i < s.Run; i++ {
+		in := &s.Insts[i]
+		if in.RIPRel {
+			c.progData[in.Target] = true
+		}
+		c.exits[in.Addr+uint64(in.Len)] = true
+		if in.Branch.Relative() && in.RelSize > 0 {
+			c.exits[in.Target] = true
+		}
+	}
+	c.last = &s.Insts[s.Run-1]
+}
+
+// walk decodes the whole slot: every instruction decodes within it, every
+// branch stays in it or goes where the site goes on, every literal lies
+// after the instruction that reads it and apart from the others, and
+// every code address a lea takes is an instruction of the slot.
+func (c *slotCheck) walk() {
+	tr, end := c.tr, c.end
 	// Code addresses a lea takes: the slot's own instructions.
 	var codeRefs []uint64
 	starts := map[uint64]bool{}
-	progData := map[uint64]bool{}
-	var last *decode.X86Inst
-	if s.Kind == trampoline.SiteDetour {
-		for i := 0; i < s.Run; i++ {
-			in := &s.Insts[i]
-			if in.RIPRel {
-				progData[in.Target] = true
-			}
-			exits[in.Addr+uint64(in.Len)] = true
-			if in.Branch.Relative() && in.RelSize > 0 {
-				exits[in.Target] = true
-			}
-		}
-		last = &s.Insts[s.Run-1]
-	}
-
 	// Decode the slot. A RIP-relative operand may refer to an 8-byte
 	// literal in the slot (the absolute target of a jmp *0(%rip) that
 	// replaces a branch beyond reach): those bytes are skipped.
-	dec := decode.X86Decoder{Vendor: vendor}
 	data := map[int]bool{}
-	var in, final decode.X86Inst
-	finalDest, finalKnown := uint64(0), false
+	var in decode.X86Inst
 	for off := 0; off < len(tr.Code); {
 		if data[off] {
 			if off+8 > len(tr.Code) {
-				fail("the literal at +%d runs past the slot's end", off)
+				c.fail("the literal at +%d runs past the slot's end", off)
 			}
 			delete(data, off)
 			off += 8
 			continue
 		}
 		pc := tr.Slot + uint64(off)
-		if err := dec.Decode(tr.Code[off:], pc, &in); err != nil {
-			fail("the instruction at %#x (+%d) does not decode: %v", pc, off, err)
+		if err := c.dec.Decode(tr.Code[off:], pc, &in); err != nil {
+			c.fail("the instruction at %#x (+%d) does not decode: %v", pc, off, err)
 		}
 		if in.Len < 1 || off+in.Len > len(tr.Code) {
-			fail("the instruction at %#x has length %d past the slot's end %#x", pc, in.Len, end)
+			c.fail("the instruction at %#x has length %d past the slot's end %#x", pc, in.Len, end)
 		}
 		starts[pc] = true
 		dest, known := uint64(0), false
 		switch {
 		case in.Branch.Relative() && in.RelSize > 0:
 			dest, known = in.Target, true
-		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !progData[in.Target] && in.Mnemonic == "lea":
+		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !c.progData[in.Target] && in.Mnemonic == "lea":
 			codeRefs = append(codeRefs, in.Target)
-		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !progData[in.Target]:
+		case in.RIPRel && in.Target >= tr.Slot && in.Target < end && !c.progData[in.Target]:
 			lit := int(in.Target - tr.Slot)
 			if lit < off+in.Len || lit+8 > len(tr.Code) {
-				fail("the %s at %#x refers to %#x, not to a literal after it in the slot", in.Mnemonic, pc, in.Target)
+				c.fail("the %s at %#x refers to %#x, not to a literal after it in the slot", in.Mnemonic, pc, in.Target)
 			}
 			data[lit] = true
 			if in.Branch == decode.BranchJmpIndirect {
 				dest, known = binary.LittleEndian.Uint64(tr.Code[lit:]), true
 			}
 		}
-		if known && !(dest >= tr.Slot && dest < end) && !exits[dest] {
-			fail("the %s at %#x goes to %#x: neither in the slot nor where the site goes on", in.Mnemonic, pc, dest)
+		if known && !(dest >= tr.Slot && dest < end) && !c.exits[dest] {
+			c.fail("the %s at %#x goes to %#x: neither in the slot nor where the site goes on", in.Mnemonic, pc, dest)
 		}
-		final, finalDest, finalKnown = in, dest, known
+		c.final, c.finalDest, c.finalKnown = in, dest, known
 		off += in.Len
 	}
 	if len(data) != 0 {
-		fail("a literal the code refers to overlaps an instruction: %v", data)
+		c.fail("a literal the code refers to overlaps an instruction: %v", data)
 	}
 	for _, a := range codeRefs {
 		if !starts[a] {
-			fail("a lea takes the address %#x, which is no instruction of the slot", a)
+			c.fail("a lea takes the address %#x, which is no instruction of the slot", a)
 		}
 	}
-	if !finalKnown || final.Branch != decode.BranchJmp && final.Branch != decode.BranchJmpIndirect {
-		fail("the slot ends with %s (%v), not a jmp whose target is known", final.Mnemonic, final.Branch)
+}
+
+// finalJmp checks that the slot ends with a jmp back to the resume
+// address (or, after a displaced branch, to its target or fall-through).
+func (c *slotCheck) finalJmp() {
+	s, last, final, finalDest := c.s, c.last, &c.final, c.finalDest
+	if !c.finalKnown || final.Branch != decode.BranchJmp && final.Branch != decode.BranchJmpIndirect {
+		c.fail("the slot ends with %s (%v), not a jmp whose target is known", final.Mnemonic, final.Branch)
 	}
 	switch {
 	case last == nil || last.Branch == decode.BranchNone:
 		if finalDest != s.Resume() {
-			fail("the final jmp goes to %#x, not back to the resume address %#x", finalDest, s.Resume())
+			c.fail("the final jmp goes to %#x, not back to the resume address %#x", finalDest, s.Resume())
 		}
 	case last.Branch.Relative() && last.RelSize > 0:
 		if finalDest != s.Resume() && finalDest != last.Target && finalDest != last.Addr+uint64(last.Len) {
-			fail("the final jmp goes to %#x, not to the resume address %#x or the target %#x of the last displaced %s", finalDest, s.Resume(), last.Target, last.Mnemonic)
+			c.fail("the final jmp goes to %#x, not to the resume address %#x or the target %#x of the last displaced %s", finalDest, s.Resume(), last.Target, last.Mnemonic)
 		}
 	default:
 		if finalDest != s.Resume() && finalDest != last.Addr+uint64(last.Len) {
-			fail("the final jmp goes to %#x, not to the resume address %#x or after the last displaced %s", finalDest, s.Resume(), last.Mnemonic)
+			c.fail("the final jmp goes to %#x, not to the resume address %#x or after the last displaced %s", finalDest, s.Resume(), last.Mnemonic)
 		}
 	}
+}
 
-	// Install: jmp rel32 to the slot, then int3; Remove undoes it.
+// installRemove checks the patches: install writes a jmp rel32 to the
+// slot, then int3; remove undoes it, guarded by the slot (and the gate).
+func (c *slotCheck) installRemove() {
+	s, tr := c.s, c.tr
 	ins := tr.Install
 	if ins.Addr != s.PatchAddr || !bytes.Equal(ins.Old, s.Old) || len(ins.New) != s.Len {
-		fail("install at %#x: % x -> % x; want %d bytes at %#x replacing % x", ins.Addr, ins.Old, ins.New, s.Len, s.PatchAddr, s.Old)
+		c.fail("install at %#x: % x -> % x; want %d bytes at %#x replacing % x", ins.Addr, ins.Old, ins.New, s.Len, s.PatchAddr, s.Old)
 	}
-	if err := dec.Decode(ins.New, ins.Addr, &in); err != nil || in.Len != 5 || ins.New[0] != 0xe9 || in.Branch != decode.BranchJmp || in.Target != tr.Slot {
-		fail("install writes % x: not a jmp rel32 to the slot (%s to %#x, %v)", ins.New, in.Mnemonic, in.Target, err)
+	var in decode.X86Inst
+	if err := c.dec.Decode(ins.New, ins.Addr, &in); err != nil || in.Len != 5 || ins.New[0] != 0xe9 || in.Branch != decode.BranchJmp || in.Target != tr.Slot {
+		c.fail("install writes % x: not a jmp rel32 to the slot (%s to %#x, %v)", ins.New, in.Mnemonic, in.Target, err)
 	}
 	for _, b := range ins.New[5:] {
 		if b != 0xcc {
-			fail("install pads the jump with % x, not int3", ins.New[5:])
+			c.fail("install pads the jump with % x, not int3", ins.New[5:])
 		}
 	}
 	rm := tr.Remove
-	guard := []trampoline.Range{{Start: tr.Slot, End: end}}
-	if h.Return != nil {
-		guard = append(guard, trampoline.Range{Start: cfg.ReturnAddr - 4, End: cfg.ReturnAddr})
+	guard := []trampoline.Range{{Start: tr.Slot, End: c.end}}
+	if c.h.Return != nil {
+		guard = append(guard, trampoline.Range{Start: c.cfg.ReturnAddr - 4, End: c.cfg.ReturnAddr})
 	}
 	if rm.Addr != ins.Addr || !bytes.Equal(rm.Old, ins.New) || !bytes.Equal(rm.New, ins.Old) || !slices.Equal(rm.Guard, guard) {
-		fail("remove %+v does not undo install %+v with the slot (and the gate) as its guard", rm, ins)
+		c.fail("remove %+v does not undo install %+v with the slot (and the gate) as its guard", rm, ins)
 	}
 }
 

@@ -50,27 +50,56 @@ func TestARM64QemuOracle(t *testing.T) {
 	if testenv.Long() {
 		n = 100000
 	}
+	o := newA64Oracle(t)
+	items, stats := o.items(t, n)
+	faults, mismatches := o.run(t, q, items)
+	t.Logf("%d cases run (%d faulting), %d mismatches; per class and skip reason: %v", len(items), faults, mismatches, stats)
+	if len(items) < n/2 {
+		t.Errorf("only %d of %d cases ran", len(items), n)
+	}
+}
+
+// a64Oracle is the setup of TestARM64QemuOracle: the stack pointer of
+// every case, the data area, and the memory the comparison leaves out
+// (the slot's frame below the stack pointer, the data area).
+type a64Oracle struct {
+	sp      uint64
+	data    *trampoline.Data
+	cfg     *trampoline.Config
+	protect []a64Span
+}
+
+func newA64Oracle(t *testing.T) *a64Oracle {
 	const sp = fuzz.ARM64RWAddr + 0x1000
 	data, err := trampoline.NewData(fuzz.ARM64RWAddr+0x1800, 2, 2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := &trampoline.Config{Data: data}
-	protect := []a64Span{{sp - 128, sp}, {data.Addr, data.Addr + 0x400}}
+	return &a64Oracle{sp: sp, data: data, cfg: &trampoline.Config{Data: data}, protect: []a64Span{{sp - 128, sp}, {data.Addr, data.Addr + 0x400}}}
+}
+
+// a64Item is a case of TestARM64QemuOracle: the instruction's case, its
+// name in messages, the address of the counter the slot increments (or
+// 0), the case run through the slot, and where the slot lies.
+type a64Item struct {
+	c        fuzz.ARM64SiteCase
+	name     string
+	counter  uint64
+	tramp    fuzz.ARM64Case
+	slotSpan a64Span
+}
+
+// items generates n site cases and the slot of each, with a handler and
+// options that vary by case, and counts the cases by class and the others
+// by why they are left out.
+func (o *a64Oracle) items(t *testing.T, n int) (items []a64Item, stats map[string]int) {
+	sp, data, cfg, protect := o.sp, o.data, o.cfg, o.protect
 	handlers := []trampoline.Handler{
 		{Count: true, Counter: 1},
 		{ID: 3, Event: true, Count: true},
 		{},
 	}
-	type item struct {
-		c        fuzz.ARM64SiteCase
-		name     string
-		counter  uint64 // address of the counter the slot increments, or 0
-		tramp    fuzz.ARM64Case
-		slotSpan a64Span
-	}
-	var items []item
-	stats := map[string]int{}
+	stats = map[string]int{}
 	for i, c := range fuzz.GenARM64SiteCases(11, n, arm64OracleClasses) {
 		st := c.State
 		st.SP = sp
@@ -113,7 +142,7 @@ func TestARM64QemuOracle(t *testing.T) {
 			stats["skipped"]++
 			continue
 		}
-		it := item{c: c, slotSpan: span, name: fmt.Sprintf("%s %#08x (%s) at %#x, slot %#x, handler %+v, %+v", c.Class, c.Word, s.Inst.Text(), pc, slot, h, *opt)}
+		it := a64Item{c: c, slotSpan: span, name: fmt.Sprintf("%s %#08x (%s) at %#x, slot %#x, handler %+v, %+v", c.Class, c.Word, s.Inst.Text(), pc, slot, h, *opt)}
 		if h.Count {
 			it.counter = data.CounterAddr(h.Counter)
 		}
@@ -127,9 +156,16 @@ func TestARM64QemuOracle(t *testing.T) {
 		items = append(items, it)
 		stats[c.Class]++
 	}
+	return items, stats
+}
+
+// run runs every item twice under qemu, the original instruction and the
+// slot, and compares the outcomes; it returns the faulting cases (whose
+// PCs differ) and the mismatches.
+func (o *a64Oracle) run(t *testing.T, q fuzz.ARM64Runner, items []a64Item) (faults, mismatches int) {
+	protect := o.protect
 	const batch = 512
 	res := make([]fuzz.ARM64Result, 2*batch)
-	faults, mismatches := 0, 0
 	for lo := 0; lo < len(items); lo += batch {
 		part := items[lo:min(lo+batch, len(items))]
 		var cases []fuzz.ARM64Case
@@ -156,10 +192,7 @@ func TestARM64QemuOracle(t *testing.T) {
 			}
 		}
 	}
-	t.Logf("%d cases run (%d faulting), %d mismatches; per class and skip reason: %v", len(items), faults, mismatches, stats)
-	if len(items) < n/2 {
-		t.Errorf("only %d of %d cases ran", len(items), n)
-	}
+	return faults, mismatches
 }
 
 func binary4(w uint32) []byte { return []byte{byte(w), byte(w >> 8), byte(w >> 16), byte(w >> 24)} }

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -37,15 +38,7 @@ func TestOpenVerify(t *testing.T) {
 	}
 	// The oracle: the object's global functions and their sections,
 	// read with debug/elf.
-	f, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, syms := fixture.OpenELF(t, path)
 	want := map[string]string{}
 	for _, s := range syms {
 		if elf.ST_TYPE(s.Info) == elf.STT_FUNC && elf.ST_BIND(s.Info) == elf.STB_GLOBAL {

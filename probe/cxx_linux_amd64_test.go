@@ -3,7 +3,6 @@
 package probe_test
 
 import (
-	"debug/elf"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -114,15 +113,7 @@ func TestReturnProbesCXX(t *testing.T) {
 // fn of the ELF file exe.
 func symbolOffset(t *testing.T, exe, fn, label string) string {
 	t.Helper()
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, syms := fixture.OpenELF(t, exe)
 	addr := map[string]uint64{}
 	for _, s := range syms {
 		addr[s.Name] = s.Value

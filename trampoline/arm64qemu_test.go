@@ -22,6 +22,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/trampoline"
 )
@@ -101,15 +102,7 @@ func loadARM64Image(t *testing.T, path string) *arm64Image {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := elf.NewFile(bytes.NewReader(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	syms, err := f.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, syms := fixture.OpenELF(t, path)
 	img := &arm64Image{file: b, syms: map[string]uint64{}}
 	for _, s := range syms {
 		img.syms[s.Name] = s.Value

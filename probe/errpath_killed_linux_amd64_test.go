@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -45,10 +46,7 @@ func waitKilled(t *testing.T, tr *probe.Tracer, limit time.Duration) {
 // and runs it until its libraries are mapped.
 func serving(t *testing.T, opts *probe.Options) *run {
 	t.Helper()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW := fixture.Pipe(t)
 	t.Cleanup(func() { inW.Close() })
 	r := spawn(t, []string{traceFixture(t, "tracee"), "serve"}, opts, inR)
 	inR.Close()

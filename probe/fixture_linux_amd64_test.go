@@ -122,14 +122,8 @@ func spawn(t *testing.T, argv []string, opts *probe.Options, stdin *os.File) *ru
 	if opts != nil {
 		o.Options = *opts
 	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outR, outW := fixture.Pipe(t)
+	errR, errW := fixture.Pipe(t)
 	o.Stdout, o.Stderr, o.Stdin = outW, errW, stdin
 	tr, err := probe.Spawn(argv, &o)
 	outW.Close()

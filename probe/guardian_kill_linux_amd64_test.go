@@ -381,14 +381,8 @@ type threadServer struct {
 
 func startThreadServer(t *testing.T, exe string, threads int) *threadServer {
 	t.Helper()
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
 	cmd := exec.Command(exe, "tserve", strconv.Itoa(threads))
 	cmd.Stdin, cmd.Stdout = inR, outW
 	if err := cmd.Start(); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
@@ -52,16 +53,10 @@ func realRun(t *testing.T, argv, env, specs []string, limit time.Duration, slack
 
 	o := probe.SpawnOptions{Options: opts}
 	o.Env = env
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outR, outW := fixture.Pipe(t)
 	// Standard error is a pipe too, as in the other runs: a program may
 	// behave differently on /dev/null.
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	errR, errW := fixture.Pipe(t)
 	o.Stdout, o.Stderr = outW, errW
 	tr, err := probe.Spawn(argv, &o)
 	outW.Close()

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -84,10 +85,7 @@ func TestDataAreaNotReadableByOthers(t *testing.T) {
 	cat := testenv.MustHaveTool(t, "cat")
 	ls := testenv.MustHaveTool(t, "ls")
 	exe := traceFixture(t, "tracee")
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW := fixture.Pipe(t)
 	r := spawn(t, []string{exe, "serve"}, nil, inR)
 	inR.Close()
 	defer inW.Close()

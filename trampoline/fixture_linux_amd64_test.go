@@ -27,6 +27,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/trampoline"
@@ -124,17 +125,11 @@ func startTraced(t testing.TB) *traced {
 	t.Helper()
 	testenv.NeedPtrace(t)
 	path := buildFixture(t)
-	inR, inW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
 	cmd := exec.Command(path)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, outW
-	err = cmd.Start()
+	err := cmd.Start()
 	inR.Close()
 	outW.Close()
 	if err != nil {

@@ -72,10 +72,7 @@ func TestScanProgressTerminal(t *testing.T) {
 		t.Errorf("terminal: exit %d, no progress line drawn and erased: %q", code, out)
 	}
 
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w := fixture.Pipe(t)
 	defer r.Close()
 	go func() {
 		b, _ := io.ReadAll(r)

@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/probeopt/probeopt/internal/fixture"
 )
 
 // TestIsTerminalNot checks that a buffer, the null device, a pipe and a
@@ -16,10 +18,7 @@ func TestIsTerminalNot(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, w := fixture.Pipe(t)
 	defer r.Close()
 	defer w.Close()
 	reg, err := os.Create(filepath.Join(t.TempDir(), "out"))

@@ -144,16 +144,10 @@ func TestTraceSignalDetaches(t *testing.T) {
 	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "work", "--", tracee, "serve")
 	// Pipes of our own rather than StdinPipe and StdoutPipe, which Wait
 	// closes: the server goes on using them after probeopt has exited.
-	inR, in, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	inR, in := fixture.Pipe(t)
 	defer in.Close()
 	cmd.Stdin = inR
-	outPipe, outW, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
+	outPipe, outW := fixture.Pipe(t)
 	defer outPipe.Close()
 	cmd.Stdout = outW
 	// A file, not a buffer: the server inherits probeopt's standard error

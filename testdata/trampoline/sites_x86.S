@@ -194,43 +194,24 @@ args6_site:
 	ret
 
 /* ---- Return probes. fib is recursive; its entry displaces
- * push %rbx; push %rbp; mov %rdi,%rbx. */
+ * push %rbx; push %rbp; mov %rdi,%rbx. nopfib is fib with a nop5 at its
+ * entry (as gcc -mfentry -mnop-mcount emits). */
+.macro FIB name, nop5
 	.p2align 4
-fib:
-	push	%rbx
-	push	%rbp
-	mov	%rdi, %rbx
-	cmp	$1, %rdi
-	jbe	1f
-	lea	-1(%rbx), %rdi
-	call	fib
-	mov	%rax, %rbp
-	lea	-2(%rbx), %rdi
-	call	fib
-	add	%rbp, %rax
-	pop	%rbp
-	pop	%rbx
-	ret
-1:	mov	%rbx, %rax
-	pop	%rbp
-	pop	%rbx
-	ret
-
-/* nopfib is fib with a nop5 at its entry (as gcc -mfentry -mnop-mcount
- * emits). */
-	.p2align 4
-nopfib:
+\name:
+	.if \nop5
 	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.endif
 	push	%rbx
 	push	%rbp
 	mov	%rdi, %rbx
 	cmp	$1, %rdi
 	jbe	1f
 	lea	-1(%rbx), %rdi
-	call	nopfib
+	call	\name
 	mov	%rax, %rbp
 	lea	-2(%rbx), %rdi
-	call	nopfib
+	call	\name
 	add	%rbp, %rax
 	pop	%rbp
 	pop	%rbx
@@ -239,6 +220,9 @@ nopfib:
 	pop	%rbp
 	pop	%rbx
 	ret
+.endm
+	FIB fib, 0
+	FIB nopfib, 1
 
 /* Tail call: tc_a jumps to tc_b with its own return address in place. */
 	.p2align 4

@@ -4,9 +4,7 @@ package proc
 
 import (
 	"fmt"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -132,17 +130,15 @@ func stopsByDefault(pid, sig int) bool {
 	if sig == int(unix.SIGSTOP) {
 		return true
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	s, err := readProcStatus(pid, 0)
 	if err != nil {
 		return false
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		for _, k := range []string{"SigIgn:", "SigCgt:"} {
-			if v, ok := strings.CutPrefix(l, k); ok {
-				m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-				if err != nil || m&(1<<(sig-1)) != 0 {
-					return false
-				}
+	for _, k := range []string{"SigIgn", "SigCgt"} {
+		if v, ok := statusValue(s, k); ok {
+			m, err := strconv.ParseUint(v, 16, 64)
+			if err != nil || m&(1<<(sig-1)) != 0 {
+				return false
 			}
 		}
 	}

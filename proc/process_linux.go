@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"sort"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -820,22 +819,14 @@ func (p *ptraceProcess) DrainTraps(grace time.Duration) error {
 // trapQueued reports whether task tid has a SIGTRAP queued, to itself or to
 // its process (SigPnd, ShdPnd in /proc/PID/task/TID/status).
 func trapQueued(pid, tid int) bool {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	s, err := readProcStatus(pid, tid)
 	if err != nil {
 		return false
 	}
 	const trapBit = 1 << (int(unix.SIGTRAP) - 1)
-	for _, key := range []string{"\nSigPnd:", "\nShdPnd:"} {
-		s := string(b)
-		i := strings.Index(s, key)
-		if i < 0 {
-			continue
-		}
-		s = strings.TrimSpace(s[i+len(key):])
-		if j := strings.IndexByte(s, '\n'); j >= 0 {
-			s = s[:j]
-		}
-		if v, err := strconv.ParseUint(strings.TrimSpace(s), 16, 64); err == nil && v&trapBit != 0 {
+	for _, key := range []string{"SigPnd", "ShdPnd"} {
+		f, _ := statusValue(s, key)
+		if v, err := strconv.ParseUint(f, 16, 64); err == nil && v&trapBit != 0 {
 			return true
 		}
 	}

@@ -708,17 +708,13 @@ func listTasks(pid int) ([]int, error) {
 // taskTracer returns the tid of the thread that traces task tid of
 // process pid (TracerPid), 0 if none or unknown.
 func taskTracer(pid, tid int) int {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status")
+	s, err := readProcStatus(pid, tid)
 	if err != nil {
 		return 0
 	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := statusValue(s, "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 func taskZombie(pid, tid int) bool {
@@ -754,37 +750,42 @@ func (t *tracer) findProcess(pid int) *ptraceProcess {
 }
 
 // readTgid returns the thread group of task tid.
-func readTgid(tid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(tid) + "/status")
-	if err != nil {
-		return 0, err
-	}
-	s := string(b)
-	i := strings.Index(s, "\nTgid:")
-	if i < 0 {
-		return 0, errors.New("no Tgid in status")
-	}
-	s = strings.TrimLeft(s[i+len("\nTgid:"):], " \t")
-	if j := strings.IndexByte(s, '\n'); j >= 0 {
-		s = s[:j]
-	}
-	return strconv.Atoi(strings.TrimSpace(s))
-}
+func readTgid(tid int) (int, error) { return statusInt(tid, "Tgid") }
 
 // readTracer returns TracerPid of task pid.
-func readTracer(pid int) (int, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+func readTracer(pid int) (int, error) { return statusInt(pid, "TracerPid") }
+
+// statusInt returns the decimal field key of /proc/PID/status.
+func statusInt(pid int, key string) (int, error) {
+	s, err := readProcStatus(pid, 0)
 	if err != nil {
 		return 0, err
 	}
-	s := string(b)
-	i := strings.Index(s, "\nTracerPid:")
-	if i < 0 {
-		return 0, errors.New("no TracerPid in status")
+	v, ok := statusValue(s, key)
+	if !ok {
+		return 0, fmt.Errorf("no %s in status", key)
 	}
-	s = strings.TrimLeft(s[i+len("\nTracerPid:"):], " \t")
-	if j := strings.IndexByte(s, '\n'); j >= 0 {
-		s = s[:j]
+	return strconv.Atoi(v)
+}
+
+// readProcStatus returns the text of /proc/PID/status, or of
+// /proc/PID/task/TID/status when tid is not 0.
+func readProcStatus(pid, tid int) (string, error) {
+	path := "/proc/" + strconv.Itoa(pid) + "/status"
+	if tid != 0 {
+		path = "/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(tid) + "/status"
 	}
-	return strconv.Atoi(strings.TrimSpace(s))
+	b, err := os.ReadFile(path)
+	return string(b), err
+}
+
+// statusValue returns the value of field key ("Tgid") in the text s of a
+// /proc status file, without the spaces around it.
+func statusValue(s, key string) (string, bool) {
+	for _, l := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(l, key+":"); ok {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }

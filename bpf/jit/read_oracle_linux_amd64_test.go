@@ -171,15 +171,7 @@ func TestClockOracle(t *testing.T) {
 			}
 			return ret
 		}
-		code, err := Compile(insns, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f, err := Load(code.Bytes)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
+		f := compileLoad(t, insns, nil)
 		var ctx [8]byte
 		for i := 0; i < 1000; i++ {
 			k1 := kernel()

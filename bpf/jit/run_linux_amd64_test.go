@@ -20,7 +20,18 @@ func TestCompileRun(t *testing.T) {
 		asm.Mul.Reg(asm.R0, asm.R2),
 		asm.Return(),
 	}
-	code, err := Compile(insns, nil)
+	f := compileLoad(t, insns, nil)
+	var ctx [168]byte
+	if got := f.Run(unsafe.Pointer(&ctx[0]), 0); got != 42*42 {
+		t.Fatalf("got %d, want %d", got, 42*42)
+	}
+}
+
+// compileLoad compiles insns with opts and loads the code into this
+// process until the test ends.
+func compileLoad(t *testing.T, insns asm.Instructions, opts *Options) *Func {
+	t.Helper()
+	code, err := Compile(insns, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,11 +39,8 @@ func TestCompileRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	var ctx [168]byte
-	if got := f.Run(unsafe.Pointer(&ctx[0]), 0); got != 42*42 {
-		t.Fatalf("got %d, want %d", got, 42*42)
-	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }
 
 // TestCalleeSaved runs programs that use every BPF register, the stack,

@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"os"
 	"testing"
+	"time"
 
 	fixtures "github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
@@ -50,4 +51,17 @@ func (f *fixture) read64(t testing.TB, off uint64) int64 {
 func (f *fixture) read32(t testing.TB, off uint64) int32 {
 	t.Helper()
 	return fixtures.Shared{Addr: f.Shared, Read: f.p.ReadMemory}.Int32(t, off)
+}
+
+// checkRuns checks that worker 0 makes progress after what the test did
+// (the stops, the steps) and that no worker computed a wrong result.
+func (f *fixture) checkRuns(t *testing.T, after string) {
+	t.Helper()
+	before := f.read64(t, fixtures.SharedCalls)
+	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
+		t.Errorf("worker 0 made no progress after the %s", after)
+	}
+	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
+		t.Errorf("bad results: %d", bad)
+	}
 }

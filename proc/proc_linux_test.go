@@ -47,13 +47,7 @@ func TestSpawnStopResume(t *testing.T) {
 			t.Errorf("stats %+v", st)
 		}
 	}
-	before := f.read64(t, fixtures.SharedCalls)
-	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
-		t.Errorf("worker 0 made no progress after the stops")
-	}
-	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
-		t.Errorf("bad results: %d", bad)
-	}
+	f.checkRuns(t, "stops")
 }
 
 // TestRegsAndMemory reads registers of a stopped thread and writes and
@@ -249,13 +243,7 @@ func TestStepWithPendingSignal(t *testing.T) {
 			t.Fatalf("round %d: %v", round, err)
 		}
 	}
-	before := f.read64(t, fixtures.SharedCalls)
-	if !fixtures.Eventually(60*time.Second, func() bool { return f.read64(t, fixtures.SharedCalls) > before }) {
-		t.Errorf("worker 0 made no progress after the steps")
-	}
-	if bad := f.read64(t, fixtures.SharedBad); bad != 0 {
-		t.Errorf("bad results: %d", bad)
-	}
+	f.checkRuns(t, "steps")
 }
 
 // TestRefreshKeepsPause checks that a World.Refresh in the middle of a stop

@@ -175,7 +175,14 @@ func (tr *traced) line(d time.Duration) string {
 // which it returns as an error line).
 func (tr *traced) run(n int) map[string]string {
 	tr.t.Helper()
-	fmt.Fprintf(tr.in, "run %d\n", n)
+	return tr.result(fmt.Sprintf("run %d", n))
+}
+
+// result sends the fixture the command and returns its result line's
+// fields.
+func (tr *traced) result(cmd string) map[string]string {
+	tr.t.Helper()
+	fmt.Fprintln(tr.in, cmd)
 	l := tr.line(60 * time.Second)
 	if !strings.HasPrefix(l, "result ") {
 		tr.t.Fatalf("fixture: %q", l)
@@ -615,12 +622,7 @@ func checkFixtureSignals(t *testing.T, tr *traced, st *setup, beforeSig map[stri
 // runSig runs the workloads with signals.
 func (tr *traced) runSig(n int) map[string]string {
 	tr.t.Helper()
-	fmt.Fprintf(tr.in, "run %d sig\n", n)
-	l := tr.line(60 * time.Second)
-	if !strings.HasPrefix(l, "result ") {
-		tr.t.Fatalf("fixture: %q", l)
-	}
-	return kv(l)
+	return tr.result(fmt.Sprintf("run %d sig", n))
 }
 
 // checkShadowStacks reads the thread table of the (detached) tracee:

@@ -592,15 +592,7 @@ func TestNativeCounterThreads(t *testing.T) {
 					defer wg.Done()
 					runtime.LockOSThread()
 					defer runtime.UnlockOSThread()
-					var r native.Regs
-					r.GPR[7] = 41
-					for n := 0; n < per; n += chunk {
-						native.Loop(uintptr(e.sym("bench_target")), &r, stack, chunk)
-						if r.GPR[0] != 42 {
-							t.Errorf("bench_target(41) = %d", r.GPR[0])
-							return
-						}
-					}
+					e.hitBenchTarget(t, stack, per, chunk)
 				}(stacks[i])
 			}
 			wg.Wait()
@@ -856,6 +848,21 @@ func testReturnUnhijack(t *testing.T) {
 	}
 	if d := e.depth(t); d != 0 {
 		t.Fatalf("shadow stack depth %d", d)
+	}
+}
+
+// hitBenchTarget calls bench_target(41) hits times on stack, in native
+// loops of chunk calls, and checks after each loop that it returned 42.
+func (e *env) hitBenchTarget(t testing.TB, stack uintptr, hits, chunk int) {
+	t.Helper()
+	var r native.Regs
+	r.GPR[7] = 41
+	for n := 0; n < hits; n += chunk {
+		native.Loop(uintptr(e.sym("bench_target")), &r, stack, uint64(chunk))
+		if r.GPR[0] != 42 {
+			t.Errorf("bench_target(41) = %d", r.GPR[0])
+			return
+		}
 	}
 }
 

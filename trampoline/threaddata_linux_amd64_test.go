@@ -182,14 +182,7 @@ func hitFromThreads(t *testing.T, e *env) *sync.Map {
 				defer done.Wait()
 				defer done.Done()
 				tps.Store(tp, true)
-				var r native.Regs
-				r.GPR[7] = 41
-				for n := 0; n < stripeHits; n += chunk {
-					native.Loop(uintptr(e.sym("bench_target")), &r, stack, chunk)
-				}
-				if r.GPR[0] != 42 {
-					t.Errorf("bench_target(41) = %d", r.GPR[0])
-				}
+				e.hitBenchTarget(t, stack, stripeHits, chunk)
 			})
 		}()
 	}

@@ -114,17 +114,13 @@ func killStopped(t *testing.T) bool {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("%v\n%s", err, out.String())
-		}
-	case <-time.After(time.Minute):
-		cmd.Process.Kill() // the kernel then detaches and kills its tracees
-		<-done
+	// A tracer killed after a minute: the kernel then detaches and kills
+	// its tracees.
+	switch ended, err := fixture.WaitWithin(cmd, time.Minute); {
+	case !ended:
 		t.Fatalf("the tracer hangs on a process killed while stopped\n%s", out.String())
+	case err != nil:
+		t.Fatalf("%v\n%s", err, out.String())
 	}
 	return false
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
@@ -132,11 +133,7 @@ func TestTraceKilled(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case <-done:
-	case <-time.After(30 * time.Second):
+	if ended, _ := fixture.WaitWithin(cmd, 30*time.Second); !ended {
 		t.Fatal("probeopt did not end when the process was killed")
 	}
 	code := cmd.ProcessState.ExitCode()

@@ -192,15 +192,11 @@ func TestTraceSignalDetaches(t *testing.T) {
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatalf("probeopt after SIGINT: %v\n%s", err, errb.String())
-		}
-	case <-time.After(30 * time.Second):
+	switch ended, err := fixture.WaitWithin(cmd, 30*time.Second); {
+	case !ended:
 		t.Fatal("probeopt did not end after SIGINT")
+	case err != nil:
+		t.Fatalf("probeopt after SIGINT: %v\n%s", err, errb.String())
 	}
 	rep := readTraceReport(t, report)
 	if !rep.Detached || rep.Exit != nil {
@@ -377,15 +373,11 @@ func TestTraceAttachedExits(t *testing.T) {
 		t.Fatalf("server answered %q, %v", l, err)
 	}
 	in.Close() // the server exits
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Errorf("probeopt: %v", err)
-		}
-	case <-time.After(30 * time.Second):
+	switch ended, err := fixture.WaitWithin(cmd, 30*time.Second); {
+	case !ended:
 		t.Fatal("probeopt did not end when the process exited")
+	case err != nil:
+		t.Errorf("probeopt: %v", err)
 	}
 	if want := fmt.Sprintf("probeopt: process %d exited with status 0 while traced\n", pid); errb.String() != want {
 		t.Errorf("stderr %q, want %q", errb.String(), want)

@@ -355,16 +355,7 @@ func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 		if tg.bounded {
 			tg.warmPlans(added)
 		}
-		stop, err := tg.p.Stopped(func(w *proc.World) error {
-			res = tg.rescanStopped(w)
-			return nil
-		})
-		tg.bounded = false
-		if tg.staged != nil {
-			t.longestStage = max(t.longestStage, stop.Total)
-		}
-		t.runPasses(tg, &res)
-		if err != nil && tg == t.root {
+		if err := t.stopThenPasses(tg, &res, func(w *proc.World) { res = tg.rescanStopped(w) }); err != nil {
 			errs = append(errs, err)
 		}
 		t.record(&res)
@@ -472,22 +463,35 @@ func (t *Tracer) remove(probes ...*Probe) error {
 	for _, tg := range t.targetList() {
 		var res batchResult
 		tg.bounded = t.opts.MaxPause > 0
-		stop, err := tg.p.Stopped(func(w *proc.World) error {
+		if err := t.stopThenPasses(tg, &res, func(w *proc.World) {
 			tg.sync(w)
 			tg.commit(w, tg.cloneSites(), &res)
-			return nil
-		})
-		tg.bounded = false
-		if tg.staged != nil {
-			t.longestStage = max(t.longestStage, stop.Total)
-		}
-		t.runPasses(tg, &res)
-		if err != nil && tg == t.root {
+		}); err != nil {
 			errs = append(errs, err)
 		}
 		errs = append(errs, res.errs...)
 	}
 	return errors.Join(errs...)
+}
+
+// stopThenPasses runs stage in one stop of target tg's threads, then the
+// passes a bounded batch staged there (runPasses), and clears tg.bounded.
+// It returns the stop's error only when tg is the root target (Add and
+// Remove report no stop error of a followed child).
+func (t *Tracer) stopThenPasses(tg *target, res *batchResult, stage func(w *proc.World)) error {
+	stop, err := tg.p.Stopped(func(w *proc.World) error {
+		stage(w)
+		return nil
+	})
+	tg.bounded = false
+	if tg.staged != nil {
+		t.longestStage = max(t.longestStage, stop.Total)
+	}
+	t.runPasses(tg, res)
+	if tg != t.root {
+		return nil
+	}
+	return err
 }
 
 func (t *Tracer) probeByID(id int) *probeState {

@@ -356,22 +356,39 @@ func (tg *target) addRendezvous(next map[uint64]*liveSite, mod *module) {
 	if !tg.isDynamicLinker(mod) {
 		return
 	}
-	sp := spec{text: rendezvousSymbol, es: elfscan.Spec{Text: rendezvousSymbol, Kind: elfscan.SpecFunc, Symbol: rendezvousSymbol}}
+	ps := internalPlan(mod, rendezvousSymbol, func(s *elfscan.Site) (*plannedSite, error) { return mod.fi.plan(s, tg.t.vendor) })
+	if ps == nil || ps.decision.Strategy == plan.Reject {
+		return
+	}
+	siteFor(next, ps, mod).rendezvous = true
+}
+
+// internalPlan resolves function name in mod, for an internal probe, and
+// plans its entry with planFn; nil when name is not one function of mod or
+// the plan fails.
+func internalPlan(mod *module, name string, planFn func(*elfscan.Site) (*plannedSite, error)) *plannedSite {
+	sp := spec{text: name, es: elfscan.Spec{Text: name, Kind: elfscan.SpecFunc, Symbol: name}}
 	sites, err := mod.fi.resolve(&sp)
 	if err != nil || len(sites) != 1 {
-		return
+		return nil
 	}
-	ps, err := mod.fi.plan(&sites[0], tg.t.vendor)
-	if err != nil || ps.decision.Strategy == plan.Reject {
-		return
+	ps, err := planFn(&sites[0])
+	if err != nil {
+		return nil
 	}
+	return ps
+}
+
+// siteFor returns the site of next at ps's address in mod, adding it when
+// it is not there.
+func siteFor(next map[uint64]*liveSite, ps *plannedSite, mod *module) *liveSite {
 	addr := ps.vaddr + mod.bias
 	s := next[addr]
 	if s == nil {
 		s = &liveSite{addr: addr, ps: ps, mod: mod}
 		next[addr] = s
 	}
-	s.rendezvous = true
+	return s
 }
 
 // Unwinder entries. A return probe replaces the return address of the
@@ -403,21 +420,11 @@ func (t *Tracer) hasReturnProbes() bool {
 func (tg *target) addUnwinders(next map[uint64]*liveSite, mod *module) {
 	for _, names := range [][]string{unhijackSymbols, rehijackSymbols} {
 		for _, name := range names {
-			sp := spec{text: name, es: elfscan.Spec{Text: name, Kind: elfscan.SpecFunc, Symbol: name}}
-			sites, err := mod.fi.resolve(&sp)
-			if err != nil || len(sites) != 1 {
+			ps := internalPlan(mod, name, func(s *elfscan.Site) (*plannedSite, error) { return mod.fi.planUnwinder(s, tg.t.vendor) })
+			if ps == nil || ps.tramp == nil {
 				continue
 			}
-			ps, err := mod.fi.planUnwinder(&sites[0], tg.t.vendor)
-			if err != nil || ps.tramp == nil {
-				continue
-			}
-			addr := ps.vaddr + mod.bias
-			s := next[addr]
-			if s == nil {
-				s = &liveSite{addr: addr, ps: ps, mod: mod}
-				next[addr] = s
-			}
+			s := siteFor(next, ps, mod)
 			if names[0] == unhijackSymbols[0] {
 				s.unhijack = true
 			} else {
@@ -475,16 +482,11 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 			res.refuse(p, rej)
 			continue
 		}
-		addr := ps.vaddr + mod.bias
-		ls := next[addr]
-		if ls == nil {
-			ls = &liveSite{addr: addr, ps: ps, mod: mod}
-			next[addr] = ls
-		}
+		ls := siteFor(next, ps, mod)
 		if ls.hasProbe(p) {
 			continue
 		}
-		c := &siteCounter{pid: tg.pid, module: mod.fi.path, symbol: ps.symbol, vaddr: ps.vaddr, addr: addr, decision: ps.decision}
+		c := &siteCounter{pid: tg.pid, module: mod.fi.path, symbol: ps.symbol, vaddr: ps.vaddr, addr: ls.addr, decision: ps.decision}
 		ls.refs = append(ls.refs, ref{p: p, c: c})
 	}
 }

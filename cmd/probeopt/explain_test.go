@@ -15,10 +15,7 @@ import (
 
 func TestExplain(t *testing.T) {
 	nopsites := fixture.Path(t, "x86_64", "nopsites")
-	stdout, stderr, code := runCLI(t, "explain", nopsites, "usdt:nopsites:nop5")
-	if code != exitOK {
-		t.Fatalf("exit %d: %s", code, stderr)
-	}
+	stdout, stderr := runCLIExit(t, exitOK, "explain", nopsites, "usdt:nopsites:nop5")
 	for _, want := range []string{
 		"site", "usdt nopsites:nop5", "function", "sites +0x4", "usdt", "semaphore", "site nop5", "arguments",
 		"signed 4-byte value in register edi", "bytes", "0f 1f 44 00 00", "instruction", "opcode", "boundary",
@@ -34,7 +31,7 @@ func TestExplain(t *testing.T) {
 
 	// A probe inside an instruction, and the bpftrace form without PATH.
 	kinds := fixture.Path(t, "x86_64", "kinds")
-	stdout, _, code = runCLI(t, "explain", "uprobe:"+kinds+":k_mid_movabs+2")
+	stdout, _, code := runCLI(t, "explain", "uprobe:"+kinds+":k_mid_movabs+2")
 	if code != exitOK || !strings.Contains(stdout, "inside the instruction at") ||
 		!strings.Contains(stdout, "probeopt: reject (mid-instruction)") || !strings.Contains(stdout, "Linux does not check boundaries") {
 		t.Errorf("mid-instruction:\n%s", stdout)

@@ -120,20 +120,14 @@ func TestFuzzMismatchExitStatus(t *testing.T) {
 				t.Fatalf("clean campaign: exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitOK, stdout, stderr)
 			}
 			spoilOracles(t)
-			stdout, stderr, code = runCLI(t, tt.args...)
-			if code != exitFailed {
-				t.Fatalf("exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
-			}
+			stdout, stderr = runCLIExit(t, exitFailed, tt.args...)
 			if !strings.Contains(stdout, tt.text) || !strings.Contains(stdout, tt.reason) || strings.Count(stdout, tt.text) != 1 {
 				t.Errorf("stdout does not show one mismatch (%q, %q):\n%s", tt.text, tt.reason, stdout)
 			}
 			if stderr != tt.stderr {
 				t.Errorf("stderr %q, want %q", stderr, tt.stderr)
 			}
-			stdout, stderr, code = runCLI(t, append(tt.args, "--json")...)
-			if code != exitFailed {
-				t.Fatalf("--json: exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", code, exitFailed, stdout, stderr)
-			}
+			stdout, stderr = runCLIExit(t, exitFailed, append(tt.args, "--json")...)
 			if stderr != "" {
 				t.Errorf("--json: stderr %q, want nothing", stderr)
 			}

@@ -71,6 +71,17 @@ func probeoptBinary(t *testing.T) string {
 	return binPath
 }
 
+// runCLIExit runs probeopt in-process like runCLI and fails the test
+// unless its exit status is want.
+func runCLIExit(t *testing.T, want int, args ...string) (stdout, stderr string) {
+	t.Helper()
+	stdout, stderr, code := runCLI(t, args...)
+	if code != want {
+		t.Fatalf("probeopt %q: exit status %d, want %d\nstdout:\n%s\nstderr:\n%s", args, code, want, stdout, stderr)
+	}
+	return stdout, stderr
+}
+
 // runBinary runs the built command and returns its output and exit status.
 func runBinary(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()

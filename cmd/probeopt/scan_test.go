@@ -54,10 +54,7 @@ func writeFile(t *testing.T, dir, name string, b []byte) string {
 // the summary object.
 func scanLines(t *testing.T, args ...string) ([]siteResult, summary) {
 	t.Helper()
-	stdout, stderr, code := runCLI(t, append([]string{"scan", "--json"}, args...)...)
-	if code != exitOK {
-		t.Fatalf("scan %q: exit status %d: %s", args, code, stderr)
-	}
+	stdout, _ := runCLIExit(t, exitOK, append([]string{"scan", "--json"}, args...)...)
 	var sites []siteResult
 	var sum summary
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")

@@ -51,29 +51,28 @@ func (g *a64Gen) prologue(regs []a64Reg) {
 	g.frame = int64(8*len(regs)+15) &^ 15
 	e := g.e
 	e.stpPre(regs[0], regs[1], a64SP, -g.frame)
-	rest := regs[2:]
-	for i := 0; i < len(rest); i += 2 {
-		off := int64(16 + 8*i)
-		if i+1 < len(rest) {
-			e.stp(rest[i], rest[i+1], a64SP, off)
-		} else {
-			e.str(rest[i], a64SP, off)
-		}
-	}
+	g.eachSaved(e.stp, e.str)
 }
 
 func (g *a64Gen) epilogue() {
 	e := g.e
+	g.eachSaved(e.ldp, e.ldr)
+	e.ldpPost(g.regs[0], g.regs[1], a64SP, g.frame)
+}
+
+// eachSaved calls pair for every two saved registers after the first two
+// (which the pre- and post-indexed pair moves), and single for a last odd
+// one, with the base sp and their offset in the frame.
+func (g *a64Gen) eachSaved(pair func(a, b, base a64Reg, off int64), single func(r, base a64Reg, off int64)) {
 	rest := g.regs[2:]
 	for i := 0; i < len(rest); i += 2 {
 		off := int64(16 + 8*i)
 		if i+1 < len(rest) {
-			e.ldp(rest[i], rest[i+1], a64SP, off)
+			pair(rest[i], rest[i+1], a64SP, off)
 		} else {
-			e.ldr(rest[i], a64SP, off)
+			single(rest[i], a64SP, off)
 		}
 	}
-	e.ldpPost(g.regs[0], g.regs[1], a64SP, g.frame)
 }
 
 // increment adds 1 to the 64-bit word at the address in x16. It clobbers

@@ -874,7 +874,14 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		_ = child.Kill()
 		return
 	}
-	if _, err := t.trace(child, inherited, cts); err != nil {
+	t.follow(child, inherited, cts)
+}
+
+// follow traces a forked child with the sites and trampolines it
+// inherited (nil for a new image) and resumes it, or kills it when it
+// cannot be traced.
+func (t *Tracer) follow(child *proc.Process, inherited map[uint64]*liveSite, ts *trampState) {
+	if _, err := t.trace(child, inherited, ts); err != nil {
 		_ = child.Kill()
 		return
 	}
@@ -922,11 +929,7 @@ func (t *Tracer) onNewImage(child *proc.Process) {
 		_ = child.Detach()
 		return
 	}
-	if _, err := t.trace(child, nil, nil); err != nil {
-		_ = child.Kill()
-		return
-	}
-	_ = child.Resume()
+	t.follow(child, nil, nil)
 }
 
 // onExec handles an exec of a target: the old sites went with the old

@@ -4,8 +4,6 @@ package probe_test
 
 import (
 	"bytes"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -22,12 +20,7 @@ import (
 // program or changes its output.
 func TestForeignBranchNoDetour(t *testing.T) {
 	testenv.NeedPtrace(t)
-	gcc := testenv.MustHaveTool(t, "gcc")
-	src := filepath.Join(fixture.Dir(t), "src")
-	exe := filepath.Join(t.TempDir(), "cold")
-	if b, err := exec.Command(gcc, "-O2", "-fPIE", "-pie", "-o", exe, filepath.Join(src, "cold_main.c"), filepath.Join(src, "cold_x86.S")).CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
+	exe := fixture.Build(t, fixture.Program{Compiler: "gcc", Flags: []string{"-O2", "-fPIE", "-pie"}, Dir: "src", Files: []string{"cold_main.c", "cold_x86.S"}, Name: "cold"})
 	argv := []string{exe}
 	want := untraced(t, argv, nil)
 	r := spawn(t, argv, nil, nil)

@@ -5,8 +5,6 @@ package probe_test
 import (
 	"bytes"
 	"fmt"
-	"os/exec"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -25,11 +23,7 @@ import (
 // it or changes its output.
 func TestLandingPadNoDetour(t *testing.T) {
 	testenv.NeedPtrace(t)
-	gxx := testenv.MustHaveTool(t, "g++")
-	src, exe := filepath.Join(fixture.Dir(t), "src", "throws.cc"), filepath.Join(t.TempDir(), "throws")
-	if b, err := exec.Command(gxx, "-O2", "-o", exe, src).CombinedOutput(); err != nil {
-		t.Fatalf("g++: %v\n%s", err, b)
-	}
+	exe := fixture.Build(t, fixture.Program{Compiler: "g++", Flags: []string{"-O2"}, Dir: "src", Files: []string{"throws.cc"}, Name: "throws"})
 	specs := padSites(t, exe)
 	if len(specs) == 0 {
 		t.Fatal("no detour covers a landing pad: the fixture does not reach the case")

@@ -38,12 +38,8 @@ type traceOptions struct {
 	pause    tracePauseOptions // --max-pause: see trace_pause.go
 }
 
-func newTraceCmd() *cobra.Command {
-	var o traceOptions
-	cmd := &cobra.Command{
-		Use:   "trace [flags] SPEC... (-p PID | -- CMD [ARGS...])",
-		Short: "Probe a running process or a command and count the hits of each probe",
-		Long: `Start CMD (after "--") or attach to process PID, probe every site the SPECs
+// traceLong is the long help of trace.
+const traceLong = `Start CMD (after "--") or attach to process PID, probe every site the SPECs
 name in every module the process maps (the executable, its shared libraries,
 and libraries loaded later with dlopen), and count the hits until the process
 exits or probeopt gets SIGINT or SIGTERM; then print the count of every probe
@@ -119,7 +115,14 @@ standard output, which CMD shares, and the warnings with them (refused sites,
 specs that never took effect): as lines of a text report, and in a JSON
 report only as its fields; errors stay on standard error.
 
-Needs Linux on x86-64 and permission to trace the process (ptrace).`,
+Needs Linux on x86-64 and permission to trace the process (ptrace).`
+
+func newTraceCmd() *cobra.Command {
+	var o traceOptions
+	cmd := &cobra.Command{
+		Use:   "trace [flags] SPEC... (-p PID | -- CMD [ARGS...])",
+		Short: "Probe a running process or a command and count the hits of each probe",
+		Long:  traceLong,
 		Example: `  probeopt trace main 'parse_*' -- ./server --port 8080
   probeopt trace --events libc.so.6:malloc -p 1234
   probeopt trace --json -o counts.json '*' -- /usr/bin/sort big.txt
@@ -130,21 +133,7 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 			if dash := cmd.ArgsLenAtDash(); dash >= 0 {
 				specs, argv = args[:dash], args[dash:]
 			}
-			switch {
-			case len(specs) == 0:
-				return usagef("trace: missing SPEC argument")
-			case o.pid != 0 && argv != nil:
-				return usagef("trace: -p and a command after -- are exclusive")
-			case o.pid == 0 && len(argv) == 0:
-				return usagef("trace: give a command after -- or a process with -p")
-			case o.pid < 0:
-				return usagef("trace: invalid -p %d", o.pid)
-			case o.format != formatText && o.format != formatJSON && o.format != formatBin:
-				return usagef("trace: --format %q (want text, json or bin)", o.format)
-			case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
-				return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
-			}
-			if err := o.pause.check(); err != nil {
+			if err := o.check(specs, argv); err != nil {
 				return err
 			}
 			return runTrace(cmd, &o, specs, argv)
@@ -164,6 +153,26 @@ Needs Linux on x86-64 and permission to trace the process (ptrace).`,
 	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
 	addTracePauseFlags(f, &o.pause)
 	return cmd
+}
+
+// check checks the command line of trace: the specs, and the command
+// (argv, after "--") or the pid, with the flags.
+func (o *traceOptions) check(specs, argv []string) error {
+	switch {
+	case len(specs) == 0:
+		return usagef("trace: missing SPEC argument")
+	case o.pid != 0 && argv != nil:
+		return usagef("trace: -p and a command after -- are exclusive")
+	case o.pid == 0 && len(argv) == 0:
+		return usagef("trace: give a command after -- or a process with -p")
+	case o.pid < 0:
+		return usagef("trace: invalid -p %d", o.pid)
+	case o.format != formatText && o.format != formatJSON && o.format != formatBin:
+		return usagef("trace: --format %q (want text, json or bin)", o.format)
+	case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
+		return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
+	}
+	return o.pause.check()
 }
 
 // traceReport is what "trace --json" prints.

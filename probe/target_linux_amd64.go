@@ -449,9 +449,10 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 				p.suggest = nse.Suggestions
 			}
 			// A module named by the spec (or the executable) that holds
-			// nothing it names; a USDT spec without a module applies to
-			// every module, and most have no such probe.
-			if p.sp.module != "" || (mod.main && p.sp.es.Kind != elfscan.SpecUSDT) {
+			// nothing it names. A USDT spec without a module applies to
+			// every module, and a glob of modules to those mapped later
+			// too: they stay pending.
+			if (p.sp.module != "" && !strings.ContainsAny(p.sp.module, "*?[")) || (mod.main && p.sp.module == "" && p.sp.es.Kind != elfscan.SpecUSDT) {
 				if p.notFound == nil {
 					p.notFound = map[string]*elfscan.NoSymbolError{}
 				}

@@ -507,8 +507,11 @@ func traceEnd(stderr, warn io.Writer, rep *traceReport, waitErr error, pid int) 
 
 // pendingText says why a spec without a site never took effect.
 func pendingText(spec string) string {
-	if i := strings.Index(spec, ":usdt:"); i < 0 && (strings.HasPrefix(spec, "usdt:") || strings.HasPrefix(spec, "U:")) {
+	if strings.HasPrefix(spec, "usdt:") || strings.HasPrefix(spec, "U:") {
 		return "no loaded module has that USDT probe"
+	}
+	if mod, _, ok := strings.Cut(spec, ":"); ok && strings.ContainsAny(mod, "*?[") {
+		return "no loaded module it names has it"
 	}
 	return "no module it names was loaded"
 }

@@ -41,22 +41,6 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 		t.Fatalf("untraced: %v", err)
 	}
 
-	var out bytes.Buffer
-	o := probe.SpawnOptions{}
-	o.Env = env
-	r, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	o.Stdout = w
-	tr, err := probe.Spawn(argv, &o)
-	w.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Kill()
-	copied := make(chan struct{})
-	go func() { out.ReadFrom(r); r.Close(); close(copied) }()
 	// A Go function's entry runs again each time its stack check sends
 	// it to morestack (to grow the stack, or for a preemption request
 	// that arrived in the stack guard): its hits are its calls plus the
@@ -66,27 +50,11 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 	for _, a := range reentries {
 		specs = append(specs, fmt.Sprintf("%#x", a))
 	}
-	if _, err := tr.Add(specs...); err != nil {
-		t.Logf("add: %v", err)
-	}
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-tr.Exited():
-	case <-time.After(3 * time.Minute):
-		t.Fatal("the traced Go program did not finish in 3 minutes")
-	}
-	st, werr := tr.Wait()
-	<-copied
-	if werr != nil || !st.Success() {
-		t.Fatalf("traced: %+v %v", st, werr)
-	}
-	if !bytes.Equal(out.Bytes(), want) {
-		t.Errorf("traced output %q, untraced %q", out.Bytes(), want)
+	out, stats := spawnTraced(t, argv, env, specs, 3*time.Minute)
+	if !bytes.Equal(out, want) {
+		t.Errorf("traced output %q, untraced %q", out, want)
 	}
 
-	stats := tr.Stats()
 	// Every trap at a probe ran its instruction one way; the engine's
 	// own site (the dynamic linker's rendezvous) is apart.
 	if n := stats.Emulated + stats.Boosted + stats.Stepped; n != stats.Traps {
@@ -126,16 +94,7 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 	}
 	check := func(who string, counts map[uint64]uint64) {
 		t.Helper()
-		for name, n := range calls {
-			e, ok := entries[name]
-			if !ok {
-				t.Errorf("%s: no site at its entry", name)
-				continue
-			}
-			if got, again := counts[e], counts[reentries[name]]; got != n+again {
-				t.Errorf("%s: %s counts %d hits at %s, the program calls it %d times and it went to morestack %d times", who, name, got, name, n, again)
-			}
-		}
+		checkGoEntries(t, who, calls, entries, reentries, counts)
 	}
 	check("probeopt", hits)
 
@@ -153,6 +112,57 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 	check("the kernel", kernel)
 	t.Logf("%d sites, %d detours, %d traps; %d entries and calls to morestack, in each run the entries equal the calls plus the calls to morestack",
 		len(stats.Probes[0].Sites), detours, stats.Traps, len(sites))
+}
+
+// checkGoEntries checks that the hits at the entry of each function of
+// calls (entries) equal its calls plus the hits at its call to morestack
+// (reentries), in the counts of a run by address.
+func checkGoEntries(t *testing.T, who string, calls map[string]uint64, entries, reentries map[string]uint64, counts map[uint64]uint64) {
+	t.Helper()
+	for name, n := range calls {
+		e, ok := entries[name]
+		if !ok {
+			t.Errorf("%s: no site at its entry", name)
+			continue
+		}
+		if got, again := counts[e], counts[reentries[name]]; got != n+again {
+			t.Errorf("%s: %s counts %d hits at %s, the program calls it %d times and it went to morestack %d times", who, name, got, name, n, again)
+		}
+	}
+}
+
+// spawnTraced runs argv traced with specs until it exits (within limit,
+// successfully) and returns its standard output and the tracer's
+// statistics.
+func spawnTraced(t *testing.T, argv, env, specs []string, limit time.Duration) ([]byte, probe.Stats) {
+	t.Helper()
+	r, w := fixture.Pipe(t)
+	tr, err := probe.Spawn(argv, &probe.SpawnOptions{Env: env, Stdout: w})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Kill()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { out.ReadFrom(r); r.Close(); close(copied) }()
+	if _, err := tr.Add(specs...); err != nil {
+		t.Logf("add: %v", err)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-tr.Exited():
+	case <-time.After(limit):
+		t.Fatalf("%q traced did not finish in %v", argv, limit)
+	}
+	st, werr := tr.Wait()
+	<-copied
+	if werr != nil || !st.Success() {
+		t.Fatalf("traced %q: %+v %v", argv, st, werr)
+	}
+	return out.Bytes(), tr.Stats()
 }
 
 // morestackCalls returns, for each function of the main package of the Go

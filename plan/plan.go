@@ -87,6 +87,10 @@ type Decision struct {
 	// it cannot place its trampoline. nil otherwise: a decision that is
 	// not a trampoline is its own fallback.
 	Fallback *Decision
+	// Kept is, for a trampoline decided with Options.KeepFirst, the
+	// length of the first instruction left in place before the jump
+	// (trampoline.Site.Kept); 0 when the jump is at the address.
+	Kept int
 
 	record bool
 }
@@ -166,6 +170,15 @@ type Options struct {
 	// Rules asks for Decision.Rules, every rule with what it found (for
 	// explanations; it costs time in bulk scans).
 	Rules bool
+	// KeepFirst asks a detour to keep the site's first instruction in
+	// place and put the jump after it where that instruction may run
+	// before the probe (trampoline.SiteOptions.KeepFirst): another
+	// tracer's breakpoint at the address (a kernel uprobe) then never
+	// overlaps the jump. The function-wide checks cover the bytes from
+	// just after the address to the jump's end; when they refuse the
+	// longer span, the jump goes at the address as without the option.
+	// Decision.Kept says which was chosen. A live engine sets it.
+	KeepFirst bool
 	// Fallback asks, when the probeopt policy chooses a trampoline, for
 	// Decision.Fallback: the decision with NoTrampolines, in the same
 	// call. A live engine sets it.

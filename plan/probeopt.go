@@ -287,11 +287,37 @@ func nopLen(code []byte) int {
 // indirect jump (a jump table could land inside them). It reports the
 // decision when a trampoline is taken.
 func trampolineX86(d *Decision, s *Site, o *Options) (Decision, bool) {
+	if o.KeepFirst && !o.NoTrampolines && s.Func != nil {
+		// The first instruction kept, if the longer span passes the
+		// function-wide checks; else the jump at the address.
+		keep := func(addr uint64, code []byte, so *trampoline.SiteOptions) (*trampoline.Site, error) {
+			ko := *so
+			ko.KeepFirst = true
+			return trampoline.AnalyzeX86(addr, code, &ko)
+		}
+		kd := *d
+		kd.Rules = append([]Rule(nil), d.Rules...)
+		if ts, ok := analyzeTrampoline(&kd, s, o, "NOP", keep); ok && ts.Kept > 0 {
+			if dec, ok := trampolineX86Site(&kd, s, o, ts); ok {
+				dec.Kept = ts.Kept
+				return dec, true
+			}
+		}
+	}
 	ts, ok := analyzeTrampoline(d, s, o, "NOP", trampoline.AnalyzeX86)
 	if !ok {
 		return Decision{}, false
 	}
+	return trampolineX86Site(d, s, o, ts)
+}
+
+// trampolineX86Site applies the function-wide checks to the trampoline
+// site ts that trampoline.AnalyzeX86 made of s.
+func trampolineX86Site(d *Decision, s *Site, o *Options, ts *trampoline.Site) (Decision, bool) {
 	replaced := fmt.Sprintf("%s replaced at %#x", plural(ts.Len, "byte"), ts.PatchAddr)
+	if ts.Kept > 0 {
+		replaced += fmt.Sprintf(" (the %d-byte first instruction kept in place before the jump)", ts.Kept)
+	}
 	if s.Func != nil {
 		// From the probe address on: when an endbr64 stays, a branch to
 		// the jump after it would run the probe without passing the

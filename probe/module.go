@@ -170,7 +170,7 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 	ps := &plannedSite{vaddr: s.Addr, symbol: siteSymbol(s), body: code}
 	// One decision with its fallback: the trampoline, and the trap
 	// strategy the site takes if its trampoline cannot be placed.
-	d := plan.Decide(plan.Probeopt, site, &plan.Options{Vendor: vendor, Live: true, TrustIndirectJumps: trusted, Fallback: true})
+	d := plan.Decide(plan.Probeopt, site, &plan.Options{Vendor: vendor, Live: true, KeepFirst: true, TrustIndirectJumps: trusted, Fallback: true})
 	ps.decision = d
 	if d.Fallback != nil {
 		ps.decision = *d.Fallback

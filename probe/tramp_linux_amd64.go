@@ -335,7 +335,7 @@ func areaReaches(lo, hi uint64, addrs []uint64) bool {
 // that had a trampoline keeps its counters. The world is stopped; nothing
 // is patched yet.
 func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
-	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop})
+	site, err := tg.trampolineSite(s)
 	if err != nil {
 		return err
 	}
@@ -397,6 +397,33 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 		ts.next += 2
 	}
 	return nil
+}
+
+// trampolineSite analyzes site s at its run-time address for its
+// trampoline: the jump after the first instruction where the plan kept it
+// (plan.Decision.Kept) and the slot needs no return address at the stack
+// pointer, else at the address. A site that has a trampoline keeps the
+// jump where it is: a new handler that cannot have it there is an error.
+func (tg *target) trampolineSite(s *liveSite) (*trampoline.Site, error) {
+	o := trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop,
+		KeepFirst: s.ps.tramp.Kept > 0, Returns: s.wantsReturn() || s.unhijack || s.rehijack}
+	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &o)
+	if err != nil || s.tramp == nil {
+		return site, err
+	}
+	at := s.tramp.tr.Install.Addr
+	if site.PatchAddr != at && o.KeepFirst {
+		// Where the jump went without keeping the first instruction.
+		o.KeepFirst = false
+		if other, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &o); err == nil && other.PatchAddr == at {
+			site = other
+		}
+	}
+	if site.PatchAddr != at {
+		return nil, fmt.Errorf("the installed jump is at %#x and a slot with these handlers needs it at %#x "+
+			"(the first instruction it leaves in place moves the stack pointer or writes memory); add the return probe with the entry probe", at, site.PatchAddr)
+	}
+	return site, nil
 }
 
 // returnSetup maps the thread table of the return probes (private to the

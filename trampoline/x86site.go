@@ -40,9 +40,14 @@ type Site struct {
 	Addr uint64
 	Kind SiteKind
 	// PatchAddr is where the jump is written: Addr, or Addr+1 for a
-	// `nop; nopN` site (the one-byte nop stays), or Addr+4 when an
-	// endbr64 at Addr is kept.
+	// `nop; nopN` site (the one-byte nop stays), Addr+4 when an endbr64
+	// at Addr is kept, or after the first instruction when
+	// SiteOptions.KeepFirst keeps it in place (Kept is then its length).
 	PatchAddr uint64
+	// Kept is the length of the first instruction that SiteOptions.KeepFirst
+	// left in place before the jump, 0 when none was (an endbr64 or a
+	// one-byte nop kept by default is not counted here).
+	Kept int
 	// Len is the number of bytes replaced at PatchAddr (>= 5): the jump,
 	// then int3 fill.
 	Len int
@@ -92,6 +97,23 @@ type SiteOptions struct {
 	// the function must still land on it when indirect branch tracking is
 	// enforced) and the jump follows it.
 	ReplaceEndbr bool
+	// KeepFirst leaves the first instruction at Addr in place and puts
+	// the jump after it, when that instruction can run before the
+	// probe's handler without changing what the handler sees: it always
+	// falls through to the next one (no branch, no trap), is not a NOP
+	// site, and writes none of the argument registers an entry event
+	// records (rdi, rsi, rdx, rcx, r8, r9). The jump then never covers
+	// the byte at Addr, where another tracer's breakpoint goes (a kernel
+	// uprobe writes int3 over the first byte of the instruction it
+	// probes, and writes the file's byte back when it goes; over a jump
+	// that byte would tear it). When the rest is no site, the jump is
+	// written at Addr as without the option.
+	KeepFirst bool
+	// Returns says that the slot arms a return probe or walks the frames
+	// above (Handler.Return, Unhijack, Rehijack): it needs the return
+	// address at the stack pointer, so KeepFirst keeps only an
+	// instruction that writes neither the stack pointer nor memory.
+	Returns bool
 }
 
 // AnalyzeX86 decides how the site at addr is rewritten. code holds the
@@ -125,7 +147,43 @@ func AnalyzeX86(addr uint64, code []byte, opts *SiteOptions) (*Site, error) {
 	if o.NopOnly {
 		return nil, siteErr(addr, RefuseNoDetour, nil, "not a NOP site of 5 bytes or more, and detours are off")
 	}
+	if o.KeepFirst && !isEndbr64(code) {
+		if s := keptFirstSite(dec, addr, code, o); s != nil {
+			return s, nil
+		}
+	}
 	return detourSite(dec, addr, code, o)
+}
+
+// argRegs are the registers an entry event records.
+var argRegs = decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).Add(decode.RCX).Add(decode.R8).Add(decode.R9)
+
+// keptFirstSite returns the site whose jump follows the first instruction
+// of code, kept in place (SiteOptions.KeepFirst), or nil when that
+// instruction cannot stay or the code after it is no site.
+func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOptions) *Site {
+	var in decode.X86Inst
+	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || in.Written&argRegs != 0 {
+		return nil
+	}
+	if _, err := xol.CheckX86(&in); err != nil {
+		return nil // a trap, a system call, a privileged instruction...
+	}
+	if o.Returns && (in.Written.Has(decode.RSP) || in.HasModRM && in.Mod != 3 || in.DispSize > 0) {
+		return nil
+	}
+	rest := o
+	rest.KeepFirst, rest.ReplaceEndbr = false, true
+	next := code[in.Len:]
+	s := nopSite(dec, addr+uint64(in.Len), next)
+	if s == nil {
+		var err error
+		if s, err = detourSite(dec, addr+uint64(in.Len), next, rest); err != nil {
+			return nil
+		}
+	}
+	s.Addr, s.Kept = addr, in.Len
+	return s
 }
 
 // nopLen returns the length of the NOP instruction at the start of code

@@ -172,7 +172,8 @@ type Options struct {
 	Rules bool
 	// KeepFirst asks a detour to keep the site's first instruction in
 	// place and put the jump after it where that instruction may run
-	// before the probe (trampoline.SiteOptions.KeepFirst): another
+	// before the probe (trampoline.SiteOptions.KeepFirst, with neither
+	// Args nor Returns: the longest span any handler may need): another
 	// tracer's breakpoint at the address (a kernel uprobe) then never
 	// overlaps the jump. The function-wide checks cover the bytes from
 	// just after the address to the jump's end; when they refuse the

@@ -265,6 +265,10 @@ func (tg *target) stageTrap(w *proc.World, b *staged, s *liveSite, over spans) b
 	}
 	buf := make([]byte, len(s.ps.code))
 	if err := w.ReadMemory(s.addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
+		if why, ok := tg.heldByKernel(w, s, s.addr, buf, s.ps.code); ok && err == nil {
+			b.refuse(s, ReasonKernelUprobe, why)
+			return false
+		}
 		detail := fmt.Sprintf("memory holds %x at %#x, the file %x", buf, s.addr, s.ps.code)
 		if err != nil {
 			detail = fmt.Sprintf("read %#x: %v", s.addr, err)
@@ -348,6 +352,9 @@ func (s *liveSite) goLive() {
 		if r.c.tramp == nil && s.tramp != nil {
 			r.c.tramp, r.c.ret = s.tramp, r.p.sp.ret
 			r.c.decision = *s.ps.tramp
+		}
+		if s.tramp == nil && s.trampErr != nil && r.c.fallback == "" {
+			r.c.fallback = "the trampoline could not be made: " + s.trampErr.Error()
 		}
 		if r.c.live.CompareAndSwap(false, true) {
 			r.p.counters = append(r.p.counters, r.c)

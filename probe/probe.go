@@ -182,6 +182,15 @@ type Options struct {
 	// progress display). It runs on the goroutine that called Add or
 	// Remove and must not call the Tracer.
 	OnPass func(done, total int)
+	// VerifyInterval is how often the bytes of the installed sites are
+	// compared with what the engine wrote, without stopping the process
+	// (they are compared at each stop the engine makes too): a site whose
+	// bytes another writer changed, a kernel uprobe above all, is made
+	// safe and reported (SiteStats.Lost). 0 means DefaultVerifyInterval
+	// (10 ms); a negative value means only at the stops. The interval
+	// grows when comparing takes more than 2% of a CPU (tens of thousands
+	// of sites).
+	VerifyInterval time.Duration
 	// NoGuardian attaches without a guardian (package guardian): if the
 	// tracing program then dies without detaching, a thread that runs an
 	// int3 left in the text dies of SIGTRAP. By default Attach starts one,
@@ -261,9 +270,22 @@ type SiteStats struct {
 	// their thread's ring (or the shared ring) was full. With Events,
 	// Hits equals the events delivered plus Dropped.
 	Dropped uint64
-	// Live is false once the site is gone: its module was unmapped or the
-	// process exec'd or exited.
+	// Live is false once the site is gone: its module was unmapped, the
+	// process exec'd or exited, or the site was taken out (Lost).
 	Live bool
+	// Lost is set when the site was taken out while its module stayed
+	// mapped, because its bytes in memory were no longer what probeopt
+	// wrote: ReasonKernelUprobe when a kernel uprobe wrote its int3 over
+	// them or, going, wrote the file's byte back; ReasonTextMismatch for
+	// another change. LostDetail says what was found and what was done
+	// (the bytes probeopt wrote that were still there get the file's back).
+	// Hits stop counting then.
+	Lost       plan.Reason
+	LostDetail string
+	// Fallback says why a site the plan gave a trampoline is served by
+	// traps instead ("" when it has its trampoline or the plan gave it
+	// none).
+	Fallback string
 }
 
 // ProbeStats describes one probe.

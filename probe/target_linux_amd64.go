@@ -52,6 +52,13 @@ type siteCounter struct {
 	tramp  *siteTramp
 	shared bool
 	ret    bool // a return probe: counts the returns
+	// lost and lostDetail say why the site was taken out while its
+	// module stayed mapped (see loseSite), "" if it was not (under
+	// Tracer.mu).
+	lost       plan.Reason
+	lostDetail string
+	// fallback says why a site the plan gave a trampoline takes traps.
+	fallback string
 }
 
 // Hits returns the hits of the site.
@@ -179,6 +186,9 @@ type target struct {
 	// nil without one; guarded the ranges recorded in its log.
 	guard   *guardian.Guard
 	guarded map[guardKey]bool
+	// verifyBuf is the buffer of the comparisons of the sites' bytes
+	// (verify_linux_amd64.go).
+	verifyBuf []byte
 
 	hmu  sync.Mutex
 	held []held
@@ -261,6 +271,7 @@ func (tg *target) sync(w *proc.World) bool {
 func (tg *target) rescanStopped(w *proc.World) batchResult {
 	var res batchResult
 	tg.sync(w)
+	tg.verifyStopped(w)
 	maps, err := w.Maps()
 	if err != nil {
 		res.errs = append(res.errs, err)

@@ -233,6 +233,9 @@ func newTracer(o Options) *Tracer {
 	if o.RingSize == 0 {
 		o.RingSize = DefaultRingSize
 	}
+	if o.VerifyInterval == 0 {
+		o.VerifyInterval = DefaultVerifyInterval
+	}
 	emu, emuOK := hostEmulator(hostcpu.Host())
 	return &Tracer{tracerBackend{opts: o, vendor: hostVendor(), emu: emu, emuOK: emuOK, targets: map[int]*target{}, events: make(chan Event, n), done: make(chan struct{})}}
 }
@@ -303,6 +306,10 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	if t.opts.RescanInterval > 0 {
 		t.wg.Add(1)
 		go tg.rescanLoop(t.opts.RescanInterval)
+	}
+	if t.opts.VerifyInterval > 0 {
+		t.wg.Add(1)
+		go tg.verifyLoop(t.opts.VerifyInterval)
 	}
 	return tg, err
 }
@@ -465,6 +472,7 @@ func (t *Tracer) remove(probes ...*Probe) error {
 		tg.bounded = t.opts.MaxPause > 0
 		if err := t.stopThenPasses(tg, &res, func(w *proc.World) {
 			tg.sync(w)
+			tg.verifyStopped(w)
 			tg.commit(w, tg.cloneSites(), &res)
 		}); err != nil {
 			errs = append(errs, err)
@@ -549,7 +557,7 @@ func (t *Tracer) stats() Stats {
 			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
 				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
 				Hits: c.Hits(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load(),
-				Dropped: c.Dropped()}
+				Dropped: c.Dropped(), Lost: c.lost, LostDetail: c.lostDetail, Fallback: c.fallback}
 			ps.Hits += s.Hits
 			ps.Dropped += s.Dropped
 			ps.Sites = append(ps.Sites, s)
@@ -642,6 +650,7 @@ func (tg *target) detach() error {
 	var res batchResult
 	_, err := tg.p.Stopped(func(w *proc.World) error {
 		tg.sync(w)
+		tg.verifyStopped(w)
 		tg.commit(w, map[uint64]*liveSite{}, &res)
 		if len(res.errs) > 0 {
 			// The batch failed as a whole (a site no longer holds our

@@ -353,6 +353,9 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	}
 	old := s.tramp
 	if old == nil && string(cur) != string(site.Old) {
+		if why, ok := tg.heldByKernel(w, s, site.PatchAddr, cur, site.Old); ok {
+			return errors.New(why)
+		}
 		return fmt.Errorf("memory holds %x at %#x, the file %x", cur, site.PatchAddr, site.Old)
 	}
 	a, err := tg.trampArea(w, ts, site.Reach())
@@ -406,7 +409,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 // jump where it is: a new handler that cannot have it there is an error.
 func (tg *target) trampolineSite(s *liveSite) (*trampoline.Site, error) {
 	o := trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop,
-		KeepFirst: s.ps.tramp.Kept > 0, Returns: s.wantsReturn() || s.unhijack || s.rehijack}
+		KeepFirst: s.ps.tramp.Kept > 0, Args: tg.t.opts.Events && s.wantsEntry(), Returns: s.wantsReturn() || s.unhijack || s.rehijack}
 	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &o)
 	if err != nil || s.tramp == nil {
 		return site, err

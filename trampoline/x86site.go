@@ -100,15 +100,19 @@ type SiteOptions struct {
 	// KeepFirst leaves the first instruction at Addr in place and puts
 	// the jump after it, when that instruction can run before the
 	// probe's handler without changing what the handler sees: it always
-	// falls through to the next one (no branch, no trap), is not a NOP
-	// site, and writes none of the argument registers an entry event
-	// records (rdi, rsi, rdx, rcx, r8, r9). The jump then never covers
+	// falls through to the next one (no branch, no trap) and is not a
+	// NOP site (with Args and Returns, more is asked). The jump then
+	// never covers
 	// the byte at Addr, where another tracer's breakpoint goes (a kernel
 	// uprobe writes int3 over the first byte of the instruction it
 	// probes, and writes the file's byte back when it goes; over a jump
 	// that byte would tear it). When the rest is no site, the jump is
 	// written at Addr as without the option.
 	KeepFirst bool
+	// Args says that the slot records the argument registers (an entry
+	// event: rdi, rsi, rdx, rcx, r8, r9): KeepFirst keeps only an
+	// instruction that writes none of them.
+	Args bool
 	// Returns says that the slot arms a return probe or walks the frames
 	// above (Handler.Return, Unhijack, Rehijack): it needs the return
 	// address at the stack pointer, so KeepFirst keeps only an
@@ -163,7 +167,7 @@ var argRegs = decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).A
 // instruction cannot stay or the code after it is no site.
 func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOptions) *Site {
 	var in decode.X86Inst
-	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || in.Written&argRegs != 0 {
+	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || o.Args && in.Written&argRegs != 0 {
 		return nil
 	}
 	if _, err := xol.CheckX86(&in); err != nil {
@@ -173,7 +177,7 @@ func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOption
 		return nil
 	}
 	rest := o
-	rest.KeepFirst, rest.ReplaceEndbr = false, true
+	rest.KeepFirst, rest.ReplaceEndbr = false, true // one instruction kept, no more
 	next := code[in.Len:]
 	s := nopSite(dec, addr+uint64(in.Len), next)
 	if s == nil {

@@ -6,47 +6,45 @@ import (
 
 // TestKeepFirst checks where SiteOptions.KeepFirst puts the jump, with
 // objdump as the oracle for the instruction boundaries: after the first
-// instruction when it may run before the handler (it falls through and
-// writes no argument register; with Returns, not the stack pointer or
-// memory either), else at the address.
+// instruction when it may run before the handler (it falls through; with
+// Args it writes no argument register, with Returns neither the stack
+// pointer nor memory), else at the address.
 func TestKeepFirst(t *testing.T) {
 	const addr = 0x401000
 	cases := []struct {
 		name  string
 		code  []byte
-		keep  bool // kept without Returns
+		keep  bool // kept without Args or Returns
+		keepA bool // kept with Args
 		keepR bool // kept with Returns
 	}{
 		// push %r13; push %rbx; mov %rdi,%rbx; sub $16,%rsp; ret (glibc's malloc starts so)
-		{"push", []byte{0x41, 0x55, 0x53, 0x48, 0x89, 0xfb, 0x48, 0x83, 0xec, 0x10, 0xc3}, true, false},
+		{"push", []byte{0x41, 0x55, 0x53, 0x48, 0x89, 0xfb, 0x48, 0x83, 0xec, 0x10, 0xc3}, true, true, false},
 		// test %rdi,%rdi; je rel32; lea 7(%rdi),%rax; ret (glibc's free)
-		{"test", []byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0x05, 0x00, 0x00, 0x00, 0x48, 0x8d, 0x47, 0x07, 0xc3, 0xb8, 0x07, 0, 0, 0, 0xc3}, true, true},
+		{"test", []byte{0x48, 0x85, 0xff, 0x0f, 0x84, 0x05, 0x00, 0x00, 0x00, 0x48, 0x8d, 0x47, 0x07, 0xc3, 0xb8, 0x07, 0, 0, 0, 0xc3}, true, true, true},
 		// xor %edx,%edx (an argument register); lea 5(%rdi,%rdx),%rax; ret
-		{"args", []byte{0x31, 0xd2, 0x48, 0x8d, 0x44, 0x17, 0x05, 0xc3}, false, false},
+		{"args", []byte{0x31, 0xd2, 0x48, 0x8d, 0x44, 0x17, 0x05, 0xc3}, true, false, true},
 		// mov %rdi,8(%rsp) (memory); mov %rdi,%rax; add $1,%rax; ret
-		{"store", []byte{0x48, 0x89, 0x7c, 0x24, 0x08, 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x01, 0xc3}, true, false},
+		{"store", []byte{0x48, 0x89, 0x7c, 0x24, 0x08, 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x01, 0xc3}, true, true, false},
 		// jmp +0; then code: a branch never stays
-		{"branch", []byte{0xeb, 0x00, 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x01, 0xc3}, false, false},
+		{"branch", []byte{0xeb, 0x00, 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x01, 0xc3}, false, false, false},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			insts := objdump(t, c.code, addr)
 			first := insts[0].len
-			for _, returns := range []bool{false, true} {
-				want := c.keep
-				if returns {
-					want = c.keepR
-				}
-				s, err := AnalyzeX86(addr, c.code, &SiteOptions{KeepFirst: true, Returns: returns})
+			for mode, want := range []bool{c.keep, c.keepA, c.keepR} {
+				args, returns := mode == 1, mode == 2
+				s, err := AnalyzeX86(addr, c.code, &SiteOptions{KeepFirst: true, Args: args, Returns: returns})
 				if err != nil {
-					t.Fatalf("returns %v: %v", returns, err)
+					t.Fatalf("args %v returns %v: %v", args, returns, err)
 				}
 				at := 0
 				if want {
 					at = first
 				}
 				if s.Addr != addr || s.PatchAddr != addr+uint64(at) || s.Kept != at {
-					t.Errorf("returns %v: Addr %#x PatchAddr %#x Kept %d, want %#x %#x %d", returns, s.Addr, s.PatchAddr, s.Kept, addr, addr+uint64(at), at)
+					t.Errorf("args %v returns %v: Addr %#x PatchAddr %#x Kept %d, want %#x %#x %d", args, returns, s.Addr, s.PatchAddr, s.Kept, addr, addr+uint64(at), at)
 				}
 				// The jump ends on a boundary objdump sees, at least 5
 				// bytes after it starts.
@@ -56,7 +54,7 @@ func TestKeepFirst(t *testing.T) {
 					onBoundary = onBoundary || in.addr == end
 				}
 				if s.Len < jmpLen || !onBoundary {
-					t.Errorf("returns %v: %d bytes replaced at %#x end off a boundary of %v", returns, s.Len, s.PatchAddr, insts)
+					t.Errorf("args %v returns %v: %d bytes replaced at %#x end off a boundary of %v", args, returns, s.Len, s.PatchAddr, insts)
 				}
 			}
 			// Without the option the jump is at the address.

@@ -24,4 +24,11 @@ const (
 	// decision; a trampoline site whose displaced instruction does not
 	// decode).
 	Undecodable Code = "undecodable"
+	// KernelUprobe: a kernel uprobe (or another tracer's breakpoint)
+	// holds the site: its bytes in memory hold an int3 that the file does
+	// not have and probeopt did not write (a refusal of the live engine),
+	// or one came over a site probeopt had written (why a live site was
+	// taken out). The kernel writes the file's byte back when its uprobe
+	// goes, which would tear a jump of probeopt's.
+	KernelUprobe Code = "kernel-uprobe"
 )

@@ -2,7 +2,7 @@
  * functions from two threads for argv[2] milliseconds, checking every
  * result against the same formula computed here. SIGUSR1 stops the calls
  * of cx_args (it prints "args off"), SIGUSR2 starts them again ("args
- * on"). At the end it prints how many times each function was called and
+ * on"), SIGINT ends the calls before the time. At the end it prints how many times each function was called and
  * exits 0, or 3 at the first wrong result. */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -14,7 +14,7 @@
 
 typedef long (*fn)(long);
 static fn cx_push, cx_test, cx_args;
-static volatile sig_atomic_t args_on = 1, toggled;
+static volatile sig_atomic_t args_on = 1, toggled, stop;
 static long deadline_ms;
 
 struct counts { long push, test, args; };
@@ -32,7 +32,7 @@ static void fail(const char *f, long x, long got) {
 }
 
 static void run(struct counts *c, long until) {
-	for (long i = 0; now_ms() < until; i++) {
+	for (long i = 0; !stop && now_ms() < until; i++) {
 		for (int k = 0; k < 1000; k++, i++) {
 			long x = i & 1023, r;
 			if ((r = cx_push(x)) != 3 * x + 1) fail("cx_push", x, r);
@@ -54,6 +54,8 @@ static void *work(void *arg) {
 
 static void onsig(int s) { args_on = s == SIGUSR2; toggled = 1; }
 
+static void onint(int s) { (void)s; stop = 1; }
+
 int main(int argc, char **argv) {
 	if (argc != 3) {
 		fprintf(stderr, "usage: coexist LIB MILLISECONDS\n");
@@ -73,6 +75,7 @@ int main(int argc, char **argv) {
 	}
 	signal(SIGUSR1, onsig);
 	signal(SIGUSR2, onsig);
+	signal(SIGINT, onint);
 	deadline_ms = now_ms() + atol(argv[2]);
 	printf("started\n");
 	fflush(stdout);
@@ -80,7 +83,7 @@ int main(int argc, char **argv) {
 	pthread_t t;
 	pthread_create(&t, NULL, work, &c[1]);
 	/* The main thread reports the toggles as it works. */
-	while (now_ms() < deadline_ms) {
+	while (!stop && now_ms() < deadline_ms) {
 		long stop = now_ms() + 5;
 		run(&c[0], stop < deadline_ms ? stop : deadline_ms);
 		if (toggled) {

@@ -270,6 +270,12 @@ type SiteStats struct {
 	// their thread's ring (or the shared ring) was full. With Events,
 	// Hits equals the events delivered plus Dropped.
 	Dropped uint64
+	// DepthMissed counts, for a return probe, the calls whose return is
+	// not counted: the thread already had trampoline.MaxDepth (63)
+	// returns armed (a recursion deeper than that, say). Hits plus
+	// DepthMissed, less the frames still live or left by longjmp and
+	// exceptions, is the number of calls.
+	DepthMissed uint64
 	// Live is false once the site is gone: its module was unmapped, the
 	// process exec'd or exited, or the site was taken out (Lost).
 	Live bool
@@ -292,8 +298,9 @@ type SiteStats struct {
 type ProbeStats struct {
 	Probe
 	// Hits is the sum of the hits of every site, live or gone, in every
-	// traced process; Dropped the sum of their dropped events.
-	Hits, Dropped uint64
+	// traced process; Dropped the sum of their dropped events, and
+	// DepthMissed of their returns not counted (SiteStats.DepthMissed).
+	Hits, Dropped, DepthMissed uint64
 	// Sites are the sites installed, in every traced process.
 	Sites []SiteStats
 	// Refused are the sites the spec named that were not installed, each

@@ -74,6 +74,16 @@ func (c *siteCounter) Hits() uint64 {
 	return n
 }
 
+// DepthMissed returns, for a return probe, the calls whose return was
+// not observed because the thread already had trampoline.MaxDepth returns
+// armed (0 for an entry probe).
+func (c *siteCounter) DepthMissed() uint64 {
+	if c.tramp == nil || c.shared || !c.ret {
+		return 0
+	}
+	return c.tramp.view.Counter(c.tramp.missCounter)
+}
+
 // Dropped returns the events of the site that were dropped (0 for a
 // return probe: return events go to the shared ring, whose drops are
 // counted in Stats.DroppedEvents only).

@@ -42,8 +42,16 @@ import (
 // another site) falls back to its trap strategy.
 
 const (
-	// trampCounters is the capacity of a target's counters: one per site.
-	trampCounters = 1 << 16
+	// trampCounters is the capacity of a target's counters: three per
+	// site (entries, returns, returns not armed), for 349,525 sites, far
+	// more than the functions of the largest programs (libjvm.so has
+	// 43,676, node 78,000). The words take 8 MiB of address space in the
+	// tracee and the tracer, and memory only as sites use them (the memfd
+	// is zero-filled on demand). A site beyond them takes traps, and
+	// SiteStats.Fallback says so.
+	trampCounters = 1 << 20
+	// trampSiteCounters is the number of counters each site owns.
+	trampSiteCounters = 3
 	// trampRing is the number of event records of a target's ring.
 	trampRing = 1 << 14
 	// trampAreaSize is the size of one slot area.
@@ -88,8 +96,9 @@ type siteTramp struct {
 	tr   *trampoline.Trampoline
 	view *trampoline.View
 	// counter counts the entries, retCounter the returns (once ret is set:
-	// the return probe is armed).
-	counter, retCounter int
+	// the return probe is armed), missCounter the calls whose return
+	// could not be armed (the thread had trampoline.MaxDepth armed).
+	counter, retCounter, missCounter int
 	// entry and ret say which handlers the slot has: the entry counter
 	// (and event), the return probe.
 	entry, ret bool
@@ -343,8 +352,8 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err != nil {
 		return err
 	}
-	if ts.next+2 > trampCounters {
-		return errors.New("no counter left in the data area")
+	if ts.next+trampSiteCounters > trampCounters {
+		return fmt.Errorf("no counter left in the data area (%d counters, %d a site)", trampCounters, trampSiteCounters)
 	}
 	// The bytes the jump replaces must be the file's.
 	cur := make([]byte, site.Len)
@@ -362,11 +371,12 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err != nil {
 		return err
 	}
-	// Each site owns two counters from its first trampoline on (entries,
-	// returns); a trampoline that replaces it keeps them.
-	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: ts.next + 1}
+	// Each site owns three counters from its first trampoline on
+	// (entries, returns, returns not armed); a trampoline that replaces
+	// it keeps them.
+	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: ts.next + 1, missCounter: ts.next + 2}
 	if old != nil {
-		st.counter, st.retCounter = old.counter, old.retCounter
+		st.counter, st.retCounter, st.missCounter = old.counter, old.retCounter, old.missCounter
 	}
 	// The entry is counted (and recorded) only for entry probes: a site
 	// with return probes alone saves the locked increment on every call.
@@ -379,7 +389,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	}
 	h.Unhijack, h.Rehijack = s.unhijack, s.rehijack
 	if s.wantsReturn() {
-		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events}
+		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events, Missed: true, MissCounter: st.missCounter}
 	}
 	tr, err := a.BuildX86(site, &h, ts.cfg)
 	if err != nil {
@@ -397,7 +407,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	}
 	s.tramp = st
 	if old == nil {
-		ts.next += 2
+		ts.next += trampSiteCounters
 	}
 	return nil
 }

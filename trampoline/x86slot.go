@@ -108,6 +108,11 @@ type ReturnHandler struct {
 	Count   bool // increment counter Counter
 	Counter int
 	Event   bool // record a return event (rax, rdx)
+	// Missed counts in counter MissCounter the calls whose return could
+	// not be armed because the thread already had MaxDepth armed (their
+	// returns are not observed; the thread's slot counts them too).
+	Missed      bool
+	MissCounter int
 }
 
 // Range is the address range [Start, End).
@@ -179,6 +184,11 @@ func (c *Config) validate(h *Handler) error {
 		}
 		if r.Event {
 			if err := event("return event"); err != nil {
+				return err
+			}
+		}
+		if r.Missed {
+			if err := counter("missed-return counter", r.MissCounter); err != nil {
 				return err
 			}
 		}
@@ -632,6 +642,9 @@ func (g *x86Gen) push(h *Handler, retry, full x86enc.Label) {
 	g.cold = append(g.cold, func() {
 		a.Bind(overflow)
 		a.IncMem(x86enc.S64, x86enc.At(rsi, threadMissed))
+		if r.Missed {
+			g.counter(g.cfg.Data.CounterAddr(r.MissCounter))
+		}
 		a.Jmp(full)
 	})
 }

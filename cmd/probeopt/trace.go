@@ -20,6 +20,7 @@ import (
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/probe"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 // traceOptions are the flags of "trace".
@@ -212,13 +213,16 @@ type traceExit struct {
 
 // traceProbe is one probe of the report.
 type traceProbe struct {
-	ID      int           `json:"id"`
-	Spec    string        `json:"spec"`
-	Hits    uint64        `json:"hits"`
-	Dropped uint64        `json:"dropped_events,omitempty"`
-	Pending bool          `json:"pending,omitempty"`
-	Sites   []traceSite   `json:"sites"`
-	Refused []traceRefuse `json:"refused,omitempty"`
+	ID      int    `json:"id"`
+	Spec    string `json:"spec"`
+	Hits    uint64 `json:"hits"`
+	Dropped uint64 `json:"dropped_events,omitempty"`
+	// DepthMissed counts the returns of a return probe not observed:
+	// deeper than the return-probe depth (probe.SiteStats.DepthMissed).
+	DepthMissed uint64        `json:"depth_missed,omitempty"`
+	Pending     bool          `json:"pending,omitempty"`
+	Sites       []traceSite   `json:"sites"`
+	Refused     []traceRefuse `json:"refused,omitempty"`
 	// NotFound are the loaded modules the spec applies to that hold
 	// nothing it names.
 	NotFound []traceNotFound `json:"not_found,omitempty"`
@@ -245,6 +249,13 @@ type traceSite struct {
 	Boosted     uint64        `json:"boosted"`
 	Stepped     uint64        `json:"stepped"`
 	Live        bool          `json:"live"`
+	DepthMissed uint64        `json:"depth_missed,omitempty"`
+	// Lost says why a site was taken out while its module stayed mapped
+	// (probe.SiteStats.Lost), LostDetail what was found and done.
+	Lost       plan.Reason `json:"lost,omitempty"`
+	LostDetail string      `json:"lost_detail,omitempty"`
+	// Fallback says why a site the plan gave a trampoline takes traps.
+	Fallback string `json:"fallback,omitempty"`
 }
 
 // traceRefuse is one refused site of the report.
@@ -448,10 +459,11 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 		waitErr = err
 	}
 	for _, p := range st.Probes {
-		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Dropped: p.Dropped, Pending: p.Pending, Sites: []traceSite{}}
+		tp := traceProbe{ID: p.ID, Spec: p.Spec, Hits: p.Hits, Dropped: p.Dropped, DepthMissed: p.DepthMissed, Pending: p.Pending, Sites: []traceSite{}}
 		for _, s := range p.Sites {
 			tp.Sites = append(tp.Sites, traceSite{Pid: s.Pid, Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, RuntimeAddr: s.RuntimeAddr,
-				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Boosted: s.Boosted, Stepped: s.Stepped, Live: s.Live})
+				Strategy: s.Strategy, Reason: s.Reason, Hits: s.Hits, Emulated: s.Emulated, Boosted: s.Boosted, Stepped: s.Stepped, Live: s.Live,
+				Lost: s.Lost, LostDetail: s.LostDetail, Fallback: s.Fallback, DepthMissed: s.DepthMissed})
 		}
 		for _, r := range p.Refused {
 			tp.Refused = append(tp.Refused, traceRefuse{Module: r.Module, Symbol: r.Symbol, Addr: r.Addr, Reason: r.Reason, Detail: r.Detail})
@@ -614,6 +626,44 @@ func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-cha
 	}
 }
 
+// maxNotes bounds the fallback lines of the text report (--json lists
+// every one).
+const maxNotes = 10
+
+// printSiteNotes prints the sites taken out while live (a kernel uprobe
+// came over them...) and those that fell back from a trampoline to traps,
+// with why.
+func printSiteNotes(w io.Writer, rep *traceReport) {
+	var fallbacks []string
+	for _, p := range rep.Probes {
+		for _, s := range p.Sites {
+			name := shortModule(s.Module)
+			if s.Symbol != "" {
+				name += ":" + s.Symbol
+			}
+			if s.DepthMissed > 0 {
+				fmt.Fprintf(w, "depth  %s (%#x): %d returns not counted, deeper than the %d return probes a thread can have armed\n", name, s.Addr, s.DepthMissed, trampoline.MaxDepth)
+			}
+			if s.Lost != "" {
+				fmt.Fprintf(w, "lost   %s (%#x) after %d hits: %s: %s\n", name, s.Addr, s.Hits, s.Lost, s.LostDetail)
+			}
+			if s.Fallback != "" {
+				fallbacks = append(fallbacks, fmt.Sprintf("  %s (%#x): %s", name, s.Addr, s.Fallback))
+			}
+		}
+	}
+	if len(fallbacks) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "traps  %d site(s) take traps instead of a trampoline:\n", len(fallbacks))
+	for _, l := range fallbacks[:min(len(fallbacks), maxNotes)] {
+		fmt.Fprintln(w, l)
+	}
+	if len(fallbacks) > maxNotes {
+		fmt.Fprintf(w, "  ... and %d more (--json lists them all)\n", len(fallbacks)-maxNotes)
+	}
+}
+
 // printTraceReport prints the table of probes and sites, then the totals.
 func printTraceReport(w io.Writer, rep *traceReport) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
@@ -660,6 +710,7 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 		}
 	}
 	fmt.Fprintf(w, "\nprobes %d, sites %d (%d with a trampoline), refused %d\n", len(rep.Probes), sites, trampSites, refused)
+	printSiteNotes(w, rep)
 	fmt.Fprintf(w, "hits   %d without a trap (trampolines)\n", trampHits)
 	fmt.Fprintf(w, "traps  %d: %d emulated, %d run out of line in a slot, %d single-stepped in place (%d of them left to the CPU by the emulation)\n",
 		rep.Traps, rep.Emulated, rep.Boosted, rep.Stepped, rep.Fallbacks)

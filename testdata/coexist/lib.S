@@ -42,4 +42,22 @@ cx_args:
 	ret
 	.size	cx_args, .-cx_args
 
+# long cx_rec(long n): n, by n+1 nested calls (cx_rec(n-1)+1): a
+# recursion of known depth for the return-probe depth tests.
+	.globl	cx_rec
+	.type	cx_rec, @function
+cx_rec:
+.Lrec:
+	test	%rdi, %rdi
+	je	1f
+	push	%rbx
+	lea	-1(%rdi), %rdi
+	call	.Lrec
+	add	$1, %rax
+	pop	%rbx
+	ret
+1:	xor	%eax, %eax
+	ret
+	.size	cx_rec, .-cx_rec
+
 	.section .note.GNU-stack,"",@progbits

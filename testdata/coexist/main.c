@@ -3,12 +3,16 @@
  * result against the same formula computed here. SIGUSR1 stops the calls
  * of cx_args (it prints "args off"), SIGUSR2 starts them again ("args
  * on"), SIGINT ends the calls before the time. At the end it prints how many times each function was called and
- * exits 0, or 3 at the first wrong result. */
+ * exits 0, or 3 at the first wrong result.
+ *
+ * "coexist LIB rec N K" calls cx_rec(N) K times instead (N+1 nested calls
+ * each) and prints "rec N K ok". */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -57,8 +61,8 @@ static void onsig(int s) { args_on = s == SIGUSR2; toggled = 1; }
 static void onint(int s) { (void)s; stop = 1; }
 
 int main(int argc, char **argv) {
-	if (argc != 3) {
-		fprintf(stderr, "usage: coexist LIB MILLISECONDS\n");
+	if (argc != 3 && !(argc == 5 && strcmp(argv[2], "rec") == 0)) {
+		fprintf(stderr, "usage: coexist LIB MILLISECONDS | coexist LIB rec N K\n");
 		return 2;
 	}
 	void *h = dlopen(argv[1], RTLD_NOW);
@@ -72,6 +76,14 @@ int main(int argc, char **argv) {
 	if (!cx_push || !cx_test || !cx_args) {
 		fprintf(stderr, "coexist: a function is missing\n");
 		return 2;
+	}
+	if (argc == 5) {
+		fn rec = (fn)dlsym(h, "cx_rec");
+		long n = atol(argv[3]), k = atol(argv[4]);
+		for (long i = 0; rec && i < k; i++)
+			if (rec(n) != n) fail("cx_rec", n, rec(n));
+		printf("rec %ld %ld %s\n", n, k, rec ? "ok" : "missing");
+		return rec ? 0 : 3;
 	}
 	signal(SIGUSR1, onsig);
 	signal(SIGUSR2, onsig);

@@ -10,6 +10,7 @@ import (
 	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 // Errors of the package. They are wrapped with context; compare with
@@ -182,6 +183,14 @@ type Options struct {
 	// progress display). It runs on the goroutine that called Add or
 	// Remove and must not call the Tracer.
 	OnPass func(done, total int)
+	// ReturnDepth is the number of return probes one thread can have
+	// armed at once (nested calls of probed functions): the returns of
+	// deeper calls are not counted, but counted as missed
+	// (SiteStats.DepthMissed). It is rounded up to 2^k-1; 0 means
+	// trampoline.MaxDepth (63), the most is trampoline.MaxThreadDepth
+	// (1023). Each traced thread's slot of the thread table takes 32
+	// bytes a level (2 KiB at 63; 4,096 slots, memory as used).
+	ReturnDepth int
 	// VerifyInterval is how often the bytes of the installed sites are
 	// compared with what the engine wrote, without stopping the process
 	// (they are compared at each stop the engine makes too): a site whose
@@ -211,6 +220,9 @@ var ErrOptions = errors.New("invalid options")
 func (o *Options) check() error {
 	if n := o.RingSize; n < 0 || n > 1<<20 || n&(n-1) != 0 {
 		return fmt.Errorf("ring size %d (want a power of two up to 1048576): %w", n, ErrOptions)
+	}
+	if n := o.ReturnDepth; n < 0 || n > trampoline.MaxThreadDepth {
+		return fmt.Errorf("return depth %d (want 0 to %d): %w", n, trampoline.MaxThreadDepth, ErrOptions)
 	}
 	return nil
 }

@@ -451,6 +451,7 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 	if err != nil {
 		return err
 	}
+	th.Depth = tg.t.opts.ReturnDepth
 	addr, err := tg.placeMapping(w, []uint64{a.Addr}, th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return err

@@ -167,8 +167,9 @@ func (d *Data) Init(mem []byte) error {
 // The thread table for return probes. One per traced process: the engine
 // maps it private and anonymous (zero-filled; a forked child gets its own
 // copy, as it gets its own stack) at Threads.Addr. It holds Slots slots of
-// ThreadSlotSize bytes, found by hashing the thread pointer (see
-// ThreadPointer) with open addressing:
+// ThreadSlotSize bytes (Threads.SlotSize with another Threads.Depth),
+// found by hashing the thread pointer (see ThreadPointer) with open
+// addressing:
 //
 //	+0   key: the thread pointer, 0 for a free slot, TombstoneKey for a
 //	     slot the tracer reclaimed (skipped by lookups, never reused)
@@ -176,7 +177,7 @@ func (d *Data) Init(mem []byte) error {
 //	     bits a generation that every push increments (a pop keeps the
 //	     generation it read, see below)
 //	+16  missed: return probes not armed because the stack was full
-//	+32  MaxDepth entries of 32 bytes: original return address, stack
+//	+32  MaxDepth (Threads.MaxDepth) entries of 32 bytes: original return address, stack
 //	     pointer at entry (where the return address lies), probe id
 //	     (32 bits), flags (32 bits; bit 0: record an event), address of
 //	     the return counter or 0
@@ -211,12 +212,15 @@ func (d *Data) Init(mem []byte) error {
 // compare-and-swap fails. The generation is not monotonic (a pop may set
 // it back), and only guards pushes.
 const (
-	// ThreadSlotSize is the size of one thread's slot in bytes.
+	// ThreadSlotSize is the size of one thread's slot in bytes when
+	// Threads.Depth is 0.
 	ThreadSlotSize = 2048
-	threadSlotLog  = 11
 	// MaxDepth is the number of return probes one thread can have armed
-	// at once; deeper entries are counted as missed and not armed.
+	// at once when Threads.Depth is 0; deeper entries are counted as
+	// missed and not armed.
 	MaxDepth = (ThreadSlotSize - threadEntries) / threadEntrySize
+	// MaxThreadDepth is the largest Threads.Depth.
+	MaxThreadDepth = 1<<15/threadEntrySize - 1
 	// TombstoneKey marks a reclaimed slot.
 	TombstoneKey = 1
 
@@ -240,7 +244,30 @@ type Threads struct {
 	Addr uint64
 	// Slots is the number of thread slots, a power of two.
 	Slots int
+	// Depth is the number of return probes one thread can have armed at
+	// once, rounded up so that a slot (32 bytes, then 32 per entry) is a
+	// power of two: 63, 127, 255... up to MaxThreadDepth (1023). 0 means
+	// MaxDepth (63).
+	Depth int
 }
+
+// SlotSize returns the size of one thread's slot in bytes.
+func (t *Threads) SlotSize() uint64 {
+	if t.Depth <= 0 {
+		return ThreadSlotSize
+	}
+	size := uint64(64)
+	for size < threadEntries+uint64(t.Depth)*threadEntrySize {
+		size *= 2
+	}
+	return size
+}
+
+// MaxDepth returns the number of return probes one thread can have armed
+// at once: Depth rounded up to fill a slot.
+func (t *Threads) MaxDepth() int { return int(t.SlotSize()-threadEntries) / threadEntrySize }
+
+func (t *Threads) slotLog() int { return bits.TrailingZeros64(t.SlotSize()) }
 
 // NewThreads validates and returns a thread table description.
 func NewThreads(addr uint64, slots int) (*Threads, error) {
@@ -258,19 +285,25 @@ func (t *Threads) validate() error {
 	if t.Slots <= 0 || t.Slots > 1<<20 || t.Slots&(t.Slots-1) != 0 {
 		return fmt.Errorf("thread table of %d slots (want a power of two up to 2^20): %w", t.Slots, ErrConfig)
 	}
+	if t.Depth < 0 || t.Depth > MaxThreadDepth {
+		return fmt.Errorf("return-probe depth %d (want 0 to %d): %w", t.Depth, MaxThreadDepth, ErrConfig)
+	}
+	if uint64(t.Slots)*t.SlotSize() > 1<<31 {
+		return fmt.Errorf("thread table of %d slots of %d bytes: over 2 GiB: %w", t.Slots, t.SlotSize(), ErrConfig)
+	}
 	return nil
 }
 
 func (t *Threads) bits() int { return bits.TrailingZeros(uint(t.Slots)) }
 
 // Size returns the size of the table in bytes (a multiple of 4 KiB).
-func (t *Threads) Size() uint64 { return (uint64(t.Slots)*ThreadSlotSize + 4095) &^ 4095 }
+func (t *Threads) Size() uint64 { return (uint64(t.Slots)*t.SlotSize() + 4095) &^ 4095 }
 
 // SlotAddr returns the tracee address of thread slot i. The engine
 // reclaims the slot of a thread that has exited by writing TombstoneKey at
 // this address while the process is stopped (lookups then skip the slot;
 // it is not reused).
-func (t *Threads) SlotAddr(i int) uint64 { return t.Addr + uint64(i)*ThreadSlotSize }
+func (t *Threads) SlotAddr(i int) uint64 { return t.Addr + uint64(i)*t.SlotSize() }
 
 // threadHashMul is the multiplier of the slot hash (Fibonacci hashing of
 // the thread pointer: 2^64 divided by the golden ratio, made odd).
@@ -308,12 +341,13 @@ func (t *Threads) ReadThreads(mem []byte) ([]ThreadStack, error) {
 	if err := t.validate(); err != nil {
 		return nil, err
 	}
-	if uint64(len(mem)) < uint64(t.Slots)*ThreadSlotSize {
+	size := int(t.SlotSize())
+	if len(mem) < t.Slots*size {
 		return nil, fmt.Errorf("%d bytes for a table of %d slots: %w", len(mem), t.Slots, ErrLayout)
 	}
 	var out []ThreadStack
 	for i := 0; i < t.Slots; i++ {
-		s := mem[i*ThreadSlotSize : (i+1)*ThreadSlotSize]
+		s := mem[i*size : (i+1)*size]
 		key := binary.LittleEndian.Uint64(s[threadKey:])
 		if key == 0 || key == TombstoneKey {
 			continue
@@ -321,7 +355,7 @@ func (t *Threads) ReadThreads(mem []byte) ([]ThreadStack, error) {
 		state := binary.LittleEndian.Uint64(s[threadState:])
 		ts := ThreadStack{Slot: i, Key: key, Gen: uint32(state >> 32), Missed: binary.LittleEndian.Uint64(s[threadMissed:])}
 		depth := int(uint32(state)) / threadEntrySize
-		if depth > MaxDepth {
+		if depth > t.MaxDepth() {
 			return nil, fmt.Errorf("thread slot %d: depth %d: %w", i, depth, ErrLayout)
 		}
 		for j := 0; j < depth; j++ {

@@ -109,7 +109,7 @@ type ReturnHandler struct {
 	Counter int
 	Event   bool // record a return event (rax, rdx)
 	// Missed counts in counter MissCounter the calls whose return could
-	// not be armed because the thread already had MaxDepth armed (their
+	// not be armed because the thread already had Threads.MaxDepth armed (their
 	// returns are not observed; the thread's slot counts them too).
 	Missed      bool
 	MissCounter int
@@ -494,14 +494,14 @@ func (g *x86Gen) threadLookup(claim bool, notFound x86enc.Label) {
 	a.Test(x86enc.S64, rdx, rdx)
 	a.Jcc(x86enc.CondE, notFound)
 	// rax = the byte offset of the first slot probed: the slot index
-	// (Threads.ThreadSlot) times ThreadSlotSize.
+	// (Threads.ThreadSlot) times the slot size.
 	if t.Slots == 1 {
 		a.ALU(x86enc.Xor, x86enc.S32, rax, rax)
 	} else {
 		a.MovImm(rax, threadHashMul)
 		a.Imul(x86enc.S64, rax, rdx)
-		a.Shr(x86enc.S64, rax, uint8(64-t.bits()-threadSlotLog))
-		a.ALUImm32(x86enc.And, x86enc.S64, rax, -ThreadSlotSize)
+		a.Shr(x86enc.S64, rax, uint8(64-t.bits()-t.slotLog()))
+		a.ALUImm32(x86enc.And, x86enc.S64, rax, -int32(t.SlotSize()))
 	}
 	g.addr(r11, t.Addr)
 	a.Lea(rsi, x86enc.Indexed(r11, rax, 1, 0))
@@ -530,8 +530,8 @@ func (g *x86Gen) threadLookup(claim bool, notFound x86enc.Label) {
 			a.Mov(x86enc.S64, rax, r10)
 		}
 		a.Bind(next)
-		a.ALUImm32(x86enc.Add, x86enc.S64, rax, ThreadSlotSize)
-		a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(uint64(t.Slots)*ThreadSlotSize-1))
+		a.ALUImm32(x86enc.Add, x86enc.S64, rax, int32(t.SlotSize()))
+		a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(uint64(t.Slots)*t.SlotSize()-1))
 		a.Dec(x86enc.S32, rcx)
 		a.Jcc(x86enc.CondNE, loop)
 		a.Jmp(notFound)
@@ -614,7 +614,7 @@ func (g *x86Gen) push(h *Handler, retry, full x86enc.Label) {
 	a := g.a
 	r := h.Return
 	overflow := a.NewLabel()
-	a.ALUImm32(x86enc.Cmp, x86enc.S32, rcx, MaxDepth*threadEntrySize)
+	a.ALUImm32(x86enc.Cmp, x86enc.S32, rcx, int32(g.cfg.Threads.MaxDepth()*threadEntrySize))
 	a.Jcc(x86enc.CondAE, overflow)
 	// The new entry lies at rsi + rcx + 32 (entries start at +32).
 	a.Store(x86enc.S64, x86enc.Indexed(rsi, rcx, 1, threadEntries+entRet), rdx)

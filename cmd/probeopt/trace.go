@@ -36,7 +36,9 @@ type traceOptions struct {
 	// The event output (see traceevents.go).
 	format   string
 	ringSize int
-	pause    tracePauseOptions // --max-pause: see trace_pause.go
+	// returnDepth is probe.Options.ReturnDepth.
+	returnDepth int
+	pause       tracePauseOptions // --max-pause: see trace_pause.go
 }
 
 // traceLong is the long help of trace.
@@ -152,6 +154,7 @@ func newTraceCmd() *cobra.Command {
 	// The event output: its form and the rings it is drained from.
 	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
 	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
+	f.IntVar(&o.returnDepth, "return-depth", 0, fmt.Sprintf("how many return probes a thread can have armed at once, `N` nested calls (rounded up to 2^k-1, at most %d; 0 means %d): the returns of deeper calls are not counted, and the report says how many", trampoline.MaxThreadDepth, trampoline.MaxDepth))
 	addTracePauseFlags(f, &o.pause)
 	return cmd
 }
@@ -172,6 +175,8 @@ func (o *traceOptions) check(specs, argv []string) error {
 		return usagef("trace: --format %q (want text, json or bin)", o.format)
 	case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
 		return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
+	case o.returnDepth < 0 || o.returnDepth > trampoline.MaxThreadDepth:
+		return usagef("trace: --return-depth %d (want 0 to %d)", o.returnDepth, trampoline.MaxThreadDepth)
 	}
 	return o.pause.check()
 }
@@ -364,7 +369,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 // process still stopped. With no probe it lets the process go (detached,
 // or killed when spawned) and returns errReported.
 func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, sink *eventSink) (*probe.Tracer, []*probe.Probe, error) {
-	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps, RingSize: o.ringSize}
+	opts := probe.Options{FollowForks: o.followForks, Events: o.events, StepOnly: o.stepOnly, NoTrampolines: o.traps, RingSize: o.ringSize, ReturnDepth: o.returnDepth}
 	if sink != nil {
 		opts.OnEvents = sink.write
 	}
@@ -642,7 +647,7 @@ func printSiteNotes(w io.Writer, rep *traceReport) {
 				name += ":" + s.Symbol
 			}
 			if s.DepthMissed > 0 {
-				fmt.Fprintf(w, "depth  %s (%#x): %d returns not counted, deeper than the %d return probes a thread can have armed\n", name, s.Addr, s.DepthMissed, trampoline.MaxDepth)
+				fmt.Fprintf(w, "depth  %s (%#x): %d returns not counted, deeper than the return probes a thread can have armed (--return-depth)\n", name, s.Addr, s.DepthMissed)
 			}
 			if s.Lost != "" {
 				fmt.Fprintf(w, "lost   %s (%#x) after %d hits: %s: %s\n", name, s.Addr, s.Hits, s.Lost, s.LostDetail)

@@ -148,13 +148,13 @@ func AnalyzeX86(addr uint64, code []byte, opts *SiteOptions) (*Site, error) {
 			return s, nil
 		}
 	}
-	if o.NopOnly {
-		return nil, siteErr(addr, RefuseNoDetour, nil, "not a NOP site of 5 bytes or more, and detours are off")
-	}
 	if o.KeepFirst && !isEndbr64(code) {
 		if s := keptFirstSite(dec, addr, code, o); s != nil {
 			return s, nil
 		}
+	}
+	if o.NopOnly {
+		return nil, siteErr(addr, RefuseNoDetour, nil, "not a NOP site of 5 bytes or more, and detours are off")
 	}
 	return detourSite(dec, addr, code, o)
 }
@@ -164,7 +164,8 @@ var argRegs = decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).A
 
 // keptFirstSite returns the site whose jump follows the first instruction
 // of code, kept in place (SiteOptions.KeepFirst), or nil when that
-// instruction cannot stay or the code after it is no site.
+// instruction cannot stay or the code after it is no site (no NOP site,
+// with NopOnly).
 func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOptions) *Site {
 	var in decode.X86Inst
 	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || o.Args && in.Written&argRegs != 0 {
@@ -180,6 +181,9 @@ func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOption
 	rest.KeepFirst, rest.ReplaceEndbr = false, true // one instruction kept, no more
 	next := code[in.Len:]
 	s := nopSite(dec, addr+uint64(in.Len), next)
+	if s == nil && o.NopOnly {
+		return nil
+	}
 	if s == nil {
 		var err error
 		if s, err = detourSite(dec, addr+uint64(in.Len), next, rest); err != nil {

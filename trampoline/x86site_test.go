@@ -65,3 +65,21 @@ func TestKeepFirst(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepFirstNopOnly: with NopOnly, a kept first instruction followed
+// by a NOP of 5 bytes gives the NOP site after it (what the plan decides
+// as trampoline-nop with Decision.Kept), and anything else no site.
+func TestKeepFirstNopOnly(t *testing.T) {
+	const addr = 0x401000
+	// push %rbx; nopl 0x0(%rax,%rax,1); ret
+	code := []byte{0x53, 0x0f, 0x1f, 0x44, 0x00, 0x00, 0xc3}
+	insts := objdump(t, code, addr)
+	s, err := AnalyzeX86(addr, code, &SiteOptions{KeepFirst: true, NopOnly: true})
+	if err != nil || s.Kind != SiteNop || s.Kept != insts[0].len || s.PatchAddr != insts[1].addr || s.Len != insts[1].len {
+		t.Fatalf("push; nop5: %+v, %v; objdump: %v", s, err, insts)
+	}
+	// push %rbx; mov %rdi,%rax; ...: no NOP after the push.
+	if s, err := AnalyzeX86(addr, []byte{0x53, 0x48, 0x89, 0xf8, 0x48, 0x83, 0xc0, 0x01, 0xc3}, &SiteOptions{KeepFirst: true, NopOnly: true}); err == nil {
+		t.Fatalf("push; mov with NopOnly: %+v, want a refusal", s)
+	}
+}

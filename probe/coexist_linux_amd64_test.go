@@ -387,3 +387,32 @@ func funcAddr(t *testing.T, f *elfscan.File, name string) uint64 {
 	t.Fatalf("no function %s", name)
 	return 0
 }
+
+// TestKernelUprobeOverTrap: a kernel uprobe arrives over an int3 of
+// probeopt's (the kernel writes nothing over an int3, serves the hits
+// while it is there, and writes the file's byte back when it goes). The
+// program runs on, and probeopt reports the site lost to the kernel once
+// the file's byte is back.
+func TestKernelUprobeOverTrap(t *testing.T) {
+	testenv.NeedPtrace(t)
+	needKernelUprobes(t)
+	r := startCoexist(t, 60000, &probe.Options{NoTrampolines: true}, "libcoexist.so:cx_test")
+	k := r.kernelProbe(t, "cx_test")
+	time.Sleep(50 * time.Millisecond)
+	n, _ := k.Count()
+	k.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	s := siteOf(t, r.tr.Stats(), "cx_test")
+	for ; s.Lost == ""; s = siteOf(t, r.tr.Stats(), "cx_test") {
+		if time.Now().After(deadline) {
+			t.Fatal("the int3 the kernel's removal took away was not found")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	syscall.Kill(r.tr.Pid(), syscall.SIGINT)
+	calls := r.finish(t)
+	if s.Lost != probe.ReasonKernelUprobe || n == 0 || s.Hits+n > calls["cx_test"] {
+		t.Errorf("cx_test: lost %q (%s); probeopt %d, kernel %d, of %d calls", s.Lost, s.LostDetail, s.Hits, n, calls["cx_test"])
+	}
+	t.Logf("cx_test: probeopt %d, kernel %d, of %d calls: %s", s.Hits, n, calls["cx_test"], s.LostDetail)
+}

@@ -145,6 +145,62 @@
 // event format (NewEventWriter, NewEventReader) is what "probeopt trace
 // --events --format bin" writes.
 //
+// The data area holds three counters a site (entries, returns, returns
+// not armed) for 349,525 sites; a site beyond them, or whose trampoline
+// cannot be made, takes traps and SiteStats.Fallback says why.
+//
+// # Other tracers: kernel uprobes
+//
+// A kernel uprobe (bpftrace, perf, any BPF tool) writes an int3 over the
+// first byte of the instruction it probes, unless that byte already is an
+// int3, and when it goes writes the file's byte back, unless the byte no
+// longer is an int3 (the kernel's verify_opcode, the only check it makes).
+// A thread that hits it runs the file's instruction out of line and goes
+// on after it. Nothing tells a tracer that this happened: no ptrace stop,
+// no signal. Over a jump of probeopt's, the int3 leaves the jump's
+// displacement after it, which a thread then runs as code, and the
+// removal leaves the file's first byte before it: a torn instruction
+// either way. Hence:
+//
+//   - Where the site can keep it, the first instruction stays in place and
+//     the jump follows it (plan.Options.KeepFirst): an endbr64, a
+//     one-byte nop before a nop5, or any first instruction that never
+//     branches or traps (with Options.Events it must not write the
+//     argument registers, under a return probe neither the stack pointer
+//     nor memory). A kernel uprobe at the site's address then shares it
+//     with probeopt, whatever the order: its int3, its step and its
+//     removal all touch the first instruction, never the jump, and both
+//     count every hit.
+//   - A site whose bytes hold an int3 that the file does not have, where
+//     probeopt would write, is refused (ReasonKernelUprobe; the detail
+//     gives the process's [uprobes] mapping and the tracefs
+//     uprobe_events line when they show one).
+//   - An int3 site of probeopt's coexists: the kernel writes nothing over
+//     an int3 and serves the hits itself while its uprobe is there (they
+//     are not counted here), and its removal writes the file's byte back,
+//     a whole instruction; probeopt finds its int3 gone and reports the
+//     site lost.
+//   - The bytes of every installed site are compared with what the engine
+//     wrote at each stop it makes (Add, Remove, a new module, an exec,
+//     Detach; not the stops of an in-place single step) and every
+//     Options.VerifyInterval (10 ms) in between, read without stopping the
+//     process. A site whose bytes changed is taken out (the bytes still
+//     probeopt's get the file's back; a kernel's int3 stays and goes with
+//     its uprobe, which then writes the file's byte over it) and reported:
+//     SiteStats.Lost and LostDetail.
+//
+// What cannot be guaranteed: a kernel uprobe on a byte of a jump (the
+// first byte of a site whose jump must start at the address: its first
+// instruction branches, or writes an argument register that an event
+// records, or moves the stack under a return probe; or an instruction
+// inside the replaced bytes) cannot be kept out, since verify_opcode
+// refuses only an int3 and the kernel skips only a writable or shared
+// mapping of the text, which probeopt does not make. A thread that hits
+// such an int3 before the next comparison dies (SIGILL, SIGSEGV or
+// SIGTRAP), and a uprobe put and removed between two comparisons leaves
+// the torn bytes that the next one repairs. The window is the
+// VerifyInterval.
+//
 // # Return probes
 //
 // SYM%return, uretprobe:PATH:SYM and ur:PATH:SYM name return probes: the
@@ -152,7 +208,10 @@
 // thread's shadow stack and replaces it by the return trampoline's, which
 // counts the return (and records rax with Options.Events) and goes back.
 // They need a trampoline: a function whose entry takes traps refuses them
-// (ReasonReturnNeedsTrampoline). Frames left by longjmp or an exception
+// (ReasonReturnNeedsTrampoline). A thread has Options.ReturnDepth (63 by
+// default, up to 1023) returns armed at once; a deeper call's return is
+// not counted but counted as missed (SiteStats.DepthMissed: a recursion
+// deeper than that, say; the kernel's own limit is 64). Frames left by longjmp or an exception
 // never count a return, as with Linux's return probes. While return probes
 // are in force, the unwinder's entries (_Unwind_RaiseException and the
 // others) get trampolines that put the original return addresses back, and

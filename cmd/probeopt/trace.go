@@ -77,7 +77,11 @@ as many stops as it takes for none to last longer than DURATION (2ms is what
 the project recommends, from docs/BENCHMARKS.md): the process runs between
 them, and each probe counts from the stop that wrote its site; on a terminal
 a progress line shows the sites written. --traps serves every site
-through traps. Return probes need a trampoline. A spec none of whose sites
+through traps. Return probes need a trampoline; a thread has --return-depth
+of them armed at once (63 by default), and the report counts the returns of
+deeper calls it could not observe. A site that falls back from a
+trampoline to an int3 is listed with why (up to 10 in the text, all in
+--json: "fallback"). A spec none of whose sites
 can be probed is an error; when no probe at all could be installed probeopt
 stops (killing CMD, or detaching from PID) with exit status 1. A spec bound
 to a library is checked when the library is mapped: at the end, a spec that
@@ -109,6 +113,16 @@ probe id and flags (uint32 each; flag 1 marks the hit of a return probe), the
 run-time address of the site (uint64), and the six argument registers
 (uint64 each; for a return, the value returned and five zeros). A reader
 takes R from the header: later versions may append fields.
+
+Kernel uprobes (bpftrace, perf) on the same functions: where it can,
+probeopt keeps a site's first instruction in place and puts its jump after
+it, so that a kernel uprobe at the function shares the site, each counting
+every hit. A site where the kernel's int3 already is, inside what probeopt
+would write, is refused ("kernel-uprobe"). probeopt compares its sites'
+bytes with what it wrote every 10 ms and at each stop: a site another
+writer changed is taken out (probeopt's bytes replaced by the file's) and
+listed as lost, with why. A kernel uprobe on a byte of a jump can still
+kill a thread that runs it before that check (see the limits in README.md).
 
 The report is a table (probe, site, strategy, reason, hits) followed by
 totals, or with --json one JSON object ("probes", each with its "sites" and

@@ -26,11 +26,7 @@ import (
 // program and its library, side by side.
 func coexistFixture(t *testing.T) (prog, lib string) {
 	t.Helper()
-	lib = fixture.Build(t, fixture.Program{Compiler: "gcc", Flags: []string{"-shared", "-fPIC", "-nostdlib"},
-		Dir: "coexist", Files: []string{"lib.S"}, Name: "libcoexist.so"})
-	prog = fixture.Build(t, fixture.Program{Compiler: "gcc", Flags: []string{"-O2", "-Wall", "-pthread", "-ldl"},
-		Dir: "coexist", Files: []string{"main.c"}, Name: "coexist"})
-	return prog, lib
+	return fixture.Build(t, fixture.Coexist), fixture.Build(t, fixture.CoexistLib)
 }
 
 // coexistRun is a traced run of the coexist fixture.

@@ -13,7 +13,8 @@ import (
 // batch writes is recorded in its undo log before the batch runs; released
 // once the process is detached cleanly or has exited.
 
-// guardKey names one record: a site's address, its kind and the bytes
+// guardKey names one record: where its bytes are (the site's address, or
+// where its jump starts after the bytes it keeps), its kind and the bytes
 // written there.
 type guardKey struct {
 	addr uint64
@@ -32,11 +33,11 @@ func (tg *target) guardRecord(b *staged) error {
 	var keys []guardKey
 	for _, s := range b.next {
 		in := s.installPatch()
-		r := guardian.Record{Addr: s.addr, Kind: guardian.KindTrap, InstLen: len(s.ps.code), Orig: s.removePatch().New, New: in.New}
+		r := guardian.Record{Addr: in.Addr, Kind: guardian.KindTrap, InstLen: len(s.ps.code), Orig: s.removePatch().New, New: in.New}
 		if s.tramp != nil {
 			r.Kind, r.InstLen = guardian.KindJump, 0
 		}
-		k := guardKey{s.addr, r.Kind, string(in.New)}
+		k := guardKey{in.Addr, r.Kind, string(in.New)}
 		if tg.guarded[k] {
 			continue
 		}

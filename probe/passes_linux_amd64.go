@@ -76,13 +76,19 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	if b == nil {
 		return
 	}
+	// By the address of their patch: a jump may start after the bytes a
+	// site keeps (an endbr64, a first instruction).
 	added := make(map[uint64]*liveSite, len(b.added))
 	for _, s := range b.added {
-		added[s.addr] = s
+		added[s.installPatch().Addr] = s
 	}
 	removed := make(map[uint64]*liveSite, len(b.removed))
 	for _, s := range b.removed {
-		removed[s.addr] = s
+		removed[s.removePatch().Addr] = s
+	}
+	next := make(map[uint64]*liveSite, len(b.next))
+	for _, s := range b.next {
+		next[s.installPatch().Addr] = s
 	}
 	steps := -1
 	for i := range b.patches {
@@ -108,10 +114,10 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 				}
 				tg.retire(s)
 				tg.forget(s)
-				delete(tg.removing, p.Addr)
+				delete(tg.removing, s.addr)
 				continue
 			}
-			if s := b.next[p.Addr]; s != nil {
+			if s := next[p.Addr]; s != nil {
 				s.goLive()
 			}
 		}
@@ -161,7 +167,7 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 		final[a] = s
 	}
 	for _, s := range b.added {
-		if applied[s.addr] {
+		if applied[s.installPatch().Addr] {
 			continue
 		}
 		delete(final, s.addr)
@@ -174,7 +180,7 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 		}
 	}
 	for _, s := range b.removed {
-		if !applied[s.addr] {
+		if !applied[s.removePatch().Addr] {
 			final[s.addr] = s
 		}
 	}

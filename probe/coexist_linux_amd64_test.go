@@ -10,6 +10,7 @@ import (
 	"os"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -466,5 +467,40 @@ func TestSystemWideUprobeFirst(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKernelUprobeInsideJump: a kernel uprobe at an instruction the jump
+// would replace (cx_test's je, after the kept test): the site takes an
+// int3 at its address instead, and SiteStats.Fallback says why; the
+// program runs on while both count.
+func TestKernelUprobeInsideJump(t *testing.T) {
+	testenv.NeedPtrace(t)
+	needKernelUprobes(t)
+	r := startCoexist(t, 60000, nil, "libcoexist.so:cx_push")
+	off, err := r.elf.TextOffset(funcAddr(t, r.elf, "cx_test") + 3) // the je after test %rdi,%rdi
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kuprobe.Open(r.lib, off, r.tr.Pid(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if _, err := r.tr.Add("libcoexist.so:cx_test"); err != nil {
+		t.Fatal(err)
+	}
+	s := siteOf(t, r.tr.Stats(), "cx_test")
+	if s.Strategy == plan.TrampolineDetour || s.Strategy == plan.TrampolineNop || !strings.Contains(s.Fallback, "kernel uprobe") {
+		t.Errorf("cx_test beside a kernel uprobe inside its jump: %s, fallback %q", s.Strategy, s.Fallback)
+	}
+	t.Logf("cx_test: %s: %s", s.Strategy, s.Fallback)
+	time.Sleep(20 * time.Millisecond)
+	n, _ := k.Count()
+	k.Close()
+	syscall.Kill(r.tr.Pid(), syscall.SIGINT)
+	calls := r.finish(t)
+	if s := siteOf(t, r.tr.Stats(), "cx_test"); s.Hits == 0 || s.Hits > calls["cx_test"] || n == 0 || s.Lost != "" {
+		t.Errorf("cx_test: probeopt %d, kernel %d, of %d calls; lost %q %s", s.Hits, n, calls["cx_test"], s.Lost, s.LostDetail)
 	}
 }

@@ -176,17 +176,40 @@ func siteOf(t *testing.T, st probe.Stats, sym string) probe.SiteStats {
 
 // coexistOnce is the reproducer on the fixture: entry probes on
 // a malloc-like and a free-like function (their first instructions: push
-// %r13, test %rdi,%rdi), then a kernel uprobe on each for hold, then
-// removed, and the program runs on for after. The program must run on and compute right, and probeopt's
-// counts equal its calls (the jumps follow the kept first instructions:
-// the kernel's int3 and its removal touch no byte of theirs); the kernel
+// %r13, test %rdi,%rdi), with ret their return probes too, then a kernel
+// uprobe on each for hold, then removed, and the program runs on for
+// after. The program must run on and compute right, and probeopt's counts
+// equal its calls (the jumps follow the kept first instructions: the
+// kernel's int3 and its removal touch no byte of theirs; under a return
+// probe the slot undoes the kept push and runs it again); the kernel
 // counts too.
-func coexistOnce(t *testing.T, hold, after time.Duration) {
-	r := startCoexist(t, 60000, nil, "libcoexist.so:cx_push", "libcoexist.so:cx_test")
-	for _, sym := range []string{"cx_push", "cx_test"} {
+func coexistOnce(t *testing.T, ret bool, hold, after time.Duration) {
+	specs := []string{"libcoexist.so:cx_push", "libcoexist.so:cx_test"}
+	if ret {
+		specs = append(specs, "libcoexist.so:cx_push%return", "libcoexist.so:cx_test%return")
+	}
+	r := startCoexist(t, 60000, nil, specs...)
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", r.tr.Pid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for sym, kept := range map[string]int{"cx_push": 2, "cx_test": 3} {
 		s := siteOf(t, r.tr.Stats(), sym)
 		if s.Strategy != plan.TrampolineDetour {
 			t.Fatalf("%s: %s (%s), want a detour", sym, s.Strategy, s.Detail)
+		}
+		// The first instruction is the file's, the jump follows it.
+		file, err := r.elf.Code(s.Addr, uint64(kept+1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, kept+1)
+		if _, err := mem.ReadAt(got, int64(s.RuntimeAddr)); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got[:kept], file[:kept]) || got[kept] != 0xe9 {
+			t.Fatalf("%s: memory holds %x, the file %x: want the first instruction kept and a jump after it", sym, got, file)
 		}
 	}
 	kp, kt := r.kernelProbe(t, "cx_push"), r.kernelProbe(t, "cx_test")
@@ -198,12 +221,13 @@ func coexistOnce(t *testing.T, hold, after time.Duration) {
 	time.Sleep(after)
 	syscall.Kill(r.tr.Pid(), syscall.SIGINT)
 	calls := r.finish(t)
-	st := r.tr.Stats()
-	for sym, kernel := range map[string]uint64{"cx_push": np, "cx_test": nt} {
-		s := siteOf(t, st, sym)
-		if s.Lost != "" || s.Hits != calls[sym] {
-			t.Errorf("%s: probeopt counted %d (lost %q: %s), the program made %d calls", sym, s.Hits, s.Lost, s.LostDetail, calls[sym])
+	for _, p := range r.tr.Stats().Probes {
+		sym := strings.TrimSuffix(strings.TrimPrefix(p.Spec, "libcoexist.so:"), "%return")
+		if len(p.Sites) != 1 || p.Sites[0].Lost != "" || p.Hits != calls[sym] || p.DepthMissed != 0 {
+			t.Errorf("%s: probeopt counted %d (%+v), the program made %d calls", p.Spec, p.Hits, p.Sites, calls[sym])
 		}
+	}
+	for sym, kernel := range map[string]uint64{"cx_push": np, "cx_test": nt} {
 		if kernel == 0 || kernel > calls[sym] {
 			t.Errorf("%s: the kernel counted %d of %d calls while its uprobe was there", sym, kernel, calls[sym])
 		}
@@ -211,7 +235,8 @@ func coexistOnce(t *testing.T, hold, after time.Duration) {
 }
 
 // TestKernelUprobeOverLiveSites: a kernel uprobe arrives at the entry of
-// functions probeopt traces, stays and goes; the traced program survives
+// functions probeopt traces (entry probes, and in every other run return
+// probes too), stays and goes; the traced program survives
 // (PROBEOPT_LONG=1: 100 runs, and the count of survivors is logged).
 func TestKernelUprobeOverLiveSites(t *testing.T) {
 	testenv.NeedPtrace(t)
@@ -222,7 +247,8 @@ func TestKernelUprobeOverLiveSites(t *testing.T) {
 	}
 	survived := 0
 	for i := 0; i < runs; i++ {
-		ok := t.Run(fmt.Sprint(i), func(t *testing.T) { coexistOnce(t, 150*time.Millisecond, 50*time.Millisecond) })
+		// Every other run with return probes too.
+		ok := t.Run(fmt.Sprint(i), func(t *testing.T) { coexistOnce(t, i%2 == 1, 150*time.Millisecond, 50*time.Millisecond) })
 		if ok {
 			survived++
 		}

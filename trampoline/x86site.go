@@ -48,6 +48,12 @@ type Site struct {
 	// left in place before the jump, 0 when none was (an endbr64 or a
 	// one-byte nop kept by default is not counted here).
 	Kept int
+	// Redo, when set, is that kept instruction, a push of a register
+	// kept under SiteOptions.Returns: the slot first takes the stack
+	// pointer back where it was before the push (the return address is
+	// then at the stack pointer, as at a jump at Addr), and runs the push
+	// again before the displaced instructions.
+	Redo *decode.X86Inst
 	// Len is the number of bytes replaced at PatchAddr (>= 5): the jump,
 	// then int3 fill.
 	Len int
@@ -116,7 +122,8 @@ type SiteOptions struct {
 	// Returns says that the slot arms a return probe or walks the frames
 	// above (Handler.Return, Unhijack, Rehijack): it needs the return
 	// address at the stack pointer, so KeepFirst keeps only an
-	// instruction that writes neither the stack pointer nor memory.
+	// instruction that writes neither the stack pointer nor memory, or a
+	// push of a register, which the slot undoes and runs again (Site.Redo).
 	Returns bool
 }
 
@@ -174,8 +181,12 @@ func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOption
 	if _, err := xol.CheckX86(&in); err != nil {
 		return nil // a trap, a system call, a privileged instruction...
 	}
+	redo := false
 	if o.Returns && (in.Written.Has(decode.RSP) || in.HasModRM && in.Mod != 3 || in.DispSize > 0) {
-		return nil
+		if !isPushReg(&in) {
+			return nil
+		}
+		redo = true
 	}
 	rest := o
 	rest.KeepFirst, rest.ReplaceEndbr = false, true // one instruction kept, no more
@@ -191,7 +202,19 @@ func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOption
 		}
 	}
 	s.Addr, s.Kept = addr, in.Len
+	if redo {
+		kept := in
+		s.Redo = &kept
+	}
 	return s
+}
+
+// isPushReg reports whether in is a push of a 64-bit general-purpose
+// register (50+r, with at most a REX.B): it writes the stack pointer and
+// the word below it, both undone by adding 8 to the stack pointer.
+func isPushReg(in *decode.X86Inst) bool {
+	return in.Encoding == decode.EncLegacy && in.Map == decode.Map1Byte && in.Opcode >= 0x50 && in.Opcode <= 0x57 &&
+		in.NumPrefixes == 0 && in.REX&^0x41 == 0
 }
 
 // nopLen returns the length of the NOP instruction at the start of code

@@ -714,6 +714,12 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 		return err
 	}
 	g := &x86Gen{a: a, cfg: cfg, skip: 128}
+	if s.Redo != nil {
+		// The kept push ran: the stack pointer goes back above its word
+		// (the return address at the stack pointer again), and the push
+		// runs again before the displaced instructions.
+		a.Lea(rsp, x86enc.At(rsp, 8))
+	}
 	enter := a.NewLabel()
 	if h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack {
 		g.handler(s, h, enter)
@@ -882,6 +888,16 @@ func (g *x86Gen) armAndExit(h *Handler, enter, plain x86enc.Label) {
 // back (or just the jump back for a NOP site).
 func (g *x86Gen) displaced(s *Site) error {
 	a := g.a
+	if s.Redo != nil {
+		c, err := relocate(s.Redo, a.PC())
+		if err != nil {
+			return err
+		}
+		if c.Form != xol.X86FormCopy {
+			return fmt.Errorf("the kept %s at %#x runs again from the slot as a %s: %w", s.Redo.Mnemonic, s.Redo.Addr, c.Form, ErrEncode)
+		}
+		a.Raw(c.Code[:c.StepLen])
+	}
 	if s.Kind != SiteDetour || s.Run == 0 {
 		a.JmpTo(s.Resume())
 		return nil

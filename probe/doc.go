@@ -167,7 +167,9 @@
 //     one-byte nop before a nop5, or any first instruction that never
 //     branches or traps (with Options.Events it must not write the
 //     argument registers, under a return probe neither the stack pointer
-//     nor memory). A kernel uprobe at the site's address then shares it
+//     nor memory unless it is a push of a register, which the slot undoes
+//     and runs again: trampoline.Site.Redo). A kernel uprobe at the site's
+//     address then shares it
 //     with probeopt, whatever the order: its int3, its step and its
 //     removal all touch the first instruction, never the jump, and both
 //     count every hit.
@@ -192,7 +194,8 @@
 // What cannot be guaranteed: a kernel uprobe on a byte of a jump (the
 // first byte of a site whose jump must start at the address: its first
 // instruction branches, or writes an argument register that an event
-// records, or moves the stack under a return probe; or an instruction
+// records, or writes the stack otherwise than by a push under a return
+// probe; or an instruction
 // inside the replaced bytes) cannot be kept out, since verify_opcode
 // refuses only an int3 and the kernel skips only a writable or shared
 // mapping of the text, which probeopt does not make. A thread that hits

@@ -7,12 +7,7 @@ import (
 	"syscall"
 )
 
-// mapFile maps the file read-only; the returned function unmaps it. The
-// mapping is shared, not private: the kernel installs the breakpoints of
-// its uprobes (bpftrace's, perf's) in every private mapping of the file
-// that may be executable, read-only ones too, and a private mapping would
-// show their int3 bytes instead of the file's; it leaves shared mappings
-// alone.
+// mapFile maps the file read-only; the returned function unmaps it.
 func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	if size == 0 {
 		return nil, func() error { return nil }, nil
@@ -20,7 +15,7 @@ func mapFile(fh *os.File, size int64) ([]byte, func() error, error) {
 	if int64(int(size)) != size {
 		return readFile(fh, size)
 	}
-	data, err := syscall.Mmap(int(fh.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err := syscall.Mmap(int(fh.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_PRIVATE)
 	if err != nil {
 		return readFile(fh, size)
 	}

@@ -440,62 +440,6 @@ func TestKernelUprobeOverTrap(t *testing.T) {
 	t.Logf("cx_test: probeopt %d, kernel %d, of %d calls: %s", s.Hits, n, calls["cx_test"], s.LostDetail)
 }
 
-// TestSystemWideUprobeFirst: a kernel uprobe in every process (as
-// bpftrace's and perf's are), registered before probeopt reads the file.
-// The kernel puts its int3 in every private mapping of the file that may
-// execute, so a plan made from such a mapping would see an int3 where the
-// function starts; the plan sees the file's bytes, and the site is
-// refused as kernel-uprobe where probeopt would write over the kernel's
-// int3 (with events, cx_args's jump must start at the address) and
-// installed beside it where the first instruction stays in place
-// (without events).
-func TestSystemWideUprobeFirst(t *testing.T) {
-	testenv.NeedPtrace(t)
-	needKernelUprobes(t)
-	_, lib := coexistFixture(t)
-	f, err := elfscan.Open(lib)
-	if err != nil {
-		t.Fatal(err)
-	}
-	off, err := f.TextOffset(funcAddr(t, f, "cx_args"))
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	k, err := kuprobe.Open(lib, off, -1, &kuprobe.Options{AllProcesses: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer k.Close()
-	for _, events := range []bool{true, false} {
-		t.Run(fmt.Sprint("events=", events), func(t *testing.T) {
-			r := startCoexist(t, 60000, &probe.Options{Events: events}, "libcoexist.so:cx_test")
-			go func() {
-				for range r.tr.Events() {
-				}
-			}()
-			_, err := r.tr.Add("libcoexist.so:cx_args")
-			var rej *probe.RejectedError
-			switch {
-			case events && (!errors.As(err, &rej) || rej.Reason != probe.ReasonKernelUprobe):
-				t.Errorf("with events: %v, want a refusal %q", err, probe.ReasonKernelUprobe)
-			case !events && err != nil:
-				t.Errorf("without events: %v, want the jump after the kept xor", err)
-			}
-			if err != nil {
-				t.Logf("%v", err)
-			}
-			syscall.Kill(r.tr.Pid(), syscall.SIGINT)
-			calls := r.finish(t)
-			if !events {
-				if s := siteOf(t, r.tr.Stats(), "cx_args"); s.Hits == 0 || s.Hits > calls["cx_args"] || s.Lost != "" {
-					t.Errorf("cx_args beside the kernel's uprobe: %d hits of %d calls, lost %q %s", s.Hits, calls["cx_args"], s.Lost, s.LostDetail)
-				}
-			}
-		})
-	}
-}
-
 // TestKernelUprobeInsideJump: a kernel uprobe at an instruction the jump
 // would replace (cx_test's je, after the kept test): the site takes an
 // int3 at its address instead, and SiteStats.Fallback says why; the

@@ -474,3 +474,39 @@ func TestKernelUprobeInsideJump(t *testing.T) {
 		t.Errorf("cx_test: probeopt %d, kernel %d, of %d calls; lost %q %s", s.Hits, n, calls["cx_test"], s.Lost, s.LostDetail)
 	}
 }
+
+// TestSystemWideUprobeFirst: a kernel uprobe in every process (as
+// bpftrace's and perf's are), registered before probeopt reads the file.
+// The kernel puts its int3 in every private mapping of the file that may
+// execute, the engine's own read-only view of the file too, from which the
+// plan sees an int3 at the function's start: the site is refused as
+// kernel-uprobe (the file, read with pread, has another byte there), not
+// as an instruction that always traps. The program runs on.
+func TestSystemWideUprobeFirst(t *testing.T) {
+	testenv.NeedPtrace(t)
+	needKernelUprobes(t)
+	_, lib := coexistFixture(t)
+	f, err := elfscan.Open(lib)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, err := f.TextOffset(funcAddr(t, f, "cx_args"))
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	k, err := kuprobe.Open(lib, off, -1, &kuprobe.Options{AllProcesses: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	r := startCoexist(t, 60000, nil, "libcoexist.so:cx_test")
+	_, err = r.tr.Add("libcoexist.so:cx_args")
+	var rej *probe.RejectedError
+	if !errors.As(err, &rej) || rej.Reason != probe.ReasonKernelUprobe {
+		t.Errorf("Add under a kernel uprobe of every process: %v, want a refusal %q", err, probe.ReasonKernelUprobe)
+	}
+	t.Logf("%v", err)
+	syscall.Kill(r.tr.Pid(), syscall.SIGINT)
+	r.finish(t)
+}

@@ -501,6 +501,9 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 		}
 		if ps.decision.Strategy == plan.Reject && (ps.tramp == nil || !tg.t.wantTrampolines()) {
 			rej.Reason, rej.Detail = ps.decision.Reason, ps.decision.Detail
+			if why, ok := kernelInt3InView(mod, ps); ok {
+				rej.Reason, rej.Detail = ReasonKernelUprobe, why
+			}
 			res.refuse(p, rej)
 			continue
 		}

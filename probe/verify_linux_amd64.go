@@ -137,6 +137,37 @@ func uprobeEvent(path string, off uint64) string {
 	return ""
 }
 
+// kernelInt3InView reports whether a site the plan rejects as an int3
+// holds one only in the engine's own view of its file: the kernel puts
+// the int3 of a uprobe registered for every process (bpftrace's, perf's)
+// in every private mapping of the file that may execute, read-only ones
+// like elfscan's too, and the plan reads that mapping. The file itself,
+// read with pread, has another byte there. It returns the sentence of the
+// refusal.
+func kernelInt3InView(mod *module, ps *plannedSite) (string, bool) {
+	if ps.decision.Reason != plan.ReasonTrap || len(ps.code) == 0 || ps.code[0] != int3 {
+		return "", false
+	}
+	off, err := mod.fi.f.Offset(ps.vaddr)
+	if err != nil {
+		return "", false
+	}
+	f, err := os.Open(mod.fi.path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	var b [1]byte
+	if _, err := f.ReadAt(b[:], int64(off)); err != nil || b[0] == int3 {
+		return "", false
+	}
+	ev := ""
+	if line := uprobeEvent(mod.fi.path, off); line != "" {
+		ev = fmt.Sprintf("; tracefs uprobe_events lists %q", line)
+	}
+	return fmt.Sprintf("a kernel uprobe registered for every process holds the site: the file has %02x at offset %#x, and the kernel's int3 is in every mapping of the file that may execute, probeopt's own view of it too%s", b[0], off, ev), true
+}
+
 // heldByKernel reports whether the bytes mem at run-time address addr
 // hold an int3 that the file's bytes file do not, and returns the
 // sentence of the refusal.

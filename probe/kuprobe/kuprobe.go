@@ -23,4 +23,8 @@ type Options struct {
 	// Return counts the returns of the function at the offset instead of
 	// its entries (a uretprobe; the offset must be a function entry).
 	Return bool
+	// AllProcesses registers the uprobe in every process that maps the
+	// file, as bpftrace's and perf's system-wide probes are (pid must be
+	// -1); it counts the hits on CPU 0 only.
+	AllProcesses bool
 }

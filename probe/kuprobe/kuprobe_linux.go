@@ -64,7 +64,14 @@ func Open(path string, offset uint64, pid int, opts *Options) (*Counter, error) 
 		}
 		attr.Config |= 1 << bit
 	}
-	fd, err := unix.PerfEventOpen(&attr, pid, -1, -1, unix.PERF_FLAG_FD_CLOEXEC)
+	cpu := -1
+	if opts != nil && opts.AllProcesses {
+		if pid != -1 {
+			return nil, fmt.Errorf("uprobe %s:%#x in every process: pid %d, want -1", path, offset, pid)
+		}
+		cpu = 0
+	}
+	fd, err := unix.PerfEventOpen(&attr, pid, cpu, -1, unix.PERF_FLAG_FD_CLOEXEC)
 	runtime.KeepAlive(p)
 	if err != nil {
 		return nil, fmt.Errorf("uprobe %s:%#x for %d: %w", path, offset, pid, err)

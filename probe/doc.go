@@ -176,7 +176,12 @@
 //   - A site whose bytes hold an int3 that the file does not have, where
 //     probeopt would write, is refused (ReasonKernelUprobe; the detail
 //     gives the process's [uprobes] mapping and the tracefs
-//     uprobe_events line when they show one).
+//     uprobe_events line when they show one). A uprobe registered for
+//     every process (bpftrace's, perf's) puts its int3 in probeopt's own
+//     read-only view of the file too, where the plan reads it: such a site
+//     is refused with the same reason (the file, read with pread, has
+//     another byte), and the plan of that file keeps the int3 until
+//     probeopt opens it again.
 //   - An int3 site of probeopt's coexists: the kernel writes nothing over
 //     an int3 and serves the hits itself while its uprobe is there (they
 //     are not counted here), and its removal writes the file's byte back,

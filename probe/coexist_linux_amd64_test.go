@@ -277,6 +277,12 @@ func TestKernelUprobeOverJump(t *testing.T) {
 	if s.Strategy != plan.TrampolineDetour {
 		t.Fatalf("cx_args: %s (%s), want a detour", s.Strategy, s.Detail)
 	}
+	// The site counts before the calls stop.
+	for deadline := time.Now().Add(10 * time.Second); siteOf(t, r.tr.Stats(), "cx_args").Hits == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("cx_args is never called")
+		}
+	}
 	syscall.Kill(r.tr.Pid(), syscall.SIGUSR1)
 	r.expect(t, "args off")
 	k := r.kernelProbe(t, "cx_args")

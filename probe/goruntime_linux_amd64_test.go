@@ -2,7 +2,6 @@ package probe_test
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -113,24 +112,6 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 	check("the kernel", kernel)
 	t.Logf("%d sites, %d detours, %d traps; %d entries and calls to morestack, in each run the entries equal the calls plus the calls to morestack",
 		len(stats.Probes[0].Sites), detours, stats.Traps, len(sites))
-}
-
-// TestGoReturnProbeRefused: a return probe on a Go function is refused
-// with its reason, not installed to count nothing (it counted 0 of 20
-// returns before).
-func TestGoReturnProbeRefused(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
-	tr, err := probe.Spawn([]string{exe, "2"}, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Kill()
-	_, err = tr.Add("main.churn%return")
-	var rej *probe.RejectedError
-	if !errors.As(err, &rej) || rej.Reason != probe.ReasonReturnInGo {
-		t.Errorf("Add(main.churn%%return): %v, want a refusal with %s", err, probe.ReasonReturnInGo)
-	}
 }
 
 // checkGoEntries checks that the hits at the entry of each function of

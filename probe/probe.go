@@ -63,10 +63,6 @@ const ReasonTextMismatch plan.Reason = "text-mismatch"
 // probes are made by the trampoline's return handler.
 const ReasonReturnNeedsTrampoline plan.Reason = "return-needs-trampoline"
 
-// ReasonReturnInGo is the Reason of a RejectedError for a return probe
-// on a function of a Go program, which probeopt does not support.
-const ReasonReturnInGo plan.Reason = "return-in-go"
-
 // ReasonInTrampoline is the Reason of a RejectedError for a site whose
 // instruction was moved into the trampoline of another site: the original
 // bytes no longer run.

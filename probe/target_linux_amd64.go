@@ -493,11 +493,6 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 			res.refuse(p, rej)
 			continue
 		}
-		if p.sp.ret && mod.fi.f.IsGo() {
-			rej.Reason, rej.Detail = ReasonReturnInGo, "a return probe puts a return address of its own on the stack, and the Go runtime walks and moves goroutine stacks: return probes on Go functions are not supported"
-			res.refuse(p, rej)
-			continue
-		}
 		ps, err := mod.fi.plan(s, tg.t.vendor)
 		if err != nil {
 			rej.Reason, rej.Detail = plan.ReasonUndecodable, err.Error()

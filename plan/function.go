@@ -33,6 +33,33 @@ type Function struct {
 	// exclusives are the offsets of arm64 load (excl[i].store false) and
 	// store exclusives, in order.
 	exclusives []exclusive
+	exits      []Exit
+}
+
+// Exit is an instruction by which a function may leave without a call:
+// a return, a direct jump out of the function (a tail call), or an
+// indirect jump (a jump table inside it or a tail call: the sweep cannot
+// tell).
+type Exit struct {
+	Addr   uint64
+	Kind   decode.BranchKind // BranchRet, BranchRetImm, BranchJmp or BranchJmpIndirect
+	Target uint64            // the target of a direct jump, else 0
+}
+
+// Exits lists the function's exits in address order, as far as the sweep
+// decoded (Decoded).
+func (fn *Function) Exits() []Exit { return fn.exits }
+
+// noteExit records the instruction at addr if it is an exit (see Exit).
+func (fn *Function) noteExit(addr uint64, kind decode.BranchKind, target uint64) {
+	switch kind {
+	case decode.BranchRet, decode.BranchRetImm, decode.BranchJmpIndirect:
+		fn.exits = append(fn.exits, Exit{Addr: addr, Kind: kind})
+	case decode.BranchJmp:
+		if target < fn.Addr || target-fn.Addr >= uint64(len(fn.Code)) {
+			fn.exits = append(fn.exits, Exit{Addr: addr, Kind: kind, Target: target})
+		}
+	}
 }
 
 type exclusive struct {
@@ -122,6 +149,7 @@ func AnalyzeX86(addr uint64, code []byte, dec decode.X86Decoder) *Function {
 		}
 		fn.mark(off)
 		fn.Instructions++
+		fn.noteExit(addr+uint64(off), l.Branch, l.Target)
 		switch {
 		case l.Branch.Relative():
 			fn.addTarget(l.Target)
@@ -148,6 +176,7 @@ func AnalyzeARM64(addr uint64, code []byte) *Function {
 			continue
 		}
 		fn.Instructions++
+		fn.noteExit(addr+uint64(off), inst.Branch, inst.Target)
 		switch {
 		case inst.PCRel && inst.Branch.Relative():
 			fn.addTarget(inst.Target)

@@ -75,7 +75,7 @@ func (b *staged) refuseRefs(s *liveSite, drop func(ref) bool, reason plan.Reason
 // dropReturns refuses the return probes of site s: they need a
 // trampoline, and the site has none (or one without a return handler).
 func (b *staged) dropReturns(s *liveSite, why string) {
-	b.refuseRefs(s, func(r ref) bool { return r.p.sp.ret }, ReasonReturnNeedsTrampoline, why)
+	b.refuseRefs(s, ref.hijacks, ReasonReturnNeedsTrampoline, why)
 }
 
 // commit makes next the installed set of the target in one batch: int3
@@ -198,7 +198,7 @@ func (tg *target) restageInstalled(w *proc.World, b *staged) {
 				b.dropReturns(s, err.Error())
 			}
 			if s.wantsEntry() && !s.tramp.entry {
-				b.refuseRefs(s, func(r ref) bool { return !r.p.sp.ret }, ReasonPatchFailed,
+				b.refuseRefs(s, func(r ref) bool { return !r.hijacks() }, ReasonPatchFailed,
 					"the trampoline of the site's return probe could not be rebuilt with an entry counter: "+err.Error())
 			}
 			continue
@@ -350,7 +350,7 @@ func (tg *target) install(w *proc.World, b *staged) {
 func (s *liveSite) goLive() {
 	for _, r := range s.refs {
 		if r.c.tramp == nil && s.tramp != nil {
-			r.c.tramp, r.c.ret = s.tramp, r.p.sp.ret
+			r.c.tramp, r.c.ret = s.tramp, r.hijacks()
 			r.c.decision = *s.ps.tramp
 		}
 		if s.tramp == nil && s.trampErr != nil && r.c.fallback == "" {

@@ -229,6 +229,19 @@
 // to a slot without that handler; frames armed before return through the
 // return trampoline as before.
 //
+// A Go function (one of the Go function table) gets no return trampoline:
+// the Go runtime reads the caller from each return address when it walks
+// a goroutine's stack (to collect garbage, grow the stack, recover a
+// panic) and dies at one it does not know. Its return probe is a probe at
+// each of its return instructions instead, found by decoding the
+// function: a hit there is a return, and its event carries rax, the
+// first result of Go's register ABI. A return instruction takes a
+// trampoline only when the bytes after it can be displaced, which is rare
+// in Go code: most take traps (emulated, about 100 µs each). A direct
+// jump out of the function (a tail call, as in some wrappers) is reported
+// as a RejectedError (ReasonReturnByJump): the returns that follow it are
+// not counted.
+//
 // # A tracer that dies
 //
 // Attach starts a guardian (package guardian) before it seizes the

@@ -3,6 +3,7 @@ package probe_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -60,7 +61,7 @@ func TestGoRuntimeEverySymbol(t *testing.T) {
 	if n := stats.Emulated + stats.Boosted + stats.Stepped; n != stats.Traps {
 		t.Errorf("%d traps, but %d emulated + %d boosted + %d stepped = %d", stats.Traps, stats.Emulated, stats.Boosted, stats.Stepped, n)
 	}
-	calls := map[string]uint64{"main.main": 1, "main.spin": rounds + 1, "main.churn": rounds, "main.safeDiv": rounds, "main.mayPanic": rounds,
+	calls := map[string]uint64{"main.main": 1, "main.spin": rounds + 1, "main.churn": rounds, "main.safeDiv": rounds, "main.mayPanic": rounds, "main.grow": rounds * (gortGrowDepth + 1),
 		"main.safeDiv.func1": rounds, "main.main.func1": rounds, "main.main.gowrap1": rounds, "main.main.func1.deferwrap1": rounds}
 	var main []probe.SiteStats
 	detours := 0
@@ -211,4 +212,152 @@ func morestackCalls(t *testing.T, exe string) map[string]uint64 {
 		}
 	}
 	return out
+}
+
+// gortGrowDepth is the depth of gort's grow recursion (its growDepth).
+const gortGrowDepth = 150
+
+// TestGoReturnProbes puts return probes on functions of a Go program
+// whose goroutines grow their stacks, collect garbage, panic and recover
+// through deferred calls: the program must print what it prints
+// untraced, each probe must fire once per return of its function (the
+// program's known calls; a call that panics does not return), and each
+// return event must carry the function's result, as the program computes
+// it, with trampolines and with traps alike. An entry probe's events
+// carry the arguments in Go's registers (mayPanic's in rax).
+func TestGoReturnProbes(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
+	const rounds = 12
+	argv := []string{exe, strconv.Itoa(rounds)}
+	want, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("untraced: %v", err)
+	}
+	// The results of each return, as the program computes them.
+	results := map[string]map[uint64]uint64{"main.mayPanic": {}, "main.safeDiv": {}, "main.grow": {}, "main.churn": nil, "main.spin": nil}
+	returns := map[string]uint64{"main.spin": rounds + 1, "main.churn": rounds, "main.safeDiv": rounds, "main.grow": rounds * (gortGrowDepth + 1)}
+	for g := 0; g < rounds; g++ {
+		if g%3 == 0 {
+			results["main.safeDiv"][uint64(-len(fmt.Sprintf("third %d", g)))]++
+			continue
+		}
+		returns["main.mayPanic"]++
+		results["main.mayPanic"][uint64(100/(g%3))]++
+		results["main.safeDiv"][uint64(100/(g%3))]++
+	}
+	for v := 0; v <= gortGrowDepth; v++ {
+		results["main.grow"][uint64(v)] = rounds
+	}
+	// spin's loop, computed here.
+	spin := func(n int) uint64 {
+		x := 0
+		for i := 0; i < n; i++ {
+			x = x*31 + i ^ x>>7
+		}
+		return uint64(x)
+	}
+	results["main.spin"] = map[uint64]uint64{spin(5_000_000): 1}
+	for g := 0; g < rounds; g++ {
+		results["main.spin"][spin(20000+g)]++
+	}
+	for _, traps := range []bool{false, true} {
+		t.Run(map[bool]string{false: "trampolines", true: "traps"}[traps], func(t *testing.T) {
+			var specs []string
+			for name := range returns {
+				specs = append(specs, name+"%return")
+			}
+			specs = append(specs, "main.mayPanic")
+			r, w := fixture.Pipe(t)
+			tr, err := probe.Spawn(argv, &probe.SpawnOptions{Stdout: w, Options: probe.Options{Events: true, NoTrampolines: traps}})
+			w.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Kill()
+			probes, err := tr.Add(specs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := map[int]string{}
+			for _, p := range probes {
+				name[p.ID] = strings.TrimSuffix(p.Spec, "%return")
+			}
+			got, args := map[string]map[uint64]uint64{}, map[uint64]uint64{}
+			evDone := make(chan struct{})
+			go func() {
+				defer close(evDone)
+				for ev := range tr.Events() {
+					n := name[ev.Probe]
+					if ev.Probe == probes[len(probes)-1].ID {
+						args[ev.Args[0]]++
+						continue
+					}
+					if !ev.Return {
+						t.Errorf("%s: an event that is not a return: %+v", n, ev)
+					}
+					if got[n] == nil {
+						got[n] = map[uint64]uint64{}
+					}
+					got[n][ev.Ret]++
+				}
+			}()
+			var out bytes.Buffer
+			copied := make(chan struct{})
+			go func() { out.ReadFrom(r); close(copied) }()
+			if err := tr.Resume(); err != nil {
+				t.Fatal(err)
+			}
+			st, err := tr.Wait()
+			<-copied
+			<-evDone
+			if err != nil || !st.Success() {
+				t.Fatalf("traced: %+v %v", st, err)
+			}
+			if !bytes.Equal(out.Bytes(), want) {
+				t.Errorf("traced output %q, untraced %q", out.Bytes(), want)
+			}
+			stats := tr.Stats()
+			if stats.DroppedEvents != 0 {
+				t.Fatalf("%d events dropped", stats.DroppedEvents)
+			}
+			for g := 0; g < rounds; g++ {
+				if args[uint64(g)] != 1 {
+					t.Errorf("mayPanic's entry events have the arguments %v, want 0 to %d once each", args, rounds-1)
+					break
+				}
+			}
+			tramps := 0
+			for _, p := range stats.Probes {
+				if !strings.HasSuffix(p.Spec, "%return") {
+					continue
+				}
+				n := strings.TrimSuffix(p.Spec, "%return")
+				var hits, events uint64
+				var where []string
+				for _, s := range p.Sites {
+					hits += s.Hits
+					where = append(where, fmt.Sprintf("%s %s", s.Symbol, s.Strategy))
+					if s.Strategy == plan.TrampolineDetour || s.Strategy == plan.TrampolineNop {
+						tramps++
+					}
+				}
+				for _, c := range got[n] {
+					events += c
+				}
+				if hits != returns[n] || events != returns[n] {
+					t.Errorf("%s: %d hits, %d return events at %v; it returns %d times", n, hits, events, where, returns[n])
+				}
+				if w := results[n]; w != nil && !maps.Equal(got[n], w) {
+					t.Errorf("%s: results %v, the program's %v", n, got[n], w)
+				}
+				t.Logf("%s: %d returns at %v", n, hits, where)
+			}
+			// A return instruction takes a detour only when the bytes
+			// after it may be displaced (spin's here).
+			if traps != (tramps == 0) {
+				t.Errorf("%d return sites with trampolines", tramps)
+			}
+		})
+	}
 }

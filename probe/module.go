@@ -87,6 +87,9 @@ type plannedSite struct {
 	body []byte
 	// semaphore is the link-time address of a USDT semaphore, 0 if none.
 	semaphore uint64
+	// goABI marks a site in a function of the Go function table: its
+	// events carry Go's argument registers (trampoline.GoArgs).
+	goABI bool
 }
 
 // maxDetourBytes bounds the bytes a detour may displace: a 5-byte jump
@@ -159,10 +162,7 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 	if fi.f.Arch != decode.X86_64 {
 		return nil, fmt.Errorf("%s: %s code: %w", fi.path, fi.f.Arch, ErrNotSupported)
 	}
-	if fi.pf == nil {
-		fi.pf = plan.NewFile(fi.f, &plan.FileOptions{Vendor: vendor})
-	}
-	site, err := fi.pf.Site(s)
+	site, err := fi.planFile(vendor).Site(s)
 	if err != nil {
 		return nil, fmt.Errorf("%s: code at %#x: %w", fi.path, s.Addr, err)
 	}
@@ -190,8 +190,55 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 	if s.USDT != nil {
 		ps.semaphore = s.USDT.SemaphoreAddr
 	}
+	ps.goABI = isGoFunc(s.Func)
 	planned[s.Addr] = ps
 	return ps, nil
+}
+
+// planFile returns the file's planning pipeline, made on the first call
+// (under fi.mu).
+func (fi *fileInfo) planFile(vendor decode.Vendor) *plan.File {
+	if fi.pf == nil {
+		fi.pf = plan.NewFile(fi.f, &plan.FileOptions{Vendor: vendor})
+	}
+	return fi.pf
+}
+
+// isGoFunc reports whether fn is listed by the Go function table: Go's
+// runtime walks its frames, and its code follows Go's register ABI.
+func isGoFunc(fn *elfscan.Func) bool { return fn != nil && fn.Sources&elfscan.FromPclntab != 0 }
+
+// goReturns returns the sites of a return probe on the Go function whose
+// entry is s: its return instructions, each probed as an instruction,
+// since the Go runtime cannot walk a stack whose return address was
+// replaced (it reads the caller from the return address: "unknown caller
+// pc"), and copies stacks as they grow. jumps are the direct jumps by
+// which the function leaves otherwise (tail calls), whose returns are not
+// counted; indirect jumps are taken to be its own jump tables. ok is
+// false for a site that is not the entry of such a function, or one whose
+// code does not decode.
+func (fi *fileInfo) goReturns(s *elfscan.Site, vendor decode.Vendor) (rets []elfscan.Site, jumps []plan.Exit, ok bool) {
+	if !isGoFunc(s.Func) || s.Addr != s.Func.Addr || fi.f.Arch != decode.X86_64 {
+		return nil, nil, false
+	}
+	fi.mu.Lock()
+	pf := fi.planFile(vendor)
+	fi.mu.Unlock()
+	fn := pf.Function(s.Func)
+	if fn == nil || fn.Err != nil {
+		return nil, nil, false
+	}
+	for _, e := range fn.Exits() {
+		switch e.Kind {
+		case decode.BranchRet, decode.BranchRetImm:
+			r := elfscan.Site{Kind: elfscan.SiteInst, Addr: e.Addr, Func: s.Func}
+			r.Offset, r.OffsetErr = fi.f.TextOffset(e.Addr)
+			rets = append(rets, r)
+		case decode.BranchJmp:
+			jumps = append(jumps, e)
+		}
+	}
+	return rets, jumps, true
 }
 
 // siteSymbol names a site for reports: "func", "func+0x10",

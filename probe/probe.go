@@ -63,6 +63,12 @@ const ReasonTextMismatch plan.Reason = "text-mismatch"
 // probes are made by the trampoline's return handler.
 const ReasonReturnNeedsTrampoline plan.Reason = "return-needs-trampoline"
 
+// ReasonReturnByJump is the Reason of a RejectedError for a jump by which
+// a Go function leaves without returning (a tail call): a return probe
+// on a Go function is made of probes at its return instructions, and the
+// returns that follow such a jump are not counted.
+const ReasonReturnByJump plan.Reason = "return-by-jump"
+
 // ReasonInTrampoline is the Reason of a RejectedError for a site whose
 // instruction was moved into the trampoline of another site: the original
 // bytes no longer run.
@@ -252,11 +258,15 @@ type Event struct {
 	Addr  uint64    // the run-time address of the site
 	Time  time.Time // when the tracer served the trap
 	// Args are the first six integer argument registers of the calling
-	// convention at the site: rdi, rsi, rdx, rcx, r8, r9 on x86-64 (zero
-	// for a return).
+	// convention at the site: rdi, rsi, rdx, rcx, r8, r9 on x86-64; in a
+	// function of a Go program's function table, rax, rbx, rcx, rdi,
+	// rsi, r8, the first six of Go's register ABI (an assembly function
+	// of the Go runtime takes its arguments on the stack: its Args are
+	// these registers all the same). Zero for a return.
 	Args [6]uint64
 	// Return marks the hit of a return probe: the function at Addr
-	// returned Ret (rax on x86-64).
+	// returned Ret (rax on x86-64). For a Go function, Addr is the
+	// return instruction it returned by.
 	Return bool
 	Ret    uint64
 }

@@ -75,6 +75,9 @@ type tidEntry struct {
 type ringSite struct {
 	addr        uint64
 	probes, ret []int
+	// atRet are the return probes whose entry records are returns (at a
+	// return instruction of a Go function: the first result in Args[0]).
+	atRet []int
 }
 
 // glibcTidOffset is where the GNU C library keeps the thread id in its
@@ -148,6 +151,8 @@ func (rr *ringReader) setSites(sites map[uint64]*liveSite) {
 		for _, r := range s.refs {
 			switch {
 			case r.p.internal || r.p.removed:
+			case r.c.atRet:
+				rs.atRet = append(rs.atRet, r.p.ID)
 			case r.p.sp.ret:
 				rs.ret = append(rs.ret, r.p.ID)
 			default:
@@ -292,6 +297,11 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
 		}
 		rr.out = append(rr.out, ev)
+	}
+	if !ret {
+		for _, id := range site.atRet {
+			rr.out = append(rr.out, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0]})
+		}
 	}
 }
 

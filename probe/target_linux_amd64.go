@@ -34,6 +34,11 @@ type ref struct {
 	c *siteCounter
 }
 
+// hijacks reports whether r is a return probe that the site's trampoline
+// makes by replacing the return address (a return probe at a function's
+// entry), not one at a return instruction (atRet).
+func (r ref) hijacks() bool { return r.p.sp.ret && !r.c.atRet }
+
 // siteCounter counts the hits of one probe at one site of one process.
 type siteCounter struct {
 	pid      int
@@ -52,6 +57,10 @@ type siteCounter struct {
 	tramp  *siteTramp
 	shared bool
 	ret    bool // a return probe: counts the returns
+	// atRet marks a return probe served at a return instruction of a
+	// Go function (see goReturns): a hit there is a return, counted and
+	// recorded as an entry hit is.
+	atRet bool
 	// lost and lostDetail say why the site was taken out while its
 	// module stayed mapped (see loseSite), "" if it was not (under
 	// Tracer.mu).
@@ -487,33 +496,56 @@ func (tg *target) resolve(next map[uint64]*liveSite, mod *module, p *probeState,
 	for i := range sites {
 		s := &sites[i]
 		res.matched(p)
-		rej := RejectedError{Spec: p.Spec, Module: mod.fi.path, Symbol: siteSymbol(s), Addr: s.Addr}
-		if s.OffsetErr != nil {
-			rej.Reason, rej.Detail = plan.ReasonNoFunction, s.OffsetErr.Error()
-			res.refuse(p, rej)
+		if !p.sp.ret {
+			tg.addSite(next, res, p, mod, s, false)
 			continue
 		}
-		ps, err := mod.fi.plan(s, tg.t.vendor)
-		if err != nil {
-			rej.Reason, rej.Detail = plan.ReasonUndecodable, err.Error()
-			res.refuse(p, rej)
+		rets, jumps, ok := mod.fi.goReturns(s, tg.t.vendor)
+		if !ok {
+			tg.addSite(next, res, p, mod, s, false)
 			continue
 		}
-		if ps.decision.Strategy == plan.Reject && (ps.tramp == nil || !tg.t.wantTrampolines()) {
-			rej.Reason, rej.Detail = ps.decision.Reason, ps.decision.Detail
-			if why, ok := kernelInt3InView(mod, ps); ok {
-				rej.Reason, rej.Detail = ReasonKernelUprobe, why
-			}
-			res.refuse(p, rej)
-			continue
+		for k := range rets {
+			tg.addSite(next, res, p, mod, &rets[k], true)
 		}
-		ls := siteFor(next, ps, mod)
-		if ls.hasProbe(p) {
-			continue
+		for _, j := range jumps {
+			at := elfscan.Site{Kind: elfscan.SiteInst, Addr: j.Addr, Func: s.Func}
+			res.refuse(p, RejectedError{Spec: p.Spec, Module: mod.fi.path, Symbol: siteSymbol(&at), Addr: j.Addr, Reason: ReasonReturnByJump,
+				Detail: fmt.Sprintf("%s leaves here by a jump to %#x: a return probe on a Go function counts its return instructions, and the returns after this jump are not counted", s.Func.Name, j.Target)})
 		}
-		c := &siteCounter{pid: tg.pid, module: mod.fi.path, symbol: ps.symbol, vaddr: ps.vaddr, addr: ls.addr, decision: ps.decision}
-		ls.refs = append(ls.refs, ref{p: p, c: c})
 	}
+}
+
+// addSite adds probe p at site s of mod to next, or records why it
+// cannot be (res). atRet marks a return instruction of a Go function
+// standing for its return probe (goReturns).
+func (tg *target) addSite(next map[uint64]*liveSite, res *batchResult, p *probeState, mod *module, s *elfscan.Site, atRet bool) {
+	rej := RejectedError{Spec: p.Spec, Module: mod.fi.path, Symbol: siteSymbol(s), Addr: s.Addr}
+	if s.OffsetErr != nil {
+		rej.Reason, rej.Detail = plan.ReasonNoFunction, s.OffsetErr.Error()
+		res.refuse(p, rej)
+		return
+	}
+	ps, err := mod.fi.plan(s, tg.t.vendor)
+	if err != nil {
+		rej.Reason, rej.Detail = plan.ReasonUndecodable, err.Error()
+		res.refuse(p, rej)
+		return
+	}
+	if ps.decision.Strategy == plan.Reject && (ps.tramp == nil || !tg.t.wantTrampolines()) {
+		rej.Reason, rej.Detail = ps.decision.Reason, ps.decision.Detail
+		if why, ok := kernelInt3InView(mod, ps); ok {
+			rej.Reason, rej.Detail = ReasonKernelUprobe, why
+		}
+		res.refuse(p, rej)
+		return
+	}
+	ls := siteFor(next, ps, mod)
+	if ls.hasProbe(p) {
+		return
+	}
+	c := &siteCounter{pid: tg.pid, module: mod.fi.path, symbol: ps.symbol, vaddr: ps.vaddr, addr: ls.addr, decision: ps.decision, atRet: atRet}
+	ls.refs = append(ls.refs, ref{p: p, c: c})
 }
 
 func (s *liveSite) hasProbe(p *probeState) bool {
@@ -646,6 +678,7 @@ func (tg *target) publish() {
 			boost:      s.boost,
 			refs:       append([]ref(nil), s.refs...),
 			rendezvous: s.rendezvous,
+			goABI:      s.ps.goABI,
 		}
 		delete(tab.retired, addr)
 	}

@@ -864,7 +864,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 					unhijack: s.unhijack, rehijack: s.rehijack}
 				for _, r := range s.refs {
 					c.refs = append(c.refs, ref{p: r.p, c: &siteCounter{pid: child.Pid(), module: r.c.module, symbol: r.c.symbol, vaddr: r.c.vaddr, addr: a, decision: r.c.decision,
-						tramp: tramp, shared: tramp != nil && cts == nil, ret: r.c.ret}})
+						tramp: tramp, shared: tramp != nil && cts == nil, ret: r.c.ret, atRet: r.c.atRet}})
 				}
 				inherited[a] = c
 			}

@@ -381,7 +381,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	// The entry is counted (and recorded) only for entry probes: a site
 	// with return probes alone saves the locked increment on every call.
 	events, entry := tg.t.opts.Events, s.wantsEntry()
-	h := trampoline.Handler{ID: uint32(st.counter), Count: entry, Counter: st.counter, Event: events && entry}
+	h := trampoline.Handler{ID: uint32(st.counter), Count: entry, Counter: st.counter, Event: events && entry, ArgRegs: s.argRegs()}
 	if s.unhijack || s.rehijack || s.wantsReturn() {
 		if err := tg.returnSetup(w, ts, a); err != nil {
 			return fmt.Errorf("return trampoline: %w", err)
@@ -419,7 +419,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 // jump where it is: a new handler that cannot have it there is an error.
 func (tg *target) trampolineSite(s *liveSite) (*trampoline.Site, error) {
 	o := trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop,
-		KeepFirst: s.ps.tramp.Kept > 0, Args: tg.t.opts.Events && s.wantsEntry(), Returns: s.wantsReturn() || s.unhijack || s.rehijack}
+		KeepFirst: s.ps.tramp.Kept > 0, Args: tg.t.opts.Events && s.wantsEntry(), ArgRegs: s.argRegs(), Returns: s.wantsReturn() || s.unhijack || s.rehijack}
 	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &o)
 	if err != nil || s.tramp == nil {
 		return site, err
@@ -470,10 +470,20 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 	return nil
 }
 
-// wantsEntry reports whether an entry probe names the site.
+// argRegs are the registers the site's events record as arguments: Go's
+// in a function of the Go function table.
+func (s *liveSite) argRegs() trampoline.ArgRegs {
+	if s.ps.goABI {
+		return trampoline.GoArgs
+	}
+	return trampoline.SysVArgs
+}
+
+// wantsEntry reports whether an entry probe names the site (or a return
+// probe served at a return instruction, whose hits count as an entry's).
 func (s *liveSite) wantsEntry() bool {
 	for _, r := range s.refs {
-		if !r.p.sp.ret && !r.p.removed {
+		if !r.hijacks() && !r.p.removed {
 			return true
 		}
 	}
@@ -491,7 +501,7 @@ func (s *liveSite) needsRebuild() bool {
 // wantsReturn reports whether a return probe names the site.
 func (s *liveSite) wantsReturn() bool {
 	for _, r := range s.refs {
-		if r.p.sp.ret && !r.p.removed {
+		if r.hijacks() && !r.p.removed {
 			return true
 		}
 	}

@@ -31,6 +31,7 @@ type entry struct {
 	boost      *xol.X86Copy
 	refs       []ref
 	rendezvous bool
+	goABI      bool // events carry Go's argument registers (plannedSite.goABI)
 }
 
 // table is the lookup of the hit path, replaced as a whole (never changed)
@@ -83,6 +84,12 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 			rg := ctx.Regs
 			ev := Event{Probe: r.p.ID, Pid: ctx.Pid, Tid: ctx.Tid, Addr: ctx.Addr, Time: now,
 				Args: [6]uint64{rg.Rdi, rg.Rsi, rg.Rdx, rg.Rcx, rg.R8, rg.R9}}
+			switch {
+			case r.c.atRet:
+				ev.Args, ev.Return, ev.Ret = [6]uint64{}, true, rg.Rax
+			case e.goABI:
+				ev.Args = [6]uint64{rg.Rax, rg.Rbx, rg.Rcx, rg.Rdi, rg.Rsi, rg.R8}
+			}
 			select {
 			case t.events <- ev:
 			default:

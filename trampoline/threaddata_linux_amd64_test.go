@@ -1,6 +1,7 @@
 package trampoline_test
 
 import (
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -295,5 +296,54 @@ func TestNativeNoThreadPointer(t *testing.T) {
 	if e.view.Counter(2) != 100 || len(e.view.Stripes()) != 0 || e.view.Pending() != 100 || e.view.Dropped() != 0 {
 		t.Fatalf("counter %d, %d stripes, shared ring pending %d dropped %d; want 100, 0, 100, 0",
 			e.view.Counter(2), len(e.view.Stripes()), e.view.Pending(), e.view.Dropped())
+	}
+}
+
+// TestNativeEventArgRegs: an event records the registers its handler's
+// ArgRegs names (System V's rdi..r9, Go's rax rbx rcx rdi rsi r8), from
+// the shared ring and from a thread's own, whatever the slot used them
+// for before it stored them.
+func TestNativeEventArgRegs(t *testing.T) {
+	// native.Regs numbers the registers by their encoding.
+	abis := map[trampoline.ArgRegs][6]int{
+		trampoline.SysVArgs: {7, 6, 2, 1, 8, 9},
+		trampoline.GoArgs:   {0, 3, 1, 7, 6, 8},
+	}
+	var r native.Regs
+	for i := range r.GPR {
+		if i != 4 { // rsp
+			r.GPR[i] = 0x1111_0000_0000 + uint64(i)*0x0101
+		}
+	}
+	for abi, regs := range abis {
+		var want [6]uint64
+		for i, g := range regs {
+			want[i] = r.GPR[g]
+		}
+		h := trampoline.Handler{ID: 5, Counter: 3, Event: true, ArgRegs: abi}
+		t.Run(fmt.Sprintf("shared/%d", abi), func(t *testing.T) {
+			e := newEnv(t, envOptions{ring: 16})
+			e.install(e.site("args6", nil), h)
+			e.call("args6", r, e.stack())
+			var evs [4]trampoline.Event
+			if n := e.view.Read(evs[:]); n != 1 || evs[0].Args != want {
+				t.Fatalf("%d events, first %+v; want args %x", n, evs[0], want)
+			}
+		})
+		t.Run(fmt.Sprintf("thread/%d", abi), func(t *testing.T) {
+			e := threadEnv(t, 4, 16)
+			e.install(e.site("args6", nil), h)
+			withTCB(t, func(uint64) {
+				native.Call(uintptr(e.sym("args6")), &r, e.stack())
+				st := e.view.Stripes()
+				var evs [4]trampoline.Event
+				if len(st) != 1 {
+					t.Fatalf("stripes %+v", st)
+				}
+				if n := e.view.ReadThread(st[0].Slot, evs[:]); n != 1 || evs[0].Args != want {
+					t.Fatalf("%d events, first %+v; want args %x", n, evs[0], want)
+				}
+			})
+		})
 	}
 }

@@ -116,9 +116,10 @@ type SiteOptions struct {
 	// written at Addr as without the option.
 	KeepFirst bool
 	// Args says that the slot records the argument registers (an entry
-	// event: rdi, rsi, rdx, rcx, r8, r9): KeepFirst keeps only an
+	// event: the registers of ArgRegs): KeepFirst keeps only an
 	// instruction that writes none of them.
-	Args bool
+	Args    bool
+	ArgRegs ArgRegs
 	// Returns says that the slot arms a return probe or walks the frames
 	// above (Handler.Return, Unhijack, Rehijack): it needs the return
 	// address at the stack pointer, so KeepFirst keeps only an
@@ -166,8 +167,27 @@ func AnalyzeX86(addr uint64, code []byte, opts *SiteOptions) (*Site, error) {
 	return detourSite(dec, addr, code, o)
 }
 
-// argRegs are the registers an entry event records.
-var argRegs = decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).Add(decode.RCX).Add(decode.R8).Add(decode.R9)
+// ArgRegs names the six registers an entry event records as the
+// arguments of the function (Handler.ArgRegs).
+type ArgRegs uint8
+
+const (
+	// SysVArgs are rdi, rsi, rdx, rcx, r8 and r9: the integer arguments
+	// of the System V calling convention.
+	SysVArgs ArgRegs = iota
+	// GoArgs are rax, rbx, rcx, rdi, rsi and r8: the first six integer
+	// arguments of Go's internal register ABI (ABIInternal), and at a
+	// return instruction its first results.
+	GoArgs
+)
+
+// set returns the registers as the decoder names them.
+func (r ArgRegs) set() decode.RegSet {
+	if r == GoArgs {
+		return decode.RegSet(0).Add(decode.RAX).Add(decode.RBX).Add(decode.RCX).Add(decode.RDI).Add(decode.RSI).Add(decode.R8)
+	}
+	return decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).Add(decode.RCX).Add(decode.R8).Add(decode.R9)
+}
 
 // keptFirstSite returns the site whose jump follows the first instruction
 // of code, kept in place (SiteOptions.KeepFirst), or nil when that
@@ -175,7 +195,7 @@ var argRegs = decode.RegSet(0).Add(decode.RDI).Add(decode.RSI).Add(decode.RDX).A
 // with NopOnly).
 func keptFirstSite(dec decode.X86Decoder, addr uint64, code []byte, o SiteOptions) *Site {
 	var in decode.X86Inst
-	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || o.Args && in.Written&argRegs != 0 {
+	if dec.Decode(code, addr, &in) != nil || in.RegsApprox || in.Branch != decode.BranchNone || o.Args && in.Written&o.ArgRegs.set() != 0 {
 		return nil
 	}
 	if _, err := xol.CheckX86(&in); err != nil {

@@ -75,10 +75,12 @@ type Handler struct {
 	Count   bool
 	Counter int
 	// Event records an entry event in the ring: the probe id, the thread
-	// pointer, the time stamp counter, rdi rsi rdx rcx r8 r9, the stack
-	// pointer and the probe address. A full ring drops the event and
-	// counts it.
+	// pointer, the time stamp counter, the six registers ArgRegs names,
+	// the stack pointer and the probe address. A full ring drops the
+	// event and counts it.
 	Event bool
+	// ArgRegs are the registers an event records as its arguments.
+	ArgRegs ArgRegs
 	// Return arms a return probe: the return address at the stack
 	// pointer is saved on the thread's shadow stack and replaced by the
 	// return trampoline's address. The site must be a function entry (the
@@ -213,6 +215,7 @@ func (c *Config) returnReady() error {
 // encoding numbers of package x86enc and package decode).
 const (
 	rax = x86enc.RAX
+	rbx = x86enc.RBX
 	rcx = x86enc.RCX
 	rdx = x86enc.RDX
 	rsp = x86enc.RSP
@@ -223,6 +226,14 @@ const (
 	r10 = x86enc.R10
 	r11 = x86enc.R11
 )
+
+// x86 returns the registers in the order an event records them.
+func (r ArgRegs) x86() [6]x86enc.Reg {
+	if r == GoArgs {
+		return [6]x86enc.Reg{rax, rbx, rcx, rdi, rsi, r8}
+	}
+	return [6]x86enc.Reg{rdi, rsi, rdx, rcx, r8, r9}
+}
 
 // x86Gen generates slot code: a frame below the red zone, saved
 // registers, handlers.
@@ -380,9 +391,10 @@ type eventSpec struct {
 	kind  EventKind
 	id    uint32
 	idMem *x86enc.Mem // load the id from memory instead (not rax, rdx, r10, r11 based)
-	args  bool        // store rdi rsi rdx rcx r8 r9 (else zeros)
-	ret   bool        // Ret and Ret2 from the saved rax and rdx
-	ip    uint64      // the IP field, or (ipFromSP) the word at the original stack pointer
+	args  bool        // store the registers of regs (else zeros)
+	regs  ArgRegs
+	ret   bool   // Ret and Ret2 from the saved rax and rdx
+	ip    uint64 // the IP field, or (ipFromSP) the word at the original stack pointer
 	ipSP  bool
 	// dropCtr, when not negative, is the counter whose drops word in the
 	// shared stripe also counts a drop (threaddata.go).
@@ -402,12 +414,21 @@ func (g *x86Gen) event(sp eventSpec) {
 	a.ALUImm32(x86enc.And, x86enc.S64, rax, int32(d.RingRecords-1))
 	a.Shl(x86enc.S64, rax, recordLog)
 	a.Lea(rax, x86enc.Indexed(r11, rax, 1, ringRecords))
-	args := [6]x86enc.Reg{rdi, rsi, rdx, rcx, r8, r9}
-	for i, r := range args {
-		if sp.args {
-			a.Store(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), r)
-		} else {
+	// rax, r10 and r11 hold the reservation: their values at the hit are
+	// read back from the frame, through rdx once the others are stored.
+	changed := func(r x86enc.Reg) bool { return r == rax || r == r10 || r == r11 }
+	for i, r := range sp.regs.x86() {
+		switch {
+		case !sp.args:
 			a.StoreImm(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), 0)
+		case !changed(r):
+			a.Store(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), r)
+		}
+	}
+	for i, r := range sp.regs.x86() {
+		if sp.args && changed(r) {
+			a.Load(x86enc.S64, rdx, x86enc.At(rsp, int32(g.savedOff(r))))
+			a.Store(x86enc.S64, x86enc.At(rax, int32(recArgs+8*i)), rdx)
 		}
 	}
 	// rdx is free from here on (its value is stored or saved).
@@ -827,7 +848,7 @@ func (g *x86Gen) handler(s *Site, h *Handler, enter x86enc.Label) {
 // thread without one, or in the shared counter and ring alone.
 func (g *x86Gen) countAndRecord(s *Site, h *Handler, p handlerPlan, counted bool) {
 	a, d := g.a, g.cfg.Data
-	entry := eventSpec{kind: EventEntry, id: h.ID, args: true, ip: s.Addr, dropCtr: -1}
+	entry := eventSpec{kind: EventEntry, id: h.ID, args: true, regs: h.ArgRegs, ip: s.Addr, dropCtr: -1}
 	if d != nil && d.perThread(h.Counter) {
 		entry.dropCtr = h.Counter
 	}
@@ -846,7 +867,7 @@ func (g *x86Gen) countAndRecord(s *Site, h *Handler, p handlerPlan, counted bool
 		g.threadCount(h.Counter)
 	}
 	if p.threadEvent {
-		g.threadEvent(h.ID, h.Counter)
+		g.threadEvent(h.ID, h.Counter, h.ArgRegs)
 	} else if h.Event {
 		g.event(entry)
 	}

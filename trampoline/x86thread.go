@@ -98,7 +98,7 @@ func (g *x86Gen) threadCount(i int) {
 // counts it dropped for counter ctr. It clobbers rax, rcx, rdx, r10 and
 // the flags, which must be saved (rcx and rdx: their values at the hit
 // are read back from the frame).
-func (g *x86Gen) threadEvent(id uint32, ctr int) {
+func (g *x86Gen) threadEvent(id uint32, ctr int, regs ArgRegs) {
 	a := g.a
 	d := g.cfg.Data
 	full, done := a.NewLabel(), a.NewLabel()
@@ -119,9 +119,9 @@ func (g *x86Gen) threadEvent(id uint32, ctr int) {
 	a.ALUImm32(x86enc.And, x86enc.S32, rax, int32(d.ThreadRing-1))
 	a.Shl(x86enc.S64, rax, threadRecordLog)
 	a.ALU(x86enc.Add, x86enc.S64, rcx, rax)
-	for i, r := range [6]x86enc.Reg{rdi, rsi, rdx, rcx, r8, r9} {
+	for i, r := range regs.x86() {
 		m := x86enc.At(rcx, int32(trecArgs+8*i))
-		if r == rdx || r == rcx {
+		if r == rax || r == rcx || r == rdx || r == r10 || r == r11 {
 			a.Load(x86enc.S64, rax, x86enc.At(rsp, int32(g.savedOff(r))))
 			a.Store(x86enc.S64, m, rax)
 			continue

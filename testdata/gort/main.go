@@ -1,7 +1,8 @@
 // Command gort is the Go runtime fixture of the live tests: goroutines that
 // return (to runtime.goexit+1), garbage collection, asynchronous preemption
 // of tight loops, panics recovered through deferred calls (resumed at the
-// deferreturn call) and channels. Its output depends only on its argument,
+// deferreturn call), stacks that grow (and are copied) under deep
+// recursion, and channels. Its output depends only on its argument,
 // so a traced run must print exactly what an untraced one does.
 package main
 
@@ -45,6 +46,22 @@ func safeDiv(i int) (r int) {
 	return mayPanic(i)
 }
 
+// growDepth is how deep grow recurses in each goroutine.
+const growDepth = 150
+
+// grow returns n after recursing n deep with a large frame: a goroutine's
+// stack grows, and is copied, several times on the way down.
+//
+//go:noinline
+func grow(n int) int {
+	var pad [64]int
+	pad[n%64] = n
+	if n == 0 {
+		return pad[0]
+	}
+	return grow(n-1) + pad[n%64] - n + 1
+}
+
 type node struct {
 	next *node
 	val  [8]int
@@ -80,7 +97,7 @@ func main() {
 		wg.Add(1)
 		go func(g int) {
 			defer wg.Done()
-			s := spin(20000+g) ^ churn(2000) ^ safeDiv(g)
+			s := spin(20000+g) ^ churn(2000) ^ safeDiv(g) ^ grow(growDepth)
 			results <- fmt.Sprintf("%d:%d", g, s)
 		}(g)
 	}

@@ -110,7 +110,7 @@ func TestThreadEvents(t *testing.T) {
 // timer: signals arrive while threads are single-stepped, are delivered
 // after the step, and every hit is counted once.
 func TestSignalsDuringSteps(t *testing.T) {
-	const n = 1500
+	const n = 400
 	argv, want := traceeRun(t, "signals", strconv.Itoa(n))
 	// Traps: the test is about signals that arrive during single steps.
 	r := spawn(t, argv, &probe.Options{NoTrampolines: true}, nil)

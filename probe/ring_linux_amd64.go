@@ -215,53 +215,65 @@ func (rr *ringReader) loop() {
 	}
 }
 
-// drain reads every complete record of the shared ring and of every
+// drain reads the complete records of the shared ring and of every
 // thread's ring, in batches, and delivers their events in time order
-// (Options.OnEvents, or the Events channel).
+// (Options.OnEvents, or the Events channel). It reads about one full ring
+// of each at most, and holds the lock for one batch at a time: threads
+// that record faster than the tracer reads lose events (counted dropped),
+// and the tracer's work that waits for the lock (a thread that starts or
+// exits, while the event loop holds every process) waits for one batch,
+// not for as long as the threads keep recording.
 func (rr *ringReader) drain() {
+	rounds := 1 + max(rr.view.RingRecords, rr.tg.t.opts.RingSize)/len(rr.buf)
+	for i := 0; i < rounds && rr.drainBatch(); i++ {
+	}
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	t := rr.tg.t
-	for more := true; more; {
-		more = false
-		rr.out = rr.out[:0]
-		now, tsc := time.Now(), rdtsc()
-		perNs := 0.0
-		if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
-			perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
-		}
-		conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
-		sources := 0
-		if n := rr.view.Read(rr.buf); n > 0 {
-			sources++
-			more = more || n == len(rr.buf)
-			for _, rec := range rr.buf[:n] {
-				rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
-			}
-		}
-		for _, st := range rr.view.Stripes() {
-			n := rr.view.ReadThread(st.Slot, rr.buf)
-			if n == 0 {
-				continue
-			}
-			sources++
-			more = more || n == len(rr.buf)
-			tid := rr.stripeTid(st)
-			for i := range rr.buf[:n] {
-				rr.emit(&rr.buf[i], tid, conv)
-			}
-		}
-		if sources > 1 {
-			slices.SortStableFunc(rr.out, func(a, b Event) int { return a.Time.Compare(b.Time) })
-		}
-		if len(rr.out) > 0 {
-			rr.deliver(rr.out)
-		}
-	}
 	if d := rr.view.Dropped(); d > rr.dropped {
-		t.dropped.Add(d - rr.dropped)
+		rr.tg.t.dropped.Add(d - rr.dropped)
 		rr.dropped = d
 	}
+}
+
+// drainBatch reads and delivers one batch of records of each ring, and
+// reports whether a ring filled the batch (more may be waiting).
+func (rr *ringReader) drainBatch() (more bool) {
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.out = rr.out[:0]
+	now, tsc := time.Now(), rdtsc()
+	perNs := 0.0
+	if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
+		perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
+	}
+	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
+	sources := 0
+	if n := rr.view.Read(rr.buf); n > 0 {
+		sources++
+		more = more || n == len(rr.buf)
+		for _, rec := range rr.buf[:n] {
+			rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
+		}
+	}
+	for _, st := range rr.view.Stripes() {
+		n := rr.view.ReadThread(st.Slot, rr.buf)
+		if n == 0 {
+			continue
+		}
+		sources++
+		more = more || n == len(rr.buf)
+		tid := rr.stripeTid(st)
+		for i := range rr.buf[:n] {
+			rr.emit(&rr.buf[i], tid, conv)
+		}
+	}
+	if sources > 1 {
+		slices.SortStableFunc(rr.out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	}
+	if len(rr.out) > 0 {
+		rr.deliver(rr.out)
+	}
+	return more
 }
 
 // tscClock turns time stamp counter readings into wall-clock times: now

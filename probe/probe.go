@@ -298,6 +298,10 @@ type SiteStats struct {
 	// DepthMissed, less the frames still live or left by longjmp and
 	// exceptions, is the number of calls.
 	DepthMissed uint64
+	// AtReturn marks a return instruction of a Go function that stands for
+	// the function's return probe: its hits are returns (a Go function's
+	// return probe is a probe at each of them).
+	AtReturn bool
 	// Live is false once the site is gone: its module was unmapped, the
 	// process exec'd or exited, or the site was taken out (Lost).
 	Live bool

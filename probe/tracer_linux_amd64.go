@@ -557,7 +557,7 @@ func (t *Tracer) stats() Stats {
 			s := SiteStats{Pid: c.pid, Module: c.module, Symbol: c.symbol, Addr: c.vaddr, RuntimeAddr: c.addr,
 				Strategy: c.decision.Strategy, Reason: c.decision.Reason, Detail: c.decision.Detail,
 				Hits: c.Hits(), Emulated: c.emulated.Load(), Stepped: c.stepped.Load(), Boosted: c.boosted.Load(), Live: c.live.Load(),
-				Dropped: c.Dropped(), DepthMissed: c.DepthMissed(), Lost: c.lost, LostDetail: c.lostDetail, Fallback: c.fallback}
+				Dropped: c.Dropped(), DepthMissed: c.DepthMissed(), AtReturn: c.atRet, Lost: c.lost, LostDetail: c.lostDetail, Fallback: c.fallback}
 			ps.Hits += s.Hits
 			ps.Dropped += s.Dropped
 			ps.DepthMissed += s.DepthMissed

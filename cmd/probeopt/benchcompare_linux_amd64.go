@@ -72,7 +72,9 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 				rep.Skipped = append(rep.Skipped, compareSkip{Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, Reason: string(pl.Refused)})
 				continue
 			}
-			pl.Return = ret
+			// A Go function's return probe is a probe at each return
+			// instruction: the kernel counts there with a uprobe.
+			pl.Return = ret && !s.AtReturn
 			cs := &compareSite{Module: s.Module, Symbol: s.Symbol, Addr: s.Addr, Offset: pl.Offset, Strategy: string(s.Strategy),
 				Probeopt: s.Hits, PerIteration: pl.PerIteration && !ret}
 			sites[k] = cs

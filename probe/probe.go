@@ -367,6 +367,14 @@ type Stats struct {
 	// emulations refused at run time (an access another thread could see
 	// half-done, a fault...) that were stepped instead.
 	Traps, InternalTraps, Emulated, Boosted, Stepped, Fallbacks uint64
+	// VforkHits counts the hits that children made by vfork (or
+	// posix_spawn) made at their parents' sites, in their parents'
+	// memory, before they exec'd or exited: they are not counted as the
+	// parent's (a kernel uprobe of the parent's pid does not count them
+	// either), nor, before the exec, as the child's. Hits a child made at
+	// a trampoline while its parent thread had no stripe of its own (see
+	// Options.RingSize) are not told apart: they stay the parent's.
+	VforkHits uint64
 	// DeferredSignals counts the signals that stopped a thread about to
 	// be stepped, before the instruction: each was delivered after it.
 	DeferredSignals uint64

@@ -76,9 +76,9 @@ func (c *siteCounter) Hits() uint64 {
 	switch {
 	case c.tramp == nil || c.shared:
 	case c.ret:
-		n += c.tramp.view.Counter(c.tramp.retCounter)
+		n += c.tramp.view.Counter(c.tramp.retCounter) - c.tramp.excl.get(c.tramp.retCounter)
 	default:
-		n += c.tramp.view.Counter(c.tramp.counter)
+		n += c.tramp.view.Counter(c.tramp.counter) - c.tramp.excl.get(c.tramp.counter)
 	}
 	return n
 }
@@ -191,6 +191,10 @@ type target struct {
 	// and takes no lock).
 	ring atomic.Pointer[ringReader]
 	live atomic.Pointer[trampState]
+	// vforks are the vforks in progress, by the thread that vforked
+	// (under vforkMu: see onVfork).
+	vforkMu sync.Mutex
+	vforks  map[int]vforkStart
 
 	// bounded asks commit to stage its batch in staged instead of
 	// writing it, for runPasses (see passes_linux_amd64.go); passing is

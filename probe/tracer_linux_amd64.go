@@ -78,6 +78,11 @@ type liveTracer struct {
 	// internalTraps counts the traps of the engine's own sites (the
 	// dynamic linker's rendezvous), not in traps.
 	internalTraps atomic.Uint64
+	// vforkTargets are the targets by pid, for onVfork (which runs on the
+	// tracer thread and cannot take mu); vforkHits counts the hits of
+	// vfork children at their parents' sites (Stats.VforkHits).
+	vforkTargets sync.Map
+	vforkHits    atomic.Uint64
 	// emulated, stepped and fallbacks count the executions of displaced
 	// instructions.
 	emulated, stepped, fallbacks atomic.Uint64
@@ -111,9 +116,10 @@ const xolMethod = "out-of-line copies in slots without a second trap (xol.Reloca
 
 // procOptions are the options of every traced process: forked children
 // are always kept (and stopped) at first, so that their int3 bytes can be
-// removed before they run, even when they are not followed.
-func procOptions() proc.Options {
-	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14}
+// removed before they run, even when they are not followed; vfork
+// children's hits are told apart through vw.
+func procOptions(vw *vforkWatch) proc.Options {
+	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14, OnVfork: vw.on}
 }
 
 // spawnLookedUp, when not nil, is called by Spawn between the lookup of the
@@ -159,7 +165,8 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 	if spawnLookedUp != nil {
 		spawnLookedUp(path)
 	}
-	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
+	vw := &vforkWatch{}
+	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(vw), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -175,6 +182,7 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 		}
 	}
 	t := newTracer(o.Options)
+	vw.t.Store(t)
 	if err := t.start(p); err != nil {
 		_ = p.Kill()
 		return nil, err
@@ -192,7 +200,8 @@ func Attach(pid int, opts *Options) (*Tracer, error) {
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	po := procOptions()
+	vw := &vforkWatch{}
+	po := procOptions(vw)
 	var g *guardian.Guard
 	if !o.NoGuardian && pid > 0 {
 		// Started first: from the moment the latch is armed, a process
@@ -211,6 +220,7 @@ func Attach(pid int, opts *Options) (*Tracer, error) {
 		return nil, err
 	}
 	t := newTracer(o)
+	vw.t.Store(t)
 	t.guard = g
 	if err := t.start(p); err != nil {
 		_ = p.Detach()
@@ -295,6 +305,7 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 		return nil
 	})
 	t.targets[tg.pid] = tg
+	t.vforkTargets.Store(tg.pid, tg)
 	t.record(&res)
 	t.mu.Unlock()
 	if err == nil && len(res.errs) > 0 {
@@ -537,6 +548,7 @@ func (t *Tracer) stats() Stats {
 		DroppedEvents:   t.dropped.Load(),
 		Traps:           t.traps.Load(),
 		InternalTraps:   t.internalTraps.Load(),
+		VforkHits:       t.vforkHits.Load(),
 		Emulated:        t.emulated.Load(),
 		Stepped:         t.stepped.Load(),
 		Boosted:         t.boosted.Load(),
@@ -857,7 +869,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 				tramp := s.tramp
 				if tramp != nil && cts != nil {
 					own := *tramp
-					own.view = cts.view
+					own.view, own.excl = cts.view, &cts.excl
 					tramp = &own
 				}
 				c := &liveSite{addr: a, ps: s.ps, mod: s.mod, rendezvous: s.rendezvous, sema: s.sema, tramp: tramp,
@@ -974,6 +986,7 @@ func (t *Tracer) onGone(tg *target) {
 		t.threadDrops[[2]int{tg.pid, tid}] += n
 	}
 	delete(t.targets, tg.pid)
+	t.vforkTargets.Delete(tg.pid)
 	close(tg.gone)
 	if f := tg.mem.Swap(nil); f != nil {
 		f.Close()

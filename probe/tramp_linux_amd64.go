@@ -89,12 +89,15 @@ type trampState struct {
 	// were retired dropped (under dropsMu).
 	dropsMu sync.Mutex
 	drops   map[int]uint64
+	// excl are the counts of vfork children (see onVfork).
+	excl excluded
 }
 
 // siteTramp is the trampoline of one installed site.
 type siteTramp struct {
 	tr   *trampoline.Trampoline
 	view *trampoline.View
+	excl *excluded // the view's counts that are vfork children's
 	// counter counts the entries, retCounter the returns (once ret is set:
 	// the return probe is armed), missCounter the calls whose return
 	// could not be armed (the thread had trampoline.MaxDepth armed).
@@ -374,7 +377,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	// Each site owns three counters from its first trampoline on
 	// (entries, returns, returns not armed); a trampoline that replaces
 	// it keeps them.
-	st := &siteTramp{view: ts.view, counter: ts.next, retCounter: ts.next + 1, missCounter: ts.next + 2}
+	st := &siteTramp{view: ts.view, excl: &ts.excl, counter: ts.next, retCounter: ts.next + 1, missCounter: ts.next + 2}
 	if old != nil {
 		st.counter, st.retCounter, st.missCounter = old.counter, old.retCounter, old.missCounter
 	}

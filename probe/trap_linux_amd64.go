@@ -78,8 +78,16 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	if t.opts.Events {
 		now = time.Now()
 	}
+	// A vfork child runs in its parent's memory and its traps come here:
+	// its hits are not the parent's (see Stats.VforkHits).
+	child := ctx.Pid != tg.pid
+	if child && len(e.refs) > 0 {
+		t.vforkHits.Add(1)
+	}
 	for _, r := range e.refs {
-		r.c.hits.Add(1)
+		if !child {
+			r.c.hits.Add(1)
+		}
 		if t.opts.Events && !r.p.internal {
 			rg := ctx.Regs
 			ev := Event{Probe: r.p.ID, Pid: ctx.Pid, Tid: ctx.Tid, Addr: ctx.Addr, Time: now,

@@ -22,6 +22,9 @@ func (r *Regs) SetPC(pc uint64) { r.Rip, r.Orig_rax = pc, ^uint64(0) }
 // SP returns the stack pointer.
 func (r *Regs) SP() uint64 { return r.Rsp }
 
+// threadPointer returns the thread pointer: the %fs base.
+func (r *Regs) threadPointer() uint64 { return r.Fs_base }
+
 // inSyscall reports whether the thread stopped inside (or on its way out
 // of) a system call: orig_rax holds the call number, -1 otherwise.
 func (r *Regs) inSyscall() bool { return int64(r.Orig_rax) >= 0 }

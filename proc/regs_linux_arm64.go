@@ -18,6 +18,10 @@ func (r *Regs) SetPC(pc uint64) { r.Pc = pc }
 // SP returns the stack pointer.
 func (r *Regs) SP() uint64 { return r.Sp }
 
+// threadPointer returns the thread pointer, which the general registers
+// do not hold on arm64 (tpidr_el0 is in the NT_ARM_TLS regset): 0.
+func (r *Regs) threadPointer() uint64 { return 0 }
+
 // inSyscall reports nothing on arm64: the system-call number is not part
 // of user_pt_regs (it is the NT_ARM_SYSTEM_CALL register set), and a
 // thread interrupted in a system call has left it before the tracer sees

@@ -418,7 +418,7 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 		}
 	case unix.PTRACE_EVENT_VFORK_DONE:
 		th.parked = false
-		p.emit(Event{Kind: EventVforkDone, Pid: p.pid, Tid: th.tid})
+		p.emit(t.vforkEvent(th, Event{Kind: EventVforkDone, Pid: p.pid, Tid: th.tid}))
 	case unix.PTRACE_EVENT_EXEC:
 		msg, _ := unix.PtraceGetEventMsg(th.tid)
 		if !t.onExec(th, int(msg)) {
@@ -500,8 +500,12 @@ func (t *tracer) newChild(th *thread, event, child int) {
 		c.events = p.events
 		c.mem = nil
 		p.sharers[child] = c
+		ev := Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child}
+		if kind == EventVfork {
+			ev = t.vforkEvent(th, ev)
+		}
 		t.adopt(c, child)
-		p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child})
+		p.emit(ev)
 		return
 	}
 	if !p.opts.FollowForks {
@@ -521,6 +525,18 @@ func (t *tracer) newChild(th *thread, event, child int) {
 	c.stopped = true
 	t.adopt(c, child)
 	p.emit(Event{Kind: kind, Pid: p.pid, Tid: th.tid, NewPid: child, Child: c.pub})
+}
+
+// vforkEvent completes an EventVfork or EventVforkDone of the stopped
+// thread th with its thread pointer and hands it to Options.OnVfork.
+func (t *tracer) vforkEvent(th *thread, ev Event) Event {
+	if t.loadRegs(th) == nil {
+		ev.ThreadPointer = th.regs.threadPointer()
+	}
+	if h := th.p.root().opts.OnVfork; h != nil {
+		h(ev)
+	}
+	return ev
 }
 
 // sameMM asks the kernel whether two tasks share their address space.

@@ -37,6 +37,14 @@ type Options struct {
 	// prepare the new image (probe it) before it runs its first
 	// instruction. A process whose event was dropped is not held.
 	HoldExec bool
+	// OnVfork, when set, is called with every EventVfork and
+	// EventVforkDone on the tracer's thread, while the thread that
+	// vforked is stopped and before the child (EventVfork) or that
+	// thread again (EventVforkDone) runs an instruction: the caller can
+	// note what the child changes in the memory it shares with its
+	// parent. Like a TrapHandler it must be quick and must not call
+	// Process methods. The events are delivered on Events as well.
+	OnVfork func(Event)
 	// EventBuffer is the capacity of the Events channel; 0 means 1024.
 	// Events that find it full are dropped and counted (DroppedEvents).
 	EventBuffer int
@@ -89,6 +97,10 @@ type Event struct {
 	Status ExitStatus // exit status (EventThreadExit, EventExit)
 	Child  *Process   // the traced child (EventFork with FollowForks), stopped
 	Time   time.Time  // when the tracer saw it
+	// ThreadPointer is the thread pointer of Tid (the %fs base on x86-64;
+	// 0 where it is not read) for EventVfork and EventVforkDone: a vfork
+	// child runs with its parent thread's.
+	ThreadPointer uint64
 }
 
 // ExitStatus is how a process or thread ended.

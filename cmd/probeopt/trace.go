@@ -207,7 +207,10 @@ type traceReport struct {
 	Boosted   uint64       `json:"boosted"`
 	Stepped   uint64       `json:"stepped"`
 	Fallbacks uint64       `json:"fallbacks"`
-	Dropped   uint64       `json:"dropped_events"`
+	// VforkHits are the hits of vfork children before they exec'd, in
+	// their parents' memory: no site counts them.
+	VforkHits uint64 `json:"vfork_hits"`
+	Dropped   uint64 `json:"dropped_events"`
 	// ThreadDrops are the events each thread dropped (its ring was full).
 	ThreadDrops []traceThreadDrops `json:"thread_drops,omitempty"`
 	XOL         string             `json:"xol_method"`
@@ -468,7 +471,7 @@ func newTraceReport(tr *probe.Tracer, argv []string, detached bool, elapsed time
 	st := tr.Stats()
 	rep := &traceReport{Pid: tr.Pid(), Command: argv, Detached: detached, Elapsed: elapsed,
 		Traps: st.Traps, Emulated: st.Emulated, Boosted: st.Boosted, Stepped: st.Stepped, Fallbacks: st.Fallbacks,
-		Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
+		VforkHits: st.VforkHits, Dropped: st.DroppedEvents, XOL: st.XOLMethod, Batches: st.Batches}
 	var waitErr error
 	if !detached {
 		es, err := tr.Wait()
@@ -733,6 +736,9 @@ func printTraceReport(w io.Writer, rep *traceReport) error {
 	fmt.Fprintf(w, "hits   %d without a trap (trampolines)\n", trampHits)
 	fmt.Fprintf(w, "traps  %d: %d emulated, %d run out of line in a slot, %d single-stepped in place (%d of them left to the CPU by the emulation)\n",
 		rep.Traps, rep.Emulated, rep.Boosted, rep.Stepped, rep.Fallbacks)
+	if rep.VforkHits > 0 {
+		fmt.Fprintf(w, "vfork  %d hits of vfork children before they exec'd, in their parents' memory, counted at no site\n", rep.VforkHits)
+	}
 	if rep.Dropped > 0 {
 		fmt.Fprintf(w, "events %d dropped\n", rep.Dropped)
 		for _, p := range rep.Probes {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -92,32 +91,15 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
   probeopt bench compare --stdin data.sql --all '*' 'libsqlite3.so*:*' -- sqlite3`,
 		Args: func(cmd *cobra.Command, args []string) error { return nil },
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			dash := cmd.ArgsLenAtDash()
-			if dash < 0 || dash == len(args) {
-				return usagef("bench compare: want SPEC... -- CMD [ARGS...]")
-			}
-			specs, argv := args[:dash], args[dash:]
-			if len(specs) == 0 {
-				return usagef("bench compare: no SPEC")
-			}
-			var stdin []byte
-			if o.stdin != "" {
-				b, err := os.ReadFile(o.stdin)
-				if err != nil {
-					return err
-				}
-				stdin = b
+			specs, argv, stdin, err := specsCommandInput(cmd, args, "bench compare", o.stdin)
+			if err != nil {
+				return err
 			}
 			rep, err := benchCompare(specs, argv, stdin, &o, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				if err := json.NewEncoder(out).Encode(rep); err != nil {
-					return err
-				}
-			} else if err := printCompare(out, rep); err != nil {
+			if err := writeReport(cmd.OutOrStdout(), o.json, rep, func() error { return printCompare(cmd.OutOrStdout(), rep) }); err != nil {
 				return err
 			}
 			if rep.Differ > 0 || !rep.SameOutput {
@@ -132,6 +114,26 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
 	f.StringVar(&o.stdin, "stdin", "", "`FILE` given to CMD as standard input in both runs (default: none)")
 	f.BoolVar(&o.all, "all", false, "list every site compared, not only those that differ")
 	return cmd
+}
+
+// specsCommandInput splits the arguments "SPEC... -- CMD [ARGS...]" of
+// subcommand name, and reads the file given as CMD's standard input (nil
+// for none).
+func specsCommandInput(cmd *cobra.Command, args []string, name, stdinPath string) (specs, argv []string, stdin []byte, err error) {
+	dash := cmd.ArgsLenAtDash()
+	if dash < 0 || dash == len(args) {
+		return nil, nil, nil, usagef("%s: want SPEC... -- CMD [ARGS...]", name)
+	}
+	specs, argv = args[:dash], args[dash:]
+	if len(specs) == 0 {
+		return nil, nil, nil, usagef("%s: no SPEC", name)
+	}
+	if stdinPath != "" {
+		if stdin, err = os.ReadFile(stdinPath); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+	return specs, argv, stdin, nil
 }
 
 // printCompare prints the report as a table and totals.

@@ -20,16 +20,23 @@ func needRoot(t *testing.T) {
 	}
 }
 
-// runCompare runs "bench compare --json --all ARGS..." and decodes the
-// report.
-func runCompare(t *testing.T, args ...string) (*compareReport, int) {
+// runReport runs the command of ARGS, which prints one JSON report,
+// and decodes the report and returns it with the exit status.
+func runReport[R any](t *testing.T, args ...string) (*R, int) {
 	t.Helper()
-	stdout, stderr, code := runBinary(t, append([]string{"bench", "compare", "--json", "--all"}, args...)...)
-	var rep compareReport
+	stdout, stderr, code := runBinary(t, args...)
+	var rep R
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
 	}
 	return &rep, code
+}
+
+// runCompare runs "bench compare --json --all ARGS..." and decodes the
+// report.
+func runCompare(t *testing.T, args ...string) (*compareReport, int) {
+	t.Helper()
+	return runReport[compareReport](t, append([]string{"bench", "compare", "--json", "--all"}, args...)...)
 }
 
 // TestBenchCompare compares the fixture's counts at every function with

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -68,36 +66,19 @@ Needs Linux on x86-64 and ptrace.`,
   probeopt bench stress --stdin words.txt --runs 200 'sort:*' -- sort --parallel=2`,
 		Args: func(cmd *cobra.Command, args []string) error { return nil },
 		RunE: runE(func(cmd *cobra.Command, args []string) error {
-			dash := cmd.ArgsLenAtDash()
-			if dash < 0 || dash == len(args) {
-				return usagef("bench stress: want SPEC... -- CMD [ARGS...]")
-			}
-			specs, argv := args[:dash], args[dash:]
-			if len(specs) == 0 {
-				return usagef("bench stress: no SPEC")
-			}
 			if o.runs < 1 || o.trapsEvery < 0 {
 				return usagef("bench stress: --runs must be at least 1 and --traps-every at least 0")
 			}
-			var stdin []byte
-			if o.stdin != "" {
-				b, err := os.ReadFile(o.stdin)
-				if err != nil {
-					return err
-				}
-				stdin = b
+			specs, argv, stdin, err := specsCommandInput(cmd, args, "bench stress", o.stdin)
+			if err != nil {
+				return err
 			}
 			rep, err := benchStress(specs, argv, stdin, &o, cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			out := cmd.OutOrStdout()
-			if o.json {
-				if err := json.NewEncoder(out).Encode(rep); err != nil {
-					return err
-				}
-			} else {
-				printStress(out, rep)
+			if err := writeReport(cmd.OutOrStdout(), o.json, rep, func() error { printStress(cmd.OutOrStdout(), rep); return nil }); err != nil {
+				return err
 			}
 			if len(rep.Failures) > 0 {
 				return errReported

@@ -3,7 +3,6 @@
 package main
 
 import (
-	"encoding/json"
 	"testing"
 
 	"github.com/probeopt/probeopt/internal/testenv"
@@ -12,12 +11,7 @@ import (
 // runStress runs "bench stress --json ARGS..." and decodes the report.
 func runStress(t *testing.T, args ...string) (*stressReport, int) {
 	t.Helper()
-	stdout, stderr, code := runBinary(t, append([]string{"bench", "stress", "--json"}, args...)...)
-	var rep stressReport
-	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
-		t.Fatalf("exit %d: %v\n%s\n%s", code, err, stdout, stderr)
-	}
-	return &rep, code
+	return runReport[stressReport](t, append([]string{"bench", "stress", "--json"}, args...)...)
 }
 
 // TestBenchStress traces the fixture's threads and signals every time the

@@ -361,3 +361,36 @@ func TestGoReturnProbes(t *testing.T) {
 		})
 	}
 }
+
+// TestGoStartEntries probes the first instructions a Go program runs,
+// before its runtime gives the thread a %fs base: a trampoline there must
+// not read the thread pointer through %fs (a fault at address 0), and
+// each runs once.
+func TestGoStartEntries(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
+	argv := []string{exe, "2"}
+	want, err := exec.Command(argv[0], argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("untraced: %v", err)
+	}
+	specs := []string{"_rt0_amd64_linux", "_rt0_amd64", "runtime.rt0_go"}
+	out, st := spawnTraced(t, argv, os.Environ(), specs, time.Minute)
+	if !bytes.Equal(out, want) {
+		t.Errorf("traced output %q, untraced %q", out, want)
+	}
+	tramps := 0
+	for _, p := range st.Probes {
+		for _, s := range p.Sites {
+			if s.Strategy == plan.TrampolineDetour || s.Strategy == plan.TrampolineNop {
+				tramps++
+			}
+		}
+		if p.Hits != 1 {
+			t.Errorf("%s: %d hits, it runs once", p.Spec, p.Hits)
+		}
+	}
+	if tramps == 0 {
+		t.Errorf("no start entry took a trampoline: the test shows nothing")
+	}
+}

@@ -189,7 +189,7 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 		return nil, err
 	}
 	tg.ts = &trampState{data: data, mem: mem, view: view,
-		cfg:    &trampoline.Config{Data: data, ThreadPointer: feats.ThreadPointer(), Flags: feats.Flags()},
+		cfg:    &trampoline.Config{Data: data, ThreadPointer: threadPointer(feats, tg.mainModule()), Flags: feats.Flags()},
 		tidOff: learnTidOffset(w), drops: map[int]uint64{}}
 	if tg.t.opts.Events {
 		tg.ts.ring = tg.newRingReader(w, view)
@@ -480,6 +480,20 @@ func (s *liveSite) argRegs() trampoline.ArgRegs {
 		return trampoline.GoArgs
 	}
 	return trampoline.SysVArgs
+}
+
+// threadPointer returns how the slots of a process whose executable is
+// main read the thread pointer: as the features allow, except that a Go
+// program without a dynamic linker has no thread control block for
+// ThreadTCB to read (its %fs base is 0 until the runtime sets it, then
+// points into the runtime's per-thread data, whose first word is 0): its
+// slots read none, count in the shared words and record no thread.
+func threadPointer(feats trampoline.Features, main *module) trampoline.ThreadPointer {
+	tp := feats.ThreadPointer()
+	if tp == trampoline.ThreadTCB && main != nil && main.fi.f.Interp == "" && main.fi.f.IsGo() {
+		return trampoline.ThreadNone
+	}
+	return tp
 }
 
 // wantsEntry reports whether an entry probe names the site (or a return

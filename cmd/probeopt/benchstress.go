@@ -38,10 +38,11 @@ type stressReport struct {
 	Failures []stressRun `json:"failures"`
 	// Sites, Trampolines and Hits describe the first traced run with
 	// trampolines: its sites, how many took one, its hits.
-	Sites, Trampolines int
-	Hits               uint64
-	UntracedNs         int64 `json:"untraced_ns"`
-	TracedNs           int64 `json:"traced_ns"` // the median traced run
+	Sites       int    `json:"sites"`
+	Trampolines int    `json:"trampolines"`
+	Hits        uint64 `json:"hits"`
+	UntracedNs  int64  `json:"untraced_ns"`
+	TracedNs    int64  `json:"traced_ns"` // the median traced run
 }
 
 func newBenchStressCmd() *cobra.Command {

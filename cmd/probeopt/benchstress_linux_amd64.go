@@ -18,7 +18,7 @@ import (
 // benchStress runs argv untraced, then traced o.runs times, and compares
 // each traced run with the untraced one.
 func benchStress(specs, argv []string, stdin []byte, o *benchStressOptions, stderr io.Writer) (*stressReport, error) {
-	rep := &stressReport{Command: argv}
+	rep := &stressReport{Command: argv, Failures: []stressRun{}}
 	in, err := stdinFile(stdin)
 	if err != nil {
 		return nil, err

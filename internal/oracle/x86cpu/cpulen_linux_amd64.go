@@ -491,6 +491,10 @@ func (o *LengthOracle) lengthRetry(b []byte) (int, CPUResult, error) {
 			return n, res, err
 		}
 		timedOut := o.timedOut.Swap(false)
+		// Starting a child is not work on the string: the watch must
+		// not kill the new one while it starts (a loaded machine took
+		// longer than callTimeout over the two).
+		o.callStart.Store(0)
 		if rerr := o.respawn(); rerr != nil {
 			return 0, CPUNone, fmt.Errorf("restart traced child: %w (after %w)", rerr, err)
 		}

@@ -44,14 +44,25 @@
 // every unit either old or new. Removals go the same way: a Set commits
 // staged removals in passes too.
 //
-// The size of a pass is predicted from the passes before it: a pass
-// costs the stop of the world (interrupting every thread until all are
-// stopped, which depends on the threads and the machine's load, not on
-// the patches) plus work that grows with the patches. Each pass measures
-// both, and the next one takes the patches that fit, at the median work
-// per patch of the last five passes, in 75 % of the bound less their
-// median stop, and at most twice the previous pass. The first pass
-// assumes 800 ns a patch and a stop of a quarter of that budget.
+// The size of a pass is predicted from the passes before it. A pass
+// costs a fixed part (interrupting every thread until all are stopped,
+// listing them and checking their PCs, resuming them: it depends on the
+// threads and on the machine's load, not on the patches) plus a part per
+// page it writes (a read, a write and a read back through /proc/PID/mem,
+// however many patches the page holds). Each pass measures its phases
+// (PassStats), and the next one takes the units whose pages fit, at the
+// median cost per page of the last five passes, in 75 % of the bound
+// less their median fixed part, and at most twice the pages the previous
+// pass was given. The first pass counts a page as four reads of a page,
+// timed on a sample of the batch's pages while the process runs, and a
+// fixed part of a quarter of that budget. Then each pass watches its own
+// clock (proc.World.Paused): once the text is read and the threads are
+// checked, the units whose pages would not be written and read back
+// within 90 % of the bound, the threads resumed, are left for the next
+// pass (PassStats.Deferred), whole, and the first unit is always written.
+// No clock can shorten a stop that is already slow: a thread that waits
+// for a CPU to stop, or a tracer preempted while the world is stopped, on
+// a busy machine, lengthens the pass it happens in.
 // DefaultMaxPause (2 ms) and DefaultPassGap (500 us) come from the
 // measurements in docs/BENCHMARKS.md.
 //

@@ -99,6 +99,9 @@ type Result struct {
 	Held    int             // traps on a site's int3 held until the site was whole (StopFree only)
 	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped); of the longest pass when there were several
 	Passes  []PassStats     // one per stop-the-world pass, in order (none when the world was already stopped)
+
+	phases   phases // the times of applyStopped's parts
+	deferred []int  // batch positions a pass's clock left for a later pass
 }
 
 // PassStats are the figures of one stop-the-world pass of Apply.
@@ -107,7 +110,33 @@ type PassStats struct {
 	Units   int           // units written (Patch.Unit)
 	Refused int           // patches held back by a thread in this pass
 	Steps   int           // single steps made
+	Pages   int           // pages written (one coalesced write each)
 	Pause   time.Duration // from the first thread stopped to the last resumed (proc.StopStats.Total)
+	// Deferred counts the units a bounded pass left for the next one
+	// because its clock said they would not fit (see Options.MaxPause).
+	Deferred int
+	// Where the pause went; the phases add up to Pause.
+	Stop     time.Duration // interrupting every thread until all were stopped
+	Read     time.Duration // reading the text and comparing the old bytes
+	Check    time.Duration // listing the threads, checking their PCs, single steps
+	Write    time.Duration // the coalesced writes
+	ReadBack time.Duration // reading the written pages back and comparing them
+	Other    time.Duration // the rest of the work done stopped: choosing what fits, the Landed hook
+	Resume   time.Duration // resuming every thread
+}
+
+// phases are the parts of a pass that applyStopped times.
+type phases struct {
+	read, check, write, back time.Duration
+}
+
+// fill sets the phases of st from ph and the stop's figures (fn is how
+// long the function run in the stop took), the rest of the pause going to
+// Resume.
+func (st *PassStats) fill(ph phases, stop proc.StopStats, fn time.Duration) {
+	st.Stop, st.Read, st.Check, st.Write, st.ReadBack = stop.Stop, ph.read, ph.check, ph.write, ph.back
+	st.Resume = max(0, stop.Total-stop.Stop-fn)
+	st.Other = max(0, fn-ph.read-ph.check-ph.write-ph.back)
 }
 
 // LongestPause returns the longest pause of the passes, 0 with none.
@@ -163,14 +192,19 @@ func Apply(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		return applyPasses(p, ps, opts)
 	}
 	var res *Result
+	var fn time.Duration
 	stats, err := p.Stopped(func(w *proc.World) error {
 		var err error
-		res, err = applyStopped(w, ps, identity(len(ps)), opts)
+		t0 := time.Now()
+		res, err = applyStopped(w, ps, identity(len(ps)), opts, nil)
+		fn = time.Since(t0)
 		return err
 	})
 	if res != nil {
 		res.Stop = stats
-		res.Passes = []PassStats{{Patches: len(res.Applied), Units: countUnits(res.Applied), Refused: len(res.Refused), Steps: res.Steps, Pause: stats.Total}}
+		st := PassStats{Patches: len(res.Applied), Units: countUnits(res.Applied), Refused: len(res.Refused), Steps: res.Steps, Pages: res.Writes, Pause: stats.Total}
+		st.fill(res.phases, stats, fn)
+		res.Passes = []PassStats{st}
 	}
 	return res, err
 }
@@ -192,13 +226,16 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 	if err := Validate(ps); err != nil {
 		return nil, err
 	}
-	return applyStopped(w, ps, identity(len(ps)), opts)
+	return applyStopped(w, ps, identity(len(ps)), opts, nil)
 }
 
 // applyStopped is ApplyStopped for a valid batch; index maps a position
-// in ps to the caller's numbering, for errors.
-func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, error) {
+// in ps to the caller's numbering, for errors. With a cut (a bounded
+// pass), units that the clock says would end the pause past the bound are
+// not written but listed in Result.deferred.
+func applyStopped(w World, ps []Patch, index []int, opts *Options, cut *passCut) (*Result, error) {
 	res := &Result{}
+	t0 := time.Now()
 	// Compare-and-swap first: nothing is stepped for a batch that cannot
 	// apply anyway.
 	spans := coalesce(ps, nil)
@@ -208,8 +245,11 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, err
 	if i, err := checkOld(ps, spans); err != nil {
 		return nil, &PatchError{Index: index[i], Addr: ps[i].Addr, Err: err}
 	}
+	t1 := time.Now()
+	res.phases.read = t1.Sub(t0)
 	blocked, steps, err := clearThreads(w, ps, opts)
 	res.Steps = steps
+	res.phases.check = time.Since(t1)
 	if err != nil {
 		return res, err
 	}
@@ -221,7 +261,15 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, err
 	if len(blocked) > 0 && opts != nil && opts.AllOrNothing {
 		return res, fmt.Errorf("batch refused: %w", res.Err())
 	}
-	use := func(i int) bool { return blocked[i] == nil }
+	var late map[int]bool
+	if cut != nil {
+		late = cut.late(w, ps, blocked, res.phases.read/time.Duration(max(1, len(spans))))
+		for i := range late {
+			res.deferred = append(res.deferred, i)
+		}
+		sort.Ints(res.deferred)
+	}
+	use := func(i int) bool { return blocked[i] == nil && !late[i] }
 	var hooks *testHooks
 	if opts != nil {
 		hooks = opts.hooks
@@ -230,18 +278,23 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options) (*Result, err
 	if len(blocked) == 0 && steps == 0 {
 		// No thread ran since the text was read: write what was
 		// checked, without reading it again.
+		if len(late) > 0 {
+			spans = narrow(ps, spans, use)
+		}
 		fill(ps, spans)
 		st, err = writeSpans(w, ps, index, spans, hooks)
 	} else {
 		st, err = transact(w, ps, use, index, hooks)
 	}
+	res.phases.write, res.phases.back = st.write, st.back
 	if err != nil {
 		return res, err
 	}
 	res.Writes, res.Bytes = st.writes, st.bytes
-	for i, p := range ps {
+	res.Applied = make([]Patch, 0, len(ps)-len(blocked)-len(late))
+	for i := range ps {
 		if use(i) {
-			res.Applied = append(res.Applied, p)
+			res.Applied = append(res.Applied, ps[i])
 		}
 	}
 	if opts != nil && opts.Landed != nil && len(res.Applied) > 0 {
@@ -259,8 +312,8 @@ func block(ps []Patch, pc uint64) int {
 	if i >= 0 && ps[i].strictlyInside(pc) {
 		return i
 	}
-	for i, p := range ps {
-		if p.guards(pc) {
+	for i := range ps {
+		if len(ps[i].Guard) > 0 && ps[i].guards(pc) {
 			return i
 		}
 	}
@@ -274,8 +327,8 @@ func blockedBy(ps []Patch, pc uint64, out []int) []int {
 	if in >= 0 && !ps[in].strictlyInside(pc) {
 		in = -1
 	}
-	for i, p := range ps {
-		if i == in || p.guards(pc) {
+	for i := range ps {
+		if i == in || (len(ps[i].Guard) > 0 && ps[i].guards(pc)) {
 			out = append(out, i)
 		}
 	}

@@ -3,6 +3,7 @@ package batchpatch
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -23,11 +24,22 @@ const (
 	// of a process to be scheduled again between two stops without
 	// making the passes much slower in total.
 	DefaultPassGap = 500 * time.Microsecond
-	// firstPatchCost is the per-patch work the first pass of a bounded
-	// batch is sized with, before any pass has been measured: about
-	// twice the 0.4 us a patch cost in a 4,096-patch pass (its share of
-	// the stop included), so that the first pass stays under the bound.
-	firstPatchCost = 800 * time.Nanosecond
+	// firstPageCost is the cost of a page the first pass of a bounded
+	// batch is sized with when reading a sample of the batch's pages
+	// (calibrate) fails.
+	firstPageCost = 20 * time.Microsecond
+	// calibrationPages is how many of the batch's pages calibrate reads.
+	calibrationPages = 16
+	// firstPageFactor is how many reads of a page the first pass counts
+	// for each of its pages: a read, a write, a read back, and margin.
+	firstPageFactor = 4.0
+	// writeReadRatio is how many reads of a page the write and the read
+	// back of a page count for when a pass's clock decides what fits
+	// before any pass has measured them.
+	writeReadRatio = 3.0
+	// cutHeadroom is the share of MaxPause a pass's clock lets it run
+	// to: the prediction it makes is a late and direct one.
+	cutHeadroom = 0.9
 	// passHeadroom is the share of MaxPause a pass is sized to: the
 	// rest absorbs the noise of a shared machine.
 	passHeadroom = 0.75
@@ -123,69 +135,192 @@ func holdUnits(ps []Patch, blocked map[int]*BlockedError) {
 	}
 }
 
-// passSizer predicts how many patches the next pass can take within the
-// bound. A pass costs the stop of the world (from the first thread
-// interrupted until all are stopped: it depends on the threads and on how
-// busy the machine is, not on the patches) plus the work done stopped
-// (checks, single steps, writes, read-back, resume), which grows with the
-// patches. Each pass measures both: its stop, and its work per patch. The
-// next pass gets the patches that fit, at the median work per patch of
-// the last few passes, in what the bound leaves after their median stop
-// (at least a quarter of the bound, so that slow stops do not shrink
-// passes to nothing). The medians keep one pass that the machine delayed
-// (the tracer preempted while the world was stopped) from shrinking the
-// next ones.
+// passSizer predicts what the next pass can take within the bound. A
+// pass costs a fixed part, which depends on the threads and on how busy
+// the machine is but not on the patches (interrupting every thread until
+// all are stopped, listing them and checking their PCs, resuming them),
+// plus a part per page it writes (reading the page, writing it, reading
+// it back: three /proc/PID/mem calls, whatever the number of patches in
+// the page). Each pass measures both; the next one takes the units whose
+// pages fit, at the median cost per page of the last few passes, in what
+// the sizing target leaves after their median fixed part (at least a
+// quarter of it, so that slow stops do not shrink passes to nothing). The
+// medians keep one pass that the machine delayed (the tracer preempted
+// while the world was stopped) from shrinking the next ones. Before any
+// pass is measured, the fixed part is taken as a quarter of the target
+// and a page costs what reading a sample of the batch's pages took, while
+// the process runs, times firstPageFactor.
 type passSizer struct {
-	target time.Duration   // the pause a pass is sized to
-	cap    int             // Options.MaxPassPatches, 0 for none
-	last   int             // the size of the previous pass, 0 before the first
-	stops  []time.Duration // stop times of the last passes
-	costs  []time.Duration // work per patch of the last passes
+	target  time.Duration   // the pause a pass is sized to
+	cap     int             // Options.MaxPassPatches, 0 for none
+	last    int             // the pages of the previous pass, 0 before the first
+	page0   time.Duration   // the cost of a page before any pass is measured
+	fixed   []time.Duration // fixed parts of the last passes
+	perPage []time.Duration // costs per page of the last passes
+	resume  []time.Duration // resumes of the last passes
+	write   []time.Duration // write and read back per page of the last passes
 }
 
 // passHistory is how many passes the medians are taken over.
 const passHistory = 5
 
 func newPassSizer(o *Options) *passSizer {
-	s := &passSizer{cap: o.MaxPassPatches}
+	s := &passSizer{cap: o.MaxPassPatches, page0: firstPageCost}
 	if o.MaxPause > 0 {
 		s.target = max(1, time.Duration(float64(o.MaxPause)*passHeadroom))
 	}
 	return s
 }
 
-// next returns the number of patches the next pass should take (at least
-// one).
-func (s *passSizer) next() int {
-	n := 1 << 30
-	if s.target > 0 {
-		stop, cost := s.target/4, firstPatchCost // until a pass is measured
-		if len(s.costs) > 0 {
-			stop, cost = medianDur(s.stops), medianDur(s.costs)
-		}
-		budget := max(s.target-stop, s.target/4)
-		n = max(1, int(budget/max(cost, 1)))
-		if s.last > 0 {
-			n = min(n, passGrowth*s.last)
-		}
+// pages returns how many pages the next pass may write (at least one),
+// 1<<30 without a pause bound.
+func (s *passSizer) pages() int {
+	if s.target <= 0 {
+		return 1 << 30
 	}
-	if s.cap > 0 {
-		n = min(n, s.cap)
+	fixed, cost := s.target/4, s.page0 // until a pass is measured
+	if len(s.perPage) > 0 {
+		fixed, cost = medianDur(s.fixed), medianDur(s.perPage)
+	}
+	budget := max(s.target-fixed, s.target/4)
+	n := max(1, int(budget/max(cost, 1)))
+	if s.last > 0 {
+		n = min(n, passGrowth*s.last)
 	}
 	return n
 }
 
-// measured records a pass of n patches and its stop figures.
-func (s *passSizer) measured(n int, st proc.StopStats) {
-	if n <= 0 || st.Total <= 0 {
+// patches returns how many patches the next pass may take.
+func (s *passSizer) patches() int {
+	if s.cap > 0 {
+		return s.cap
+	}
+	return 1 << 30
+}
+
+// measured records a pass that was given planned pages, and its
+// figures. The next pass may grow from what this one was given, not from
+// what its clock let it write: a pass closed early by a slow stop does
+// not shrink the ones after it.
+func (s *passSizer) measured(planned int, st PassStats) {
+	if st.Pages <= 0 || st.Pause <= 0 {
 		return
 	}
-	s.last = n
-	s.stops = append(s.stops, st.Stop)
-	s.costs = append(s.costs, st.Pause/time.Duration(n))
-	if len(s.costs) > passHistory {
-		s.stops, s.costs = s.stops[1:], s.costs[1:]
+	pages := time.Duration(st.Pages)
+	s.last = max(planned, st.Pages)
+	s.fixed = append(s.fixed, st.Stop+st.Check+st.Resume)
+	s.perPage = append(s.perPage, (st.Read+st.Write+st.ReadBack+st.Other)/pages)
+	s.resume = append(s.resume, st.Resume)
+	s.write = append(s.write, (st.Write+st.ReadBack)/pages)
+	if len(s.perPage) > passHistory {
+		s.fixed, s.perPage, s.resume, s.write = s.fixed[1:], s.perPage[1:], s.resume[1:], s.write[1:]
 	}
+}
+
+// cut returns how the next pass closes early under bound (nil: no bound).
+func (s *passSizer) cut(bound time.Duration) *passCut {
+	if bound <= 0 {
+		return nil
+	}
+	c := &passCut{bound: time.Duration(float64(bound) * cutHeadroom)}
+	if len(s.write) > 0 {
+		c.resume, c.perPage = medianDur(s.resume), medianDur(s.write)
+	}
+	return c
+}
+
+// passCut closes a bounded pass early: once the text is read and the
+// threads are checked, the clock says how much of the bound is left, and
+// the units whose pages would not be written and read back in it, the
+// threads resumed, are left for the next pass (always keeping the first,
+// so that every pass makes progress).
+type passCut struct {
+	bound   time.Duration // the pause the pass must end within
+	resume  time.Duration // predicted resume of every thread; 0: as long as the stop took
+	perPage time.Duration // predicted write and read-back of a page; 0: from this pass's read
+	units   [][]int       // the pass's units, by batch position, in the order they were taken
+}
+
+// late returns the batch positions of the units that do not fit.
+// readPerPage is what reading a page cost in this pass.
+func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readPerPage time.Duration) map[int]bool {
+	clock, ok := w.(interface{ Paused() time.Duration })
+	if !ok {
+		return nil
+	}
+	paused := clock.Paused()
+	resume, perPage := c.resume, c.perPage
+	if perPage <= 0 {
+		perPage = time.Duration(float64(readPerPage) * writeReadRatio)
+		resume = paused // the stop is all the pass has measured of its threads
+	}
+	left := c.bound - paused - resume
+	fit := int(left / max(perPage, 1)) // pages
+	pages := map[uint64]bool{}
+	var late map[int]bool
+	kept := 0
+	for _, u := range c.units {
+		if blocked[u[0]] != nil {
+			continue // held back anyway
+		}
+		if late == nil {
+			add := 0
+			for _, i := range u {
+				for a := ps[i].Addr &^ (pageSize - 1); a < ps[i].End(); a += pageSize {
+					if !pages[a] {
+						add++
+					}
+				}
+			}
+			if kept == 0 || len(pages)+add <= fit {
+				for _, i := range u {
+					for a := ps[i].Addr &^ (pageSize - 1); a < ps[i].End(); a += pageSize {
+						pages[a] = true
+					}
+				}
+				kept++
+				continue
+			}
+			late = map[int]bool{}
+		}
+		for _, i := range u {
+			late[i] = true
+		}
+	}
+	return late
+}
+
+// calibrate times reading up to calibrationPages pages of the first
+// units of the queue while the process runs, and returns the first
+// pass's cost per page (firstPageFactor times the read), 0 when nothing
+// could be read.
+func calibrate(mem Memory, ps []Patch, queue []*unit) time.Duration {
+	var pages []uint64
+	seen := map[uint64]bool{}
+	for _, u := range queue {
+		for _, i := range u.idx {
+			a := ps[i].Addr &^ (pageSize - 1)
+			if !seen[a] {
+				seen[a] = true
+				pages = append(pages, a)
+			}
+		}
+		if len(pages) >= calibrationPages {
+			break
+		}
+	}
+	buf := make([]byte, pageSize)
+	t0 := time.Now()
+	n := 0
+	for _, a := range pages {
+		if mem.ReadMemory(a, buf) == nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return time.Duration(float64(time.Since(t0)) / float64(n) * firstPageFactor)
 }
 
 // medianDur returns the median of ds (the upper one of an even count).
@@ -204,6 +339,11 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 	res := &Result{}
 	queue := units(ps)
 	sizer := newPassSizer(opts)
+	if opts.MaxPause > 0 {
+		if c := calibrate(p, ps, queue); c > 0 {
+			sizer.page0 = c
+		}
+	}
 	gap := opts.passGap()
 	refused := map[int]*BlockedError{}
 	for pass := 0; len(queue) > 0; pass++ {
@@ -216,51 +356,54 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 				return res, fmt.Errorf("after pass %d: %w", pass, err)
 			}
 		}
-		// Take whole units, in address order, up to the predicted size;
-		// always at least one.
-		want := sizer.next()
-		var take []*unit
-		n := 0
-		for len(queue) > 0 && (len(take) == 0 || n+len(queue[0].idx) <= want) {
-			take = append(take, queue[0])
-			n += len(queue[0].idx)
-			queue = queue[1:]
-		}
-		var index []int
-		for _, u := range take {
-			index = append(index, u.idx...)
-		}
-		sort.Ints(index)
+		take, index, planned := takeUnits(ps, &queue, sizer.pages(), sizer.patches())
 		batch := make([]Patch, len(index))
+		pos := make(map[int]int, len(index))
 		for k, i := range index {
 			batch[k] = ps[i]
+			pos[i] = k
+		}
+		cut := sizer.cut(opts.MaxPause)
+		if cut != nil {
+			for _, u := range take {
+				local := make([]int, len(u.idx))
+				for k, i := range u.idx {
+					local[k] = pos[i]
+				}
+				cut.units = append(cut.units, local)
+			}
 		}
 		var pr *Result
+		var fn time.Duration
 		stats, err := p.Stopped(func(w *proc.World) error {
 			var err error
-			pr, err = applyStopped(w, batch, index, opts)
+			t0 := time.Now()
+			pr, err = applyStopped(w, batch, index, opts, cut)
+			fn = time.Since(t0)
 			return err
 		})
 		st := PassStats{Pause: stats.Total}
 		if pr != nil {
-			st.Patches, st.Units, st.Refused, st.Steps = len(pr.Applied), countUnits(pr.Applied), len(pr.Refused), pr.Steps
+			st.Patches, st.Units, st.Refused, st.Steps, st.Pages = len(pr.Applied), countUnits(pr.Applied), len(pr.Refused), pr.Steps, pr.Writes
+			st.fill(pr.phases, stats, fn)
 			res.Steps += pr.Steps
 			res.Writes += pr.Writes
 			res.Bytes += pr.Bytes
 		}
-		res.Passes = append(res.Passes, st)
-		if stats.Total >= res.Stop.Total {
-			res.Stop = stats
-		}
-		sizer.measured(len(batch), stats)
+		sizer.measured(planned, st)
 		refusedPass := err != nil && opts.AllOrNothing && errors.Is(err, ErrBlocked)
 		if pr == nil || (err != nil && !refusedPass) {
+			res.Passes = append(res.Passes, st)
+			if stats.Total >= res.Stop.Total {
+				res.Stop = stats
+			}
 			Sort(res.Applied)
 			return res, fmt.Errorf("pass %d (%d patches): %w", pass+1, len(batch), err)
 		}
 		// Units a thread held back go to the end of the queue, a few
 		// times, then are refused. With AllOrNothing a held-back unit
-		// held back the whole pass: the others go back to the front.
+		// held back the whole pass: the others go back to the front, as
+		// do the units the pass's clock left.
 		held := map[int]*BlockedError{}
 		for _, b := range pr.Refused {
 			for k, q := range batch {
@@ -269,9 +412,18 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 				}
 			}
 		}
+		late := map[int]bool{}
+		for _, k := range pr.deferred {
+			late[index[k]] = true
+		}
 		var again []*unit
 		for _, u := range take {
-			if held[u.idx[0]] == nil {
+			switch {
+			case late[u.idx[0]] && held[u.idx[0]] == nil:
+				again = append(again, u)
+				st.Deferred++
+				continue
+			case held[u.idx[0]] == nil:
 				if refusedPass {
 					again = append(again, u)
 				}
@@ -286,8 +438,12 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 			}
 			queue = append(queue, u)
 		}
+		queue = append(again, queue...)
+		res.Passes = append(res.Passes, st)
+		if stats.Total >= res.Stop.Total {
+			res.Stop = stats
+		}
 		if refusedPass {
-			queue = append(again, queue...)
 			continue
 		}
 		res.Applied = append(res.Applied, pr.Applied...)
@@ -304,4 +460,40 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		return res, fmt.Errorf("batch refused after %d passes: %w", len(res.Passes), res.Err())
 	}
 	return res, nil
+}
+
+// takeUnits takes whole units from the front of the queue, in order,
+// while they touch at most pages pages and hold at most patches patches
+// (always at least one unit), and returns them with their patches'
+// positions in ps, sorted, and the pages they touch.
+func takeUnits(ps []Patch, queue *[]*unit, pages, patches int) ([]*unit, []int, int) {
+	var take []*unit
+	seen := map[uint64]bool{}
+	n := 0
+	for len(*queue) > 0 {
+		u := (*queue)[0]
+		var add []uint64
+		for _, i := range u.idx {
+			for a := ps[i].Addr &^ (pageSize - 1); a < ps[i].End(); a += pageSize {
+				if !seen[a] && !slices.Contains(add, a) {
+					add = append(add, a)
+				}
+			}
+		}
+		if len(take) > 0 && (len(seen)+len(add) > pages || n+len(u.idx) > patches) {
+			break
+		}
+		for _, a := range add {
+			seen[a] = true
+		}
+		take = append(take, u)
+		n += len(u.idx)
+		*queue = (*queue)[1:]
+	}
+	var index []int
+	for _, u := range take {
+		index = append(index, u.idx...)
+	}
+	sort.Ints(index)
+	return take, index, len(seen)
 }

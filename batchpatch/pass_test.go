@@ -3,8 +3,6 @@ package batchpatch
 import (
 	"testing"
 	"time"
-
-	"github.com/probeopt/probeopt/proc"
 )
 
 // TestUnits checks the grouping of a sorted batch into units: patches of
@@ -42,41 +40,104 @@ func TestUnits(t *testing.T) {
 }
 
 // TestPassSizer checks the predictions against the figures fed in: the
-// first pass from the default cost, then the median stop and per-patch
-// work of the last passes, growth at most 2x, at least a quarter of the
-// budget for patches when the stop eats it, and the cap.
+// first pass from the calibrated page cost, then the median fixed part
+// and cost per page of the last passes, growth at most 2x from what the
+// previous pass was given, at least a quarter of the budget for pages
+// when the fixed part eats it, and the cap.
 func TestPassSizer(t *testing.T) {
 	s := newPassSizer(&Options{MaxPause: 2 * time.Millisecond})
-	// 1.5 ms target, 375 us assumed stop, 800 ns a patch.
-	if n := s.next(); n != 1406 {
-		t.Errorf("first pass %d, want 1406", n)
+	s.page0 = 50 * time.Microsecond
+	// 1.5 ms target, 375 us assumed fixed part, 50 us a page.
+	if n := s.pages(); n != 22 {
+		t.Errorf("first pass %d pages, want 22", n)
 	}
-	// A pass of 1,000 patches: stop 300 us, work 500 us (500 ns a patch):
-	// (1.5 ms - 300 us) / 500 ns = 2,400, capped at twice 1,000.
-	s.measured(1000, proc.StopStats{Stop: 300 * time.Microsecond, Pause: 500 * time.Microsecond, Total: 800 * time.Microsecond})
-	if n := s.next(); n != 2000 {
-		t.Errorf("second pass %d, want 2000", n)
+	// A pass of 20 pages: fixed part 300 us (stop 200, check 50, resume
+	// 50), pages 400 us (20 us a page): (1.5 ms - 300 us) / 20 us = 60,
+	// capped at twice the 20 pages it was given.
+	pass := func(pages int, stop, check, resume, read, write, back time.Duration) PassStats {
+		return PassStats{Pages: pages, Pause: stop + check + resume + read + write + back,
+			Stop: stop, Check: check, Resume: resume, Read: read, Write: write, ReadBack: back}
+	}
+	us := time.Microsecond
+	s.measured(20, pass(20, 200*us, 50*us, 50*us, 200*us, 150*us, 50*us))
+	if n := s.pages(); n != 40 {
+		t.Errorf("second pass %d pages, want 40", n)
 	}
 	// One slow pass (the tracer preempted) does not move the medians of
-	// three.
-	s.measured(2000, proc.StopStats{Stop: 300 * time.Microsecond, Pause: 1000 * time.Microsecond, Total: 1300 * time.Microsecond})
-	s.measured(2000, proc.StopStats{Stop: 5 * time.Millisecond, Pause: 20 * time.Millisecond, Total: 25 * time.Millisecond})
-	if n := s.next(); n != 2400 {
-		t.Errorf("after a slow pass %d, want 2400", n)
+	// three; a pass its clock closed after 1 page grows from the 40 it
+	// was given.
+	s.measured(40, pass(40, 200*us, 50*us, 50*us, 400*us, 300*us, 100*us))
+	s.measured(40, pass(1, 5000*us, 50*us, 50*us, 20000*us, 10*us, 10*us))
+	if n := s.pages(); n != 60 {
+		t.Errorf("after a slow pass %d pages, want 60", n)
 	}
-	// Stops longer than the bound leave a quarter of it for patches.
-	s = newPassSizer(&Options{MaxPause: 2 * time.Millisecond, MaxPassPatches: 100000})
-	s.measured(100, proc.StopStats{Stop: 3 * time.Millisecond, Pause: 100 * time.Microsecond, Total: 3100 * time.Microsecond})
-	if n := s.next(); n != 200 {
-		t.Errorf("slow stop: %d, want 200 (growth cap)", n)
+	// Fixed parts longer than the bound leave a quarter of it for pages.
+	s = newPassSizer(&Options{MaxPause: 2 * time.Millisecond})
+	s.measured(100, pass(100, 3000*us, 0, 0, 1000*us, 0, 0))
+	if n := s.pages(); n != 37 {
+		t.Errorf("slow stop: %d, want 37 (375 us at 10 us a page)", n)
 	}
-	s.last = 1 << 20
-	if n := s.next(); n != 375 {
-		t.Errorf("slow stop: %d, want 375", n)
+	// The cut: what the clock leaves after the resume, at the measured
+	// write and read back per page.
+	c := s.cut(2 * time.Millisecond)
+	if c.bound != 1800*us || c.resume != 0 || c.perPage != 0 {
+		t.Errorf("cut %+v, want bound 1.8 ms, resume 0, write 0 a page", c)
 	}
 	// The cap alone.
 	s = newPassSizer(&Options{MaxPassPatches: 300})
-	if n := s.next(); n != 300 {
+	if n := s.patches(); n != 300 {
 		t.Errorf("cap: %d, want 300", n)
+	}
+	if n := s.pages(); n != 1<<30 {
+		t.Errorf("cap: %d pages, want no limit", n)
+	}
+}
+
+// clockWorld is a World whose clock says how long it has been stopped.
+type clockWorld struct {
+	World
+	paused time.Duration
+}
+
+func (w clockWorld) Paused() time.Duration { return w.paused }
+
+// TestPassCut checks which units a pass's clock leaves for the next pass:
+// whole units, in the order they were taken, the first always kept, the
+// ones a thread holds back not counted.
+func TestPassCut(t *testing.T) {
+	us := time.Microsecond
+	// Units: {0 (page 0), 3 (page 3)}, {1 (page 1)}, {2 (page 2)}, {4 (page 4)}.
+	ps := []Patch{{Addr: 0x10, Old: []byte{1}, New: []byte{2}}, {Addr: 0x1010, Old: []byte{1}, New: []byte{2}},
+		{Addr: 0x2010, Old: []byte{1}, New: []byte{2}}, {Addr: 0x3010, Old: []byte{1}, New: []byte{2}},
+		{Addr: 0x4010, Old: []byte{1}, New: []byte{2}}}
+	units := [][]int{{0, 3}, {1}, {2}, {4}}
+	c := &passCut{bound: 1000 * us, resume: 200 * us, perPage: 100 * us, units: units}
+	// 500 us stopped: 300 us left, three pages: the first unit (two
+	// pages) and the second (one).
+	late := c.late(clockWorld{paused: 500 * us}, ps, nil, 0)
+	if len(late) != 2 || !late[2] || !late[4] {
+		t.Errorf("late = %v, want patches 2 and 4", late)
+	}
+	// Past the bound: only the first unit.
+	late = c.late(clockWorld{paused: 2000 * us}, ps, nil, 0)
+	if len(late) != 3 || late[0] || late[3] {
+		t.Errorf("late = %v, want all but the first unit", late)
+	}
+	// A unit a thread holds back takes no room and is not deferred.
+	blocked := map[int]*BlockedError{0: {Addr: 0x10}, 3: {Addr: 0x3010}}
+	late = c.late(clockWorld{paused: 500 * us}, ps, blocked, 0)
+	if len(late) != 0 {
+		t.Errorf("late = %v, want none (three pages fit)", late)
+	}
+	// Before any pass measured the write: three reads a page, and a
+	// resume as long as the stop so far.
+	c = &passCut{bound: 1000 * us, units: units}
+	late = c.late(clockWorld{paused: 300 * us}, ps, nil, 50*us)
+	if len(late) != 3 || late[0] || late[3] {
+		t.Errorf("late = %v, want all but the first unit (400 us left, 150 us a page)", late)
+	}
+	// A World without a clock: nothing is cut.
+	if late := c.late(nil, ps, nil, 50*us); late != nil {
+		t.Errorf("late without a clock = %v", late)
 	}
 }

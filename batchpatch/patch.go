@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/probeopt/probeopt/proc"
 )
@@ -189,27 +190,34 @@ type span struct {
 func coalesce(ps []Patch, use func(i int) bool) []*span {
 	var out []*span
 	var cur *span
-	for i, p := range ps {
+	var end uint64 // of cur
+	grow := func() {
+		if cur != nil {
+			cur.cur = make([]byte, end-cur.start)
+		}
+	}
+	for i := range ps {
 		if use != nil && !use(i) {
 			continue
 		}
-		for a := p.Addr; a < p.End(); {
+		addr, pend := ps[i].Addr, ps[i].End()
+		for a := addr; a < pend; {
 			page := a &^ (pageSize - 1)
-			end := min(p.End(), page+pageSize)
+			e := min(pend, page+pageSize)
 			if cur == nil || cur.start&^(pageSize-1) != page {
+				grow()
 				cur = &span{start: a}
+				end = a
 				out = append(out, cur)
 			}
-			need := int(end - cur.start)
-			if need > len(cur.cur) {
-				cur.cur = append(cur.cur, make([]byte, need-len(cur.cur))...)
-			}
-			if len(cur.patches) == 0 || cur.patches[len(cur.patches)-1] != i {
+			end = max(end, e)
+			if n := len(cur.patches); n == 0 || cur.patches[n-1] != i {
 				cur.patches = append(cur.patches, i)
 			}
-			a = end
+			a = e
 		}
 	}
+	grow()
 	return out
 }
 
@@ -242,6 +250,23 @@ func checkOld(ps []Patch, spans []*span) (int, error) {
 	return -1, nil
 }
 
+// narrow returns the spans of the patches use selects, their current
+// bytes taken from spans (which read every patch of ps): no page is read
+// again.
+func narrow(ps []Patch, spans []*span, use func(i int) bool) []*span {
+	out := coalesce(ps, use)
+	k := 0
+	for _, s := range out {
+		page := s.start &^ (pageSize - 1)
+		for spans[k].start&^(pageSize-1) != page {
+			k++
+		}
+		o := spans[k]
+		copy(s.cur, o.cur[s.start-o.start:])
+	}
+	return out
+}
+
 // fill computes the bytes each span must hold: what is there, with the new
 // bytes of its patches on top.
 func fill(ps []Patch, spans []*span) {
@@ -258,8 +283,10 @@ func fill(ps []Patch, spans []*span) {
 
 // txStats counts what a transaction wrote.
 type txStats struct {
-	writes int // coalesced writes (one per page touched)
-	bytes  int // bytes written
+	writes int           // coalesced writes (one per page touched)
+	bytes  int           // bytes written
+	write  time.Duration // spent writing
+	back   time.Duration // spent reading back and comparing
 }
 
 // testHooks let tests make a write fail or corrupt it; nil in production.
@@ -283,6 +310,7 @@ func writeSpans(mem Memory, ps []Patch, index []int, spans []*span, hooks *testH
 		}
 		return st, perr
 	}
+	t0 := time.Now()
 	for si, s := range spans {
 		written = si + 1 // count it even if the write fails half-way
 		var err error
@@ -299,16 +327,21 @@ func writeSpans(mem Memory, ps []Patch, index []int, spans []*span, hooks *testH
 		st.writes++
 		st.bytes += len(s.buf)
 	}
+	t1 := time.Now()
+	st.write = t1.Sub(t0)
 	back := make([]byte, 0, pageSize)
 	for _, s := range spans {
 		back = back[:len(s.buf)]
 		if err := mem.ReadMemory(s.start, back); err != nil {
+			st.back = time.Since(t1)
 			return fail(s.patches[0], fmt.Errorf("read back %#x: %w", s.start, err))
 		}
 		if pi, err := s.compare(ps, s.buf, back); err != nil {
+			st.back = time.Since(t1)
 			return fail(pi, err)
 		}
 	}
+	st.back = time.Since(t1)
 	return st, nil
 }
 

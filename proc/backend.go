@@ -54,6 +54,7 @@ type worldOps interface {
 	Pid() int
 	Execs() int
 	Refresh() error
+	Paused() time.Duration
 	Threads() ([]ThreadInfo, error)
 	Regs(tid int) (Regs, error)
 	SetRegs(tid int, r *Regs) error

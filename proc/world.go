@@ -23,6 +23,12 @@ func (w *World) Execs() int { return w.b.Execs() }
 // the pause counts the steps made before the refresh.
 func (w *World) Refresh() error { return w.b.Refresh() }
 
+// Paused returns how long the world has been stopped so far: from the
+// first thread interrupted, as StopStats.Total counts it, until now. A
+// caller with a pause bound reads it to decide whether more work still
+// fits in the stop.
+func (w *World) Paused() time.Duration { return w.b.Paused() }
+
 // Threads describes every thread of the world (the process and the
 // children sharing its memory), sorted by tid. Exited threads are left
 // out; exiting and vfork-parked ones are included and flagged.

@@ -69,6 +69,13 @@ func (w *ptraceWorld) Refresh() error {
 	return err
 }
 
+func (w *ptraceWorld) Paused() time.Duration {
+	if w.p.stopT0.IsZero() {
+		return 0
+	}
+	return time.Since(w.p.stopT0)
+}
+
 func (w *ptraceWorld) Threads() ([]ThreadInfo, error) {
 	if err := w.check(); err != nil {
 		return nil, err

@@ -36,6 +36,26 @@ type benchPauseRow struct {
 	// each install, under the same bound.
 	RemovalPasses int `json:"removal_passes"`
 	Repeats       int `json:"repeats"`
+	// Deferred is the units the passes' clocks left for a later pass,
+	// over every install.
+	Deferred int `json:"deferred"`
+	// Longest is where the time of the longest pass went.
+	Longest benchPassPhases `json:"longest_pass"`
+}
+
+// benchPassPhases is one pass's figures (batchpatch.PassStats), in
+// nanoseconds.
+type benchPassPhases struct {
+	Patches  int           `json:"patches"`
+	Pages    int           `json:"pages"`
+	Steps    int           `json:"steps"`
+	Stop     time.Duration `json:"stop_ns"`
+	Read     time.Duration `json:"read_ns"`
+	Check    time.Duration `json:"check_ns"`
+	Write    time.Duration `json:"write_ns"`
+	ReadBack time.Duration `json:"read_back_ns"`
+	Other    time.Duration `json:"other_ns"`
+	Resume   time.Duration `json:"resume_ns"`
 }
 
 // benchPauseReport is the result of the bounded-pause benchmark.
@@ -68,6 +88,21 @@ func printBenchPause(w io.Writer, rep *benchPauseReport) error {
 		}
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Patches, bound, r.Passes, fmtDur(r.LongestPause),
 			fmtDur(r.MedianPause), fmtDur(r.Total), fmtDur(r.TargetWorstStall), fmtDur(r.IdleWorstStall), r.RemovalPasses)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "\nwhere the longest pass went:\n")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "patches\tmax pause\tits patches\tpages\tsteps\tstop\tread\tcheck\twrite\tread back\tother\tresume\tdeferred units\t\n")
+	for _, r := range rep.Rows {
+		bound := "none"
+		if r.MaxPause > 0 {
+			bound = fmtDur(r.MaxPause)
+		}
+		l := r.Longest
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.Patches, bound, l.Patches, l.Pages, l.Steps,
+			fmtDur(l.Stop), fmtDur(l.Read), fmtDur(l.Check), fmtDur(l.Write), fmtDur(l.ReadBack), fmtDur(l.Other), fmtDur(l.Resume), r.Deferred)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -87,7 +87,12 @@ func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, r
 		passes = append(passes, len(res.Passes))
 		for _, p := range res.Passes {
 			pauses = append(pauses, p.Pause)
-			row.LongestPause = max(row.LongestPause, p.Pause)
+			row.Deferred += p.Deferred
+			if p.Pause > row.LongestPause {
+				row.LongestPause = p.Pause
+				row.Longest = benchPassPhases{Patches: p.Patches, Pages: p.Pages, Steps: p.Steps, Stop: p.Stop, Read: p.Read,
+					Check: p.Check, Write: p.Write, ReadBack: p.ReadBack, Other: p.Other, Resume: p.Resume}
+			}
 		}
 		tick()
 		inv := make([]batchpatch.Patch, len(res.Applied))

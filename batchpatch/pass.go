@@ -235,20 +235,25 @@ func (s *passSizer) cut(bound time.Duration) *passCut {
 // threads resumed, are left for the next pass (always keeping the first,
 // so that every pass makes progress).
 type passCut struct {
-	bound   time.Duration // the pause the pass must end within
-	resume  time.Duration // predicted resume of every thread; 0: as long as the stop took
-	perPage time.Duration // predicted write and read-back of a page; 0: from this pass's read
-	units   [][]int       // the pass's units, by batch position, in the order they were taken
+	bound   time.Duration        // the pause the pass must end within
+	resume  time.Duration        // predicted resume of every thread; 0: as long as the stop took
+	perPage time.Duration        // predicted write and read-back of a page; 0: from this pass's read
+	units   [][]int              // the pass's units, by batch position, in the order they were taken
+	clock   func() time.Duration // replaces the World's clock in tests
 }
 
 // late returns the batch positions of the units that do not fit.
 // readPerPage is what reading a page cost in this pass.
 func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readPerPage time.Duration) map[int]bool {
-	clock, ok := w.(interface{ Paused() time.Duration })
-	if !ok {
+	var paused time.Duration
+	if clock, ok := w.(interface{ Paused() time.Duration }); ok {
+		paused = clock.Paused()
+	} else if c.clock == nil {
 		return nil
 	}
-	paused := clock.Paused()
+	if c.clock != nil {
+		paused = c.clock()
+	}
 	resume, perPage := c.resume, c.perPage
 	if perPage <= 0 {
 		perPage = time.Duration(float64(readPerPage) * writeReadRatio)
@@ -365,6 +370,9 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		}
 		cut := sizer.cut(opts.MaxPause)
 		if cut != nil {
+			if opts.hooks != nil {
+				cut.clock = opts.hooks.paused
+			}
 			for _, u := range take {
 				local := make([]int, len(u.idx))
 				for k, i := range u.idx {

@@ -116,6 +116,65 @@ func TestPassesSameTextAsOnePass(t *testing.T) {
 	finish(t, f)
 }
 
+// TestPassClockDefers applies 48 two-page units under a 10 ms bound
+// with a clock that says each pass has already been stopped 9.5 ms once
+// its threads are checked: each pass writes its first unit only and
+// leaves the others (whole) for the next, so the batch takes one pass per
+// unit, and the text equals the one pass's. The phases of each pass add
+// up to its pause.
+func TestPassClockDefers(t *testing.T) {
+	f := startFixture(t, nil)
+	var ps []Patch
+	for _, q := range pairs(f) {
+		if q.Unit <= 48 {
+			ps = append(ps, q)
+		}
+	}
+	orig := region(t, f)
+	var passes [][]Patch
+	opts := &Options{MaxPause: 10 * time.Millisecond, PassGap: -1, OnPass: func(_ PassStats, applied []Patch) {
+		passes = append(passes, applied)
+	}, hooks: &testHooks{paused: func() time.Duration { return 9500 * time.Microsecond }}}
+	res, err := Apply(f.p, ps, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Applied) != len(ps) || len(res.Refused) != 0 {
+		t.Fatalf("applied %d, refused %d of %d", len(res.Applied), len(res.Refused), len(ps))
+	}
+	if len(passes) != 48 || len(res.Passes) != 48 {
+		t.Fatalf("%d passes (%d reported live), want 48: one unit each", len(res.Passes), len(passes))
+	}
+	deferred := 0
+	for k, st := range res.Passes {
+		if len(passes[k]) != 2 || passes[k][0].Unit != passes[k][1].Unit {
+			t.Errorf("pass %d wrote %v, want one whole unit", k, passes[k])
+		}
+		deferred += st.Deferred
+		if sum := st.Stop + st.Read + st.Check + st.Write + st.ReadBack + st.Other + st.Resume; sum != st.Pause {
+			t.Errorf("pass %d: phases add up to %v, pause %v", k, sum, st.Pause)
+		}
+	}
+	if deferred == 0 {
+		t.Error("no pass deferred a unit")
+	}
+	split := region(t, f)
+	if _, err := Apply(f.p, inverse(ps), nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region(t, f), orig) {
+		t.Fatal("the inverse batch did not restore the text")
+	}
+	if _, err := Apply(f.p, ps, nil); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(region(t, f), split) {
+		t.Fatal("the text after the deferred passes differs from the text after one pass")
+	}
+	t.Logf("%d passes, %d units deferred, longest pause %v", len(res.Passes), deferred, res.LongestPause())
+	finish(t, f)
+}
+
 func inverse(ps []Patch) []Patch {
 	inv := make([]Patch, len(ps))
 	for i, q := range ps {

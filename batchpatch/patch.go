@@ -292,6 +292,9 @@ type txStats struct {
 // testHooks let tests make a write fail or corrupt it; nil in production.
 type testHooks struct {
 	write func(mem Memory, n int, addr uint64, data []byte) (handled bool, err error)
+	// paused, when set, replaces the clock of a bounded pass (how long
+	// the world has been stopped).
+	paused func() time.Duration
 }
 
 // writeSpans writes every span, reads it back and compares; on any

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	fixtures "github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
 )
 
 // TestSpawnStopResume spawns the 8-thread fixture, stops and resumes it
@@ -266,5 +268,75 @@ func TestRefreshKeepsPause(t *testing.T) {
 	}
 	if st.Pause < busy || st.Total != st.Stop+st.Pause {
 		t.Errorf("stats %+v: the pause must include the %v spent before the refresh", st, busy)
+	}
+}
+
+// threadNice reads the nice value of thread tid of this process as the
+// kernel reports it (/proc/self/task/TID/stat, field 19).
+func threadNice(t *testing.T, tid int) int {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/task/" + strconv.Itoa(tid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name, which ends with the last ')'.
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	n, err := strconv.Atoi(f[16]) // field 19 is the 17th after the name
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestStopNice checks that with Options.StopNice the tracer thread runs
+// at that nice value inside Stopped, as the kernel reports it, that it
+// gets its value back after, and that a process spawned later does not
+// inherit it.
+func TestStopNice(t *testing.T) {
+	testenv.NeedPtrace(t)
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "setting a negative nice value needs root")
+	}
+	sh := "/bin/sh"
+	p, err := Spawn([]string{sh, "-c", "sleep 30"}, &SpawnOptions{Options: Options{StopNice: -20}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Kill()
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	var tid, before, inside int
+	for i := 0; i < 2; i++ {
+		if _, err := p.Stopped(func(w *World) error {
+			tid = unix.Gettid()
+			inside = threadNice(t, tid)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if inside != -20 {
+			t.Errorf("stop %d: nice %d inside Stopped, want -20", i, inside)
+		}
+		if after := threadNice(t, tid); i == 0 {
+			before = after
+		} else if after != before {
+			t.Errorf("nice %d after the second stop, %d after the first", after, before)
+		}
+	}
+	if before == -20 {
+		t.Errorf("nice still -20 after Stopped")
+	}
+	q, err := Spawn([]string{sh, "-c", "exit 0"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Kill()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.Pid()) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); f[16] == "-20" {
+		t.Errorf("a process spawned after the stops has nice %s", f[16])
 	}
 }

@@ -42,6 +42,7 @@ type ptraceProcess struct {
 	execs   int
 	sysSite uint64 // address of a syscall instruction, 0 if not found yet
 	stats   StopStats
+	niceOld *int      // the tracer thread's nice value before a StopNice stop raised it
 	stopT0  time.Time // first interrupt of the current stop
 	stopT1  time.Time // every thread stopped
 	done    bool      // exited or detached
@@ -453,6 +454,33 @@ func (t *tracer) resumeWorld(p *ptraceProcess) {
 	p.stats = StopStats{Threads: p.countThreads(), Stop: p.stopT1.Sub(p.stopT0), Pause: end.Sub(p.stopT1), Total: end.Sub(p.stopT0)}
 }
 
+// renice sets the tracer thread's nice value to Options.StopNice for the
+// stop of Stopped, keeping the value it had.
+func (p *ptraceProcess) renice() {
+	if p.opts.StopNice == 0 || p.niceOld != nil {
+		return
+	}
+	tid := unix.Gettid()
+	// getpriority(2) returns 20 - nice for a thread.
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, tid)
+	if err != nil {
+		return
+	}
+	if unix.Setpriority(unix.PRIO_PROCESS, tid, p.opts.StopNice) == nil {
+		old := 20 - prio
+		p.niceOld = &old
+	}
+}
+
+// unrenice puts back the nice value renice changed.
+func (p *ptraceProcess) unrenice() {
+	if p.niceOld == nil {
+		return
+	}
+	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), *p.niceOld)
+	p.niceOld = nil
+}
+
 func (p *ptraceProcess) countThreads() int {
 	n := 0
 	for _, q := range p.members() {
@@ -534,6 +562,8 @@ func (p *ptraceProcess) Stopped(fn func(w *World) error) (StopStats, error) {
 	err := p.run(func() error {
 		was := p.stopped
 		if !was {
+			p.renice()
+			defer p.unrenice()
 			if err := p.t.stopWorld(p); err != nil {
 				if !p.done {
 					p.t.resumeWorld(p)

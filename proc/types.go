@@ -45,6 +45,16 @@ type Options struct {
 	// parent. Like a TrapHandler it must be quick and must not call
 	// Process methods. The events are delivered on Events as well.
 	OnVfork func(Event)
+	// StopNice is the nice value the tracer's thread runs at during a
+	// Process.Stopped, from before the first thread is interrupted until
+	// the last one resumed, and then puts back; 0 leaves it alone. On a machine
+	// whose CPUs are busy with other work, a tracer preempted while the
+	// world is stopped lengthens the pause by whole time slices: -20 (it
+	// needs CAP_SYS_NICE or RLIMIT_NICE; without either the value is
+	// left alone) keeps it running. Threads spawned meanwhile do not
+	// inherit it: Spawn runs outside any stop. The stops of Attach,
+	// Stop and Detach are not raised.
+	StopNice int
 	// EventBuffer is the capacity of the Events channel; 0 means 1024.
 	// Events that find it full are dropped and counted (DroppedEvents).
 	EventBuffer int

@@ -37,10 +37,8 @@ func benchNew(i int) []byte { return []byte{0x48, 0x8d, 0x40, byte(64 + i&63), 0
 // runPatchTarget is the target process: it maps the functions read-write,
 // fills them, makes them read-execute (never both writable and
 // executable), and calls them from o.threads goroutines, each locked to
-// its own OS thread, forever. With o.stall, one more thread measures its
-// own worst stall (see stallLoop). It prints the address of the functions,
-// of its wrong-result counter and of its worst stall (0 without one),
-// then waits to be killed.
+// its own OS thread, forever. It prints the address of the functions and
+// of its wrong-result counter, then waits to be killed.
 func runPatchTarget(w io.Writer, o patchTargetOptions) error {
 	sites := o.sites
 	mem, err := unix.Mmap(-1, 0, sites*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
@@ -82,80 +80,51 @@ func runPatchTarget(w io.Writer, o patchTargetOptions) error {
 			}
 		}()
 	}
-	var stall uintptr
-	if o.stall {
-		worst := new(atomic.Int64)
-		stall = uintptr(unsafe.Pointer(worst))
-		go stallLoop(worst)
-	}
-	if _, err := fmt.Fprintf(w, "target base=%#x n=%d bad=%#x stall=%#x\n", base, sites, uintptr(unsafe.Pointer(bad)), stall); err != nil {
+	if _, err := fmt.Fprintf(w, "target base=%#x n=%d bad=%#x stall=0x0\n", base, sites, uintptr(unsafe.Pointer(bad))); err != nil {
 		return err
 	}
 	select {}
 }
 
-// stallPeriod is how long the stall thread sleeps between two readings
-// of the clock.
-const stallPeriod = 100 * time.Microsecond
-
-// stallLoop is the target's stall thread: on its own OS thread, at the
-// highest nice priority it can get (so that the other threads of a busy
-// machine delay its wake-ups as little as possible), it reads the clock,
-// sleeps stallPeriod and reads it again, forever; the longest time it
-// could not run beyond the sleep it asked for goes to worst. The tracer
-// resets worst by writing 0 to it.
-func stallLoop(worst *atomic.Int64) {
-	runtime.LockOSThread()
-	_ = unix.Setpriority(unix.PRIO_PROCESS, unix.Gettid(), -20)
-	ts := unix.NsecToTimespec(int64(stallPeriod))
-	for {
-		t0 := time.Now()
-		_ = unix.Nanosleep(&ts, nil)
-		if d := int64(time.Since(t0) - stallPeriod); d > worst.Load() {
-			worst.Store(d)
-		}
-	}
-}
-
-// patchTarget is a running "bench patch-target".
+// patchTarget is a running "bench patch-target", or the bounded-pause
+// workload (startPauseTarget).
 type patchTarget struct {
 	p                *proc.Process
-	base, bad, stall uint64 // addresses the target printed
+	base, bad, stall uint64 // addresses the target printed (stall 0: none)
 	sites            int
+	old, new         func(i int) []byte // the bytes of function i's patch
 }
 
-// startPatchTarget spawns the target with threads calling threads and
-// sites functions (and the stall thread with stall), and returns it
-// running once every thread has started. The caller kills it.
-func startPatchTarget(threads, sites int, stall bool) (*patchTarget, error) {
+// startPatchTarget spawns the target with threads calling sites
+// functions, and returns it running once every thread has started. The
+// caller kills it.
+func startPatchTarget(threads, sites int) (*patchTarget, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
+	// asyncpreemptoff: the Go scheduler of the target would otherwise
+	// signal its threads every 10 ms, and each signal is a ptrace stop.
+	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
+	args := []string{exe, "bench", "patch-target", "--threads", strconv.Itoa(threads), "--sites", strconv.Itoa(sites)}
+	return spawnPatchTarget(args, env, 0, sites, benchOld, benchNew)
+}
+
+// spawnPatchTarget spawns a target that prints its addresses (see
+// runPatchTarget), traced with proc.Options.StopNice nice, and returns it
+// running once every thread has started.
+func spawnPatchTarget(args, env []string, nice, sites int, old, new func(int) []byte) (*patchTarget, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	// asyncpreemptoff: the Go scheduler of the target would otherwise
-	// signal its threads every 10 ms, and each signal is a ptrace stop.
-	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
-	if stall {
-		// Every locked thread gets a P of its own: the calling threads
-		// never yield, and the stall thread must run whenever the
-		// kernel lets it.
-		env = append(env, fmt.Sprintf("GOMAXPROCS=%d", threads+2))
-	}
-	args := []string{exe, "bench", "patch-target", "--threads", strconv.Itoa(threads), "--sites", strconv.Itoa(sites)}
-	if stall {
-		args = append(args, "--stall")
-	}
-	p, err := proc.Spawn(args, &proc.SpawnOptions{Stdout: w, Env: env})
+	p, err := proc.Spawn(args, &proc.SpawnOptions{Stdout: w, Env: env, Options: proc.Options{StopNice: nice}})
 	w.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start target: %w", err)
 	}
-	t := &patchTarget{p: p, sites: sites}
+	t := &patchTarget{p: p, sites: sites, old: old, new: new}
 	fail := func(err error) (*patchTarget, error) {
 		_ = p.Kill()
 		return nil, err
@@ -179,7 +148,7 @@ func startPatchTarget(threads, sites int, stall bool) (*patchTarget, error) {
 func (t *patchTarget) patches() []batchpatch.Patch {
 	all := make([]batchpatch.Patch, t.sites)
 	for i := range all {
-		all[i] = batchpatch.Patch{Addr: t.base + 16*uint64(i), Old: benchOld(i), New: benchNew(i)}
+		all[i] = batchpatch.Patch{Addr: t.base + 16*uint64(i), Old: t.old(i), New: t.new(i)}
 	}
 	return all
 }
@@ -195,7 +164,7 @@ func (t *patchTarget) read64(addr uint64) (int64, error) {
 
 // benchPatch runs the target and times the passes.
 func benchPatch(stderr io.Writer, o *benchPatchOptions) (*benchPatchReport, error) {
-	t, err := startPatchTarget(o.threads, benchSites, false)
+	t, err := startPatchTarget(o.threads, benchSites)
 	if err != nil {
 		return nil, fmt.Errorf("bench patch: %w", err)
 	}

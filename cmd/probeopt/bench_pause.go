@@ -1,12 +1,33 @@
 package main
 
 import (
+	_ "embed"
 	"encoding/json"
 	"fmt"
 	"io"
 	"text/tabwriter"
 	"time"
 )
+
+// pauseSource and pauseSitesSource are the workload of "bench patch
+// --patches" (benchdata/pause.c and benchdata/pausesites.S, whose
+// functions the assembler generates), compiled by the command with gcc
+// for the number of sites it needs.
+var (
+	//go:embed benchdata/pause.c
+	pauseSource []byte
+	//go:embed benchdata/pausesites.S
+	pauseSitesSource []byte
+)
+
+// pauseCFlags are the compiler flags of the workload (as in
+// benchdata/Makefile), without -DNSITES.
+var pauseCFlags = []string{"-O2", "-g", "-pthread", "-Wall", "-Wextra", "-fno-omit-frame-pointer"}
+
+// The workload's function i is lea K(%rdi),%rax; nop; ret with K = i & 63
+// (pausesites.S); the patch makes it lea M(%rdi),%rax with M = 64 + K.
+func pauseOld(i int) []byte { return []byte{0x48, 0x8d, 0x47, byte(i & 63), 0x90} }
+func pauseNew(i int) []byte { return []byte{0x48, 0x8d, 0x47, byte(64 + i&63), 0x90} }
 
 // benchPauseRow is one object of "bench patch --patches ... --json": one
 // batch size under one bound (MaxPause 0: no bound, one pass). Durations
@@ -60,10 +81,11 @@ type benchPassPhases struct {
 
 // benchPauseReport is the result of the bounded-pause benchmark.
 type benchPauseReport struct {
-	Threads int
-	Sites   int
-	Rows    []benchPauseRow
-	Bad     int64 // wrong results the target's threads computed: must be 0
+	StopNice int // the tracer's nice value during a stop (proc.Options.StopNice)
+	Threads  int
+	Sites    int
+	Rows     []benchPauseRow
+	Bad      int64 // wrong results the target's threads computed: must be 0
 }
 
 // writeBenchPauseJSON prints one JSON object per row.
@@ -107,7 +129,7 @@ func printBenchPause(w io.Writer, rep *benchPauseReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d target threads and a stall thread over %d generated functions; medians of %d installs.\n", rep.Threads, rep.Sites, repeatsOf(rep.Rows))
+	fmt.Fprintf(w, "\n%d target threads and a stall thread over %d generated functions; medians of %d installs; the tracer at nice %d while stopped.\n", rep.Threads, rep.Sites, repeatsOf(rep.Rows), rep.StopNice)
 	unbounded := map[int]benchPauseRow{}
 	for _, r := range rep.Rows {
 		if r.MaxPause == 0 {

@@ -5,7 +5,11 @@ package main
 import (
 	"fmt"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/probeopt/probeopt/batchpatch"
@@ -17,13 +21,18 @@ import (
 // generated functions and a stall thread.
 func benchPause(stderr io.Writer, o *benchPatchOptions) (*benchPauseReport, error) {
 	sites := slices.Max(o.patches)
-	t, err := startPatchTarget(o.threads, sites, true)
+	dir, err := os.MkdirTemp("", "probeopt-bench-pause-")
+	if err != nil {
+		return nil, fmt.Errorf("bench patch: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	t, err := startPauseTarget(dir, o.threads, sites, o.stopNice)
 	if err != nil {
 		return nil, fmt.Errorf("bench patch: %w", err)
 	}
 	defer t.p.Kill()
 	all := t.patches()
-	rep := &benchPauseReport{Threads: o.threads, Sites: sites}
+	rep := &benchPauseReport{Threads: o.threads, Sites: sites, StopNice: o.stopNice}
 	prog := newProgress(stderr, "bench patch", "installs", 2*len(o.patches)*o.repeat)
 	if !isTerminal(stderr) {
 		prog = nil
@@ -48,6 +57,28 @@ func benchPause(stderr io.Writer, o *benchPatchOptions) (*benchPauseReport, erro
 		return nil, fmt.Errorf("bench patch: read the target's counter: %w", err)
 	}
 	return rep, nil
+}
+
+// startPauseTarget compiles the workload with sites functions into dir
+// and starts it with threads calling threads, traced with
+// proc.Options.StopNice stopNice.
+func startPauseTarget(dir string, threads, sites, stopNice int) (*patchTarget, error) {
+	cc, err := exec.LookPath("gcc")
+	if err != nil {
+		return nil, fmt.Errorf("the bounded-pause workload is compiled with gcc: %w", err)
+	}
+	exe := filepath.Join(dir, "pause")
+	src := []string{filepath.Join(dir, "pause.c"), filepath.Join(dir, "pausesites.S")}
+	for i, b := range [][]byte{pauseSource, pauseSitesSource} {
+		if err := os.WriteFile(src[i], b, 0o644); err != nil {
+			return nil, err
+		}
+	}
+	args := append(append(append([]string{}, pauseCFlags...), fmt.Sprintf("-DNSITES=%d", sites), "-o", exe), src...)
+	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("gcc: %w\n%s", err, out)
+	}
+	return spawnPatchTarget([]string{exe, strconv.Itoa(threads)}, os.Environ(), stopNice, sites, pauseOld, pauseNew)
 }
 
 // benchPauseRun installs and removes ps repeat times under the bound (0:
@@ -113,6 +144,10 @@ func benchPauseRun(t *patchTarget, ps []batchpatch.Patch, bound time.Duration, r
 	return row, nil
 }
 
+// stallWake is how long worstStall waits for the stall thread (which
+// sleeps 100 us at a time) to wake once more.
+const stallWake = 200 * time.Microsecond
+
 // worstStall resets the stall thread's worst stall, runs fn, lets the
 // stall thread wake once more, and returns the worst stall it saw.
 func (t *patchTarget) worstStall(fn func() error) (time.Duration, error) {
@@ -123,7 +158,7 @@ func (t *patchTarget) worstStall(fn func() error) (time.Duration, error) {
 	if err := fn(); err != nil {
 		return 0, err
 	}
-	time.Sleep(2 * stallPeriod)
+	time.Sleep(stallWake)
 	d, err := t.read64(t.stall)
 	if err != nil {
 		return 0, fmt.Errorf("read the stall: %w", err)

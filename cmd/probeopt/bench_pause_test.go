@@ -18,9 +18,25 @@ func TestBenchPatchPauses(t *testing.T) {
 	var rows []map[string]int64
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
-		var r map[string]int64
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal(sc.Bytes(), &raw); err != nil {
 			t.Fatalf("JSON: %v\n%s", err, sc.Text())
+		}
+		r := map[string]int64{}
+		for k, v := range raw {
+			var n int64
+			if json.Unmarshal(v, &n) == nil {
+				r[k] = n
+			}
+		}
+		var longest benchPassPhases
+		if err := json.Unmarshal(raw["longest_pass"], &longest); err != nil {
+			t.Fatalf("longest_pass: %v\n%s", err, sc.Text())
+		}
+		// The longest pass's phases are its pause.
+		sum := longest.Stop + longest.Read + longest.Check + longest.Write + longest.ReadBack + longest.Other + longest.Resume
+		if int64(sum) != r["longest_pause_ns"] || longest.Patches <= 0 || longest.Pages <= 0 {
+			t.Errorf("longest pass %+v, longest pause %d", longest, r["longest_pause_ns"])
 		}
 		rows = append(rows, r)
 	}

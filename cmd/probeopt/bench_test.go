@@ -40,6 +40,7 @@ func TestBenchPatchUsage(t *testing.T) {
 		{"bench", "patch", "extra"},
 		{"bench", "patch", "--patches", "0"},
 		{"bench", "patch", "--patches", "100", "--max-pause", "0"},
+		{"bench", "patch", "--patches", "100", "--stop-nice", "-21"},
 	} {
 		if _, stderr, code := runCLI(t, args...); code != exitUsage {
 			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, stderr)

@@ -85,6 +85,8 @@ func (b *staged) dropReturns(s *liveSite, why string) {
 // The world is stopped. A site whose text differs from its file is refused.
 // When the batch fails, nothing changes.
 func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchResult) {
+	tg.textPages = map[uint64][]byte{}
+	defer func() { tg.textPages = nil }()
 	dropRemoved(next)
 	b := &staged{next: next, res: res, fresh: tg.newSites(next)}
 	if tg.t.wantTrampolines() {
@@ -265,7 +267,7 @@ func (tg *target) stageTrap(w *proc.World, b *staged, s *liveSite, over spans) b
 		return false
 	}
 	buf := make([]byte, len(s.ps.code))
-	if err := w.ReadMemory(s.addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
+	if err := tg.readText(w, s.addr, buf); err != nil || !bytes.Equal(buf, s.ps.code) {
 		if why, ok := tg.heldByKernel(w, s, s.addr, buf, s.ps.code); ok && err == nil {
 			b.refuse(s, ReasonKernelUprobe, why)
 			return false

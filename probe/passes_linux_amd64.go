@@ -3,7 +3,9 @@
 package probe
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/probeopt/probeopt/batchpatch"
@@ -25,6 +27,79 @@ import (
 // pass: it inherits the sites whose bytes it holds (the text it copied is
 // whole per site). After the last pass the table holds the sites that
 // stay.
+
+// The staging stop of a bounded batch writes no slot: no thread can
+// reach a new slot (a trampoline's, a boosted copy's) before the pass
+// that writes its site's jump or int3, so writeSlot queues the code and
+// runPasses writes it while the process runs, before the first pass,
+// adjacent slots in one write. The sites' bytes the stop compares with
+// the file are read a page at a time (readText).
+
+// slotWrite is the code of a new slot, queued by writeSlot.
+type slotWrite struct {
+	addr uint64
+	code []byte
+}
+
+// writeSlot writes the code of a new slot, or queues it when the stop
+// stages a bounded batch (see above). The world is stopped.
+func (tg *target) writeSlot(w *proc.World, addr uint64, code []byte) error {
+	if tg.bounded {
+		tg.slots = append(tg.slots, slotWrite{addr, append([]byte(nil), code...)})
+		return nil
+	}
+	return w.WriteMemory(addr, code)
+}
+
+// maxSlotWrite bounds one coalesced write of queued slots.
+const maxSlotWrite = 64 << 10
+
+// flushSlots writes the queued slots, adjacent ones in one write, while
+// the process runs.
+func (tg *target) flushSlots() error {
+	ws := tg.slots
+	tg.slots = nil
+	slices.SortFunc(ws, func(a, b slotWrite) int { return cmp.Compare(a.addr, b.addr) })
+	for i := 0; i < len(ws); {
+		addr, buf := ws[i].addr, append([]byte(nil), ws[i].code...)
+		j := i + 1
+		for ; j < len(ws) && ws[j].addr == addr+uint64(len(buf)) && len(buf) < maxSlotWrite; j++ {
+			buf = append(buf, ws[j].code...)
+		}
+		if err := tg.p.WriteMemory(addr, buf); err != nil {
+			return fmt.Errorf("write %d slots at %#x: %w", j-i, addr, err)
+		}
+		i = j
+	}
+	return nil
+}
+
+// readText reads text at addr into buf during a commit through a cache
+// of whole pages (one read per page for the many sites of a module),
+// directly outside a commit or where a whole page cannot be read. The
+// world is stopped.
+func (tg *target) readText(w *proc.World, addr uint64, buf []byte) error {
+	if tg.textPages == nil {
+		return w.ReadMemory(addr, buf)
+	}
+	for done := 0; done < len(buf); {
+		a := addr + uint64(done)
+		page := a &^ (pageSize - 1)
+		pg, ok := tg.textPages[page]
+		if !ok {
+			pg = make([]byte, pageSize)
+			if w.ReadMemory(page, pg) != nil {
+				pg = nil
+			}
+			tg.textPages[page] = pg
+		}
+		if pg == nil {
+			return w.ReadMemory(addr, buf)
+		}
+		done += copy(buf[done:], pg[a-page:])
+	}
+	return nil
+}
 
 // warmPlans plans, while the process runs, the sites the new probes name
 // in the modules the target knows (the plans are cached per file), so
@@ -74,8 +149,10 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	b := tg.staged
 	tg.staged = nil
 	if b == nil {
+		tg.slots = nil // nothing will jump to them
 		return
 	}
+	slotErr := tg.flushSlots()
 	// By the address of their patch: a jump may start after the bytes a
 	// site keeps (an endbr64, a first instruction).
 	added := make(map[uint64]*liveSite, len(b.added))
@@ -142,7 +219,11 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 		return nil
 	}
 	tg.passing = true
-	r, err := batchpatch.Apply(tg.p, b.patches, opts)
+	var r *batchpatch.Result
+	err := slotErr
+	if err == nil {
+		r, err = batchpatch.Apply(tg.p, b.patches, opts)
+	}
 	tg.passing = false
 	tg.removing = nil
 	applied := map[uint64]bool{}

@@ -77,7 +77,7 @@ func (tg *target) boost(w *proc.World, s *liveSite) *xol.X86Copy {
 	if err != nil || !c.Boost {
 		return nil
 	}
-	if err := w.WriteMemory(slot, c.Code); err != nil {
+	if err := tg.writeSlot(w, slot, c.Code); err != nil {
 		return nil
 	}
 	a.next += xol.X86MaxCopy

@@ -205,6 +205,11 @@ type target struct {
 	// removing holds the sites a bounded batch removes whose pass has
 	// not landed yet: a child forked meanwhile does not inherit them.
 	removing map[uint64]bool
+	// slots holds the code of the new slots a bounded batch staged,
+	// written after its staging stop (writeSlot); textPages the pages of
+	// text read during a commit (readText), nil outside one.
+	slots     []slotWrite
+	textPages map[uint64][]byte
 	// guard is the guardian of an attached process (guard_linux_amd64.go),
 	// nil without one; guarded the ranges recorded in its log.
 	guard   *guardian.Guard

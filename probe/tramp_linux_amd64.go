@@ -360,7 +360,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	}
 	// The bytes the jump replaces must be the file's.
 	cur := make([]byte, site.Len)
-	if err := w.ReadMemory(site.PatchAddr, cur); err != nil {
+	if err := tg.readText(w, site.PatchAddr, cur); err != nil {
 		return err
 	}
 	old := s.tramp
@@ -398,7 +398,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if err != nil {
 		return err
 	}
-	if err := w.WriteMemory(tr.Slot, tr.Code); err != nil {
+	if err := tg.writeSlot(w, tr.Slot, tr.Code); err != nil {
 		return err
 	}
 	st.tr, st.ret, st.entry = tr, h.Return != nil, entry

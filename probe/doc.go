@@ -13,10 +13,11 @@
 // # Bounded pauses
 //
 // With Options.MaxPause an Add or a Remove plans its sites while the
-// process runs, stages them in one stop (slots written, the hit path's
-// table made ready for every site), and writes the sites in passes under
-// the bound (batchpatch.Options.MaxPause), the process running between
-// them. Each site is one unit (an entry probe and the return probe that
+// process runs, stages them in one stop (trampolines built, the hit
+// path's table made ready for every site), writes the new slots once the
+// process runs again (no thread can reach a slot before its site is
+// written), and writes the sites in passes under the bound
+// (batchpatch.Options.MaxPause), the process running between them. Each site is one unit (an entry probe and the return probe that
 // shares its slot are one site). A site counts, and shows in Stats, from
 // the pass that wrote it; Options.OnPass reports the progress. The
 // tracer's lock is released between passes, so a child forked meanwhile is

@@ -13,8 +13,8 @@ import (
 )
 
 // Bounded installs (Options.MaxPause). The commit of an Add or a Remove
-// stages its batch in one stop as usual (plans, slots written where no
-// thread runs them yet), but instead of writing the sites' patches it
+// stages its batch in one stop as usual (plans, trampolines built; their
+// slots are queued, see writeSlot), but instead of writing the sites' patches it
 // makes the hit path's table serve every site the batch adds and keeps
 // every site it removes (stagePasses): a table entry for an int3 not
 // written yet, or already removed, is never used. runPasses then writes

@@ -178,10 +178,11 @@ type Options struct {
 	// an Add or a Remove (batchpatch.Options.MaxPause): a batch that one
 	// stop cannot write within it is written in several passes, the
 	// process running between them, and a probe's site counts (and shows
-	// in Stats) from the pass that wrote it. Planning the batch and
-	// writing its trampolines' slots happen in the first stop and are
-	// not bounded; nor are the stops of a new module, an exec, a fork's
-	// clean-up or Detach. 0 means one stop per batch.
+	// in Stats) from the pass that wrote it. Staging the batch (its
+	// sites resolved, its trampolines built) happens in the first stop
+	// and is not bounded (the slots are written after it, while the
+	// process runs); nor are the stops of a new module, an exec, a
+	// fork's clean-up or Detach. 0 means one stop per batch.
 	// batchpatch.DefaultMaxPause is the recommended bound.
 	MaxPause time.Duration
 	// OnPass, when set, is called after each pass of a bounded batch with
@@ -390,7 +391,7 @@ type Stats struct {
 	// LongestPause is the longest pause of a pass of a bounded batch
 	// (Options.MaxPause), from the first thread stopped to the last one
 	// resumed; 0 without a bound. LongestStage is the longest stop that
-	// staged such a batch (planned its new sites and wrote their
-	// trampolines' slots, before the passes): it is not bounded.
+	// staged such a batch (resolved its new sites and built their
+	// trampolines, before the passes): it is not bounded.
 	LongestPause, LongestStage time.Duration
 }

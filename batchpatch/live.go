@@ -100,8 +100,9 @@ type Result struct {
 	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped); of the longest pass when there were several
 	Passes  []PassStats     // one per stop-the-world pass, in order (none when the world was already stopped)
 
-	phases   phases // the times of applyStopped's parts
-	deferred []int  // batch positions a pass's clock left for a later pass
+	phases   phases           // the times of applyStopped's parts
+	deferred []int            // batch positions a pass's clock left for a later pass
+	use      func(i int) bool // the batch positions written, until finish lists them in Applied
 }
 
 // PassStats are the figures of one stop-the-world pass of Apply.
@@ -201,6 +202,7 @@ func Apply(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		return err
 	})
 	if res != nil {
+		res.finish(ps)
 		res.Stop = stats
 		st := PassStats{Patches: len(res.Applied), Units: countUnits(res.Applied), Refused: len(res.Refused), Steps: res.Steps, Pages: res.Writes, Pause: stats.Total}
 		st.fill(res.phases, stats, fn)
@@ -226,7 +228,9 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 	if err := Validate(ps); err != nil {
 		return nil, err
 	}
-	return applyStopped(w, ps, identity(len(ps)), opts, nil)
+	res, err := applyStopped(w, ps, identity(len(ps)), opts, nil)
+	res.finish(ps)
+	return res, err
 }
 
 // applyStopped is ApplyStopped for a valid batch; index maps a position
@@ -291,16 +295,33 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options, cut *passCut)
 		return res, err
 	}
 	res.Writes, res.Bytes = st.writes, st.bytes
-	res.Applied = make([]Patch, 0, len(ps)-len(blocked)-len(late))
-	for i := range ps {
-		if use(i) {
-			res.Applied = append(res.Applied, ps[i])
+	// The list of applied patches is made here only for Landed: an
+	// allocation in the stop can make the tracer help the garbage
+	// collector while every thread waits (see Result.finish).
+	res.use = use
+	if opts != nil && opts.Landed != nil {
+		res.finish(ps)
+		if len(res.Applied) > 0 {
+			opts.Landed(w, res.Applied)
 		}
 	}
-	if opts != nil && opts.Landed != nil && len(res.Applied) > 0 {
-		opts.Landed(w, res.Applied)
-	}
 	return res, nil
+}
+
+// finish lists the applied patches of a pass of ps (once the world runs
+// again, unless Landed needed them in the stop).
+func (r *Result) finish(ps []Patch) {
+	if r == nil || r.use == nil {
+		return
+	}
+	use := r.use
+	r.use = nil
+	r.Applied = make([]Patch, 0, len(ps))
+	for i := range ps {
+		if use(i) {
+			r.Applied = append(r.Applied, ps[i])
+		}
+	}
 }
 
 // block finds a patch that the PC blocks: pc strictly inside the range,

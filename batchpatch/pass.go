@@ -391,6 +391,7 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 			return err
 		})
 		st := PassStats{Pause: stats.Total}
+		pr.finish(batch)
 		if pr != nil {
 			st.Patches, st.Units, st.Refused, st.Steps, st.Pages = len(pr.Applied), countUnits(pr.Applied), len(pr.Refused), pr.Steps, pr.Writes
 			st.fill(pr.phases, stats, fn)

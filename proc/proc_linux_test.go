@@ -290,8 +290,9 @@ func threadNice(t *testing.T, tid int) int {
 
 // TestStopNice checks that with Options.StopNice the tracer thread runs
 // at that nice value inside Stopped, as the kernel reports it, that it
-// gets its value back after, and that a process spawned later does not
-// inherit it.
+// gets its value back after, that the stopped process's thread (raised
+// until it stopped) has its own value back inside the stop and after
+// it, and that a process spawned later does not inherit it.
 func TestStopNice(t *testing.T) {
 	testenv.NeedPtrace(t)
 	if os.Geteuid() != 0 {
@@ -308,12 +309,17 @@ func TestStopNice(t *testing.T) {
 	}
 	var tid, before, inside int
 	for i := 0; i < 2; i++ {
+		var target string
 		if _, err := p.Stopped(func(w *World) error {
 			tid = unix.Gettid()
 			inside = threadNice(t, tid)
+			target = procNice(t, p.Pid())
 			return nil
 		}); err != nil {
 			t.Fatal(err)
+		}
+		if after := procNice(t, p.Pid()); target != "0" || after != "0" {
+			t.Errorf("stop %d: the traced thread's nice is %s inside the stop, %s after, want 0", i, target, after)
 		}
 		if inside != -20 {
 			t.Errorf("stop %d: nice %d inside Stopped, want -20", i, inside)
@@ -332,11 +338,18 @@ func TestStopNice(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Kill()
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(q.Pid()) + "/stat")
+	if n := procNice(t, q.Pid()); n == "-20" {
+		t.Errorf("a process spawned after the stops has nice %s", n)
+	}
+}
+
+// procNice reads the nice value of process pid (/proc/PID/stat, field
+// 19).
+func procNice(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); f[16] == "-20" {
-		t.Errorf("a process spawned after the stops has nice %s", f[16])
-	}
+	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[16]
 }

@@ -367,6 +367,7 @@ func (t *tracer) attach(pid int, o *Options) (*ptraceProcess, error) {
 // known thread is stopped, gone, exiting or parked in vfork.
 func (t *tracer) stopWorld(p *ptraceProcess) error {
 	p.stopT0 = time.Now()
+	defer restoreNice(p)
 	t.poll()
 	if p.done {
 		return ErrExited
@@ -402,6 +403,7 @@ func (t *tracer) stopWorld(p *ptraceProcess) error {
 				if th.stopped || th.gone || th.parked || th.exiting || th.interrupted || th.initPending {
 					continue
 				}
+				raiseNice(th, p.opts.StopNice)
 				if err := ptrace(unix.PTRACE_INTERRUPT, th.tid, 0, 0); err != nil {
 					if err == unix.ESRCH {
 						th.gone = true
@@ -452,6 +454,38 @@ func (t *tracer) resumeWorld(p *ptraceProcess) {
 	}
 	end := time.Now()
 	p.stats = StopStats{Threads: p.countThreads(), Stop: p.stopT1.Sub(p.stopT0), Pause: end.Sub(p.stopT1), Total: end.Sub(p.stopT0)}
+}
+
+// raiseNice gives thread th the nice value nice until it has stopped,
+// when nice is lower (a higher priority) than its own: on a busy machine
+// an interrupted thread waits for a CPU to enter its stop, and every
+// thread already stopped waits with it. It runs no user code before the
+// stop, where restoreNice gives it its own value back. 0 does nothing.
+func raiseNice(th *thread, nice int) {
+	if nice == 0 || th.niceOld != nil {
+		return
+	}
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, th.tid)
+	if err != nil || 20-prio <= nice {
+		return
+	}
+	if unix.Setpriority(unix.PRIO_PROCESS, th.tid, nice) == nil {
+		old := 20 - prio
+		th.niceOld = &old
+	}
+}
+
+// restoreNice gives every thread of the world whose nice value
+// raiseNice changed its own value back.
+func restoreNice(p *ptraceProcess) {
+	for _, q := range p.members() {
+		for _, th := range q.threads {
+			if th.niceOld != nil {
+				_ = unix.Setpriority(unix.PRIO_PROCESS, th.tid, *th.niceOld)
+				th.niceOld = nil
+			}
+		}
+	}
 }
 
 // renice sets the tracer thread's nice value to Options.StopNice for the

@@ -49,6 +49,9 @@ type thread struct {
 	event int  // the PTRACE_EVENT_* of the last stop, 0 for a signal stop
 
 	interrupted bool // PTRACE_INTERRUPT sent, stop not seen yet
+	// niceOld is the thread's own nice value while a StopNice stop has
+	// raised it to reach its stop sooner (see stopWorld), nil otherwise.
+	niceOld     *int
 	initPending bool // auto-attached, its first stop has not been seen
 	detachOnce  bool // detach at its first stop (an unfollowed fork child)
 	exiting     bool // reported PTRACE_EVENT_EXIT

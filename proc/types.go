@@ -47,13 +47,17 @@ type Options struct {
 	OnVfork func(Event)
 	// StopNice is the nice value the tracer's thread runs at during a
 	// Process.Stopped, from before the first thread is interrupted until
-	// the last one resumed, and then puts back; 0 leaves it alone. On a machine
-	// whose CPUs are busy with other work, a tracer preempted while the
-	// world is stopped lengthens the pause by whole time slices: -20 (it
-	// needs CAP_SYS_NICE or RLIMIT_NICE; without either the value is
-	// left alone) keeps it running. Threads spawned meanwhile do not
-	// inherit it: Spawn runs outside any stop. The stops of Attach,
-	// Stop and Detach are not raised.
+	// the last one resumed, and then puts back; 0 leaves it alone. A
+	// thread being interrupted (by any stop) or single-stepped runs at it
+	// too, when it is lower than the thread's own, until it has stopped
+	// again, and then gets its own value back: it runs no user code
+	// meanwhile, or the one instruction of its step. On a machine whose
+	// CPUs are busy with other work, a thread that waits for a CPU to
+	// enter its stop or to make its step, or a tracer preempted while
+	// the world is stopped, lengthens the pause by whole time slices;
+	// -20 shortens those waits (it needs CAP_SYS_NICE or RLIMIT_NICE;
+	// without either the values are left alone). Threads spawned
+	// meanwhile do not inherit it: Spawn runs outside any stop.
 	StopNice int
 	// EventBuffer is the capacity of the Events channel; 0 means 1024.
 	// Events that find it full are dropped and counted (DroppedEvents).

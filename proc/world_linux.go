@@ -229,6 +229,8 @@ func (w *ptraceWorld) step(th *thread, timeout time.Duration) error {
 		th.extra = append(th.extra, th.sig)
 		th.sig = 0
 	}
+	raiseNice(th, w.p.opts.StopNice)
+	defer restoreNice(w.p)
 	if err := ptrace(unix.PTRACE_SINGLESTEP, tid, 0, 0); err != nil {
 		return &ThreadError{Tid: tid, Op: "step", Err: threadErr(err)}
 	}

@@ -185,6 +185,12 @@ type Options struct {
 	// fork's clean-up or Detach. 0 means one stop per batch.
 	// batchpatch.DefaultMaxPause is the recommended bound.
 	MaxPause time.Duration
+	// StopNice is the nice value the tracer's thread, and each thread of
+	// the process until it has stopped, run at during the engine's stops
+	// (proc.Options.StopNice): on a machine whose CPUs are busy, it keeps
+	// the scheduler from lengthening them. It needs CAP_SYS_NICE (root)
+	// for a negative value; 0 leaves the priorities alone.
+	StopNice int
 	// OnPass, when set, is called after each pass of a bounded batch with
 	// the sites written so far and the batch's number of sites (for a
 	// progress display). It runs on the goroutine that called Add or
@@ -230,6 +236,9 @@ func (o *Options) check() error {
 	}
 	if n := o.ReturnDepth; n < 0 || n > trampoline.MaxThreadDepth {
 		return fmt.Errorf("return depth %d (want 0 to %d): %w", n, trampoline.MaxThreadDepth, ErrOptions)
+	}
+	if n := o.StopNice; n < -20 || n > 19 {
+		return fmt.Errorf("stop nice value %d (want -20 to 19): %w", n, ErrOptions)
 	}
 	return nil
 }

@@ -117,9 +117,10 @@ const xolMethod = "out-of-line copies in slots without a second trap (xol.Reloca
 // procOptions are the options of every traced process: forked children
 // are always kept (and stopped) at first, so that their int3 bytes can be
 // removed before they run, even when they are not followed; vfork
-// children's hits are told apart through vw.
-func procOptions(vw *vforkWatch) proc.Options {
-	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14, OnVfork: vw.on}
+// children's hits are told apart through vw; the stops at
+// Options.StopNice.
+func procOptions(o *Options, vw *vforkWatch) proc.Options {
+	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14, OnVfork: vw.on, StopNice: o.StopNice}
 }
 
 // spawnLookedUp, when not nil, is called by Spawn between the lookup of the
@@ -166,7 +167,7 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 		spawnLookedUp(path)
 	}
 	vw := &vforkWatch{}
-	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(vw), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
+	p, err := proc.Spawn(argv, &proc.SpawnOptions{Options: procOptions(&o.Options, vw), Dir: o.Dir, Env: o.Env, Stdin: o.Stdin, Stdout: o.Stdout, Stderr: o.Stderr})
 	if err != nil {
 		return nil, err
 	}
@@ -201,7 +202,7 @@ func Attach(pid int, opts *Options) (*Tracer, error) {
 		return nil, err
 	}
 	vw := &vforkWatch{}
-	po := procOptions(vw)
+	po := procOptions(&o, vw)
 	var g *guardian.Guard
 	if !o.NoGuardian && pid > 0 {
 		// Started first: from the moment the latch is armed, a process

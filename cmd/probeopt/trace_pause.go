@@ -17,25 +17,31 @@ import (
 // tracePauseOptions are the flags of "trace" about pauses.
 type tracePauseOptions struct {
 	maxPause time.Duration
+	stopNice int
 }
 
 func addTracePauseFlags(f *pflag.FlagSet, o *tracePauseOptions) {
 	f.DurationVar(&o.maxPause, "max-pause", 0, "stop the process at most `DURATION` at a time to write probes (e.g. 2ms): a larger batch is written in several passes; 0 writes each batch in one stop")
+	f.IntVar(&o.stopNice, "stop-nice", 0, "run the tracer, and each thread until it has stopped, at nice `N` (-20 to 19) during the stops that write probes, so that a busy machine's scheduler does not lengthen them (needs root); 0 leaves the priorities alone")
 }
 
-// check rejects a negative bound.
+// check rejects a negative bound and a nice value out of range.
 func (o *tracePauseOptions) check() error {
 	if o.maxPause < 0 {
 		return usagef("trace: --max-pause must not be negative, got %v", o.maxPause)
 	}
+	if o.stopNice < -20 || o.stopNice > 19 {
+		return usagef("trace: --stop-nice must be between -20 and 19, got %d", o.stopNice)
+	}
 	return nil
 }
 
-// apply sets the tracer options of the flags: the bound, and a progress
+// apply sets the tracer options of the flags: the bound, the nice value
+// of the stops, and a progress
 // line on stderr while the passes of a batch run, when it is a terminal.
 // The returned function erases the line.
 func (o *tracePauseOptions) apply(opts *probe.Options, stderr io.Writer) (done func()) {
-	opts.MaxPause = o.maxPause
+	opts.MaxPause, opts.StopNice = o.maxPause, o.stopNice
 	if o.maxPause <= 0 || !isTerminal(stderr) {
 		return func() {}
 	}

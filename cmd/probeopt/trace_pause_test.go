@@ -13,9 +13,13 @@ import (
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
-// TestTracePauseUsage checks that a negative bound is a usage error.
+// TestTracePauseUsage checks that a negative bound and a nice value out
+// of range are usage errors.
 func TestTracePauseUsage(t *testing.T) {
 	if _, stderr, code := runCLI(t, "trace", "--max-pause", "-1ms", "main", "--", "true"); code != exitUsage || !strings.Contains(stderr, "--max-pause") {
+		t.Errorf("exit %d, want %d (%s)", code, exitUsage, stderr)
+	}
+	if _, stderr, code := runCLI(t, "trace", "--stop-nice", "20", "main", "--", "true"); code != exitUsage || !strings.Contains(stderr, "--stop-nice") {
 		t.Errorf("exit %d, want %d (%s)", code, exitUsage, stderr)
 	}
 }
@@ -24,7 +28,8 @@ func TestTracePauseUsage(t *testing.T) {
 // that every site is written in a stop of its own: the program's output
 // and the hit counts must be those of one stop, and the report must give
 // the passes and the bound. Then it attaches to a running server the same
-// way: the passes pause a running process (a longest pause above zero),
+// way, the stops at nice -20: the passes pause a running process (a
+// longest pause above zero),
 // and after the detach the server's text is the file's.
 func TestTraceMaxPause(t *testing.T) {
 	rep, _ := traceWork(t, "--max-pause", "1ns", "k_*", "c_sum")
@@ -41,7 +46,7 @@ func TestTraceMaxPause(t *testing.T) {
 	report := filepath.Join(t.TempDir(), "report.json")
 	srv, in, sout := startTraceServer(t, tracee)
 	pid := srv.Process.Pid
-	cmd := exec.Command(bin, "trace", "--max-pause", "1ns", "--json", "-o", report, "k_*", "-p", fmt.Sprint(pid))
+	cmd := exec.Command(bin, "trace", "--max-pause", "1ns", "--stop-nice", "-20", "--json", "-o", report, "k_*", "-p", fmt.Sprint(pid))
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Start(); err != nil {

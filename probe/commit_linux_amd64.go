@@ -96,11 +96,7 @@ func (tg *target) commit(w *proc.World, next map[uint64]*liveSite, res *batchRes
 	tg.stageNew(w, b)
 	tg.stageRemovals(b)
 	if len(b.patches) > 0 && tg.bounded {
-		if err := tg.guardRecord(b); err != nil {
-			b.res.errs = append(b.res.errs, err) // nothing written
-			return
-		}
-		tg.stagePasses(b)
+		tg.stagePasses(b) // the guardian records the sites after the stop
 		return
 	}
 	if len(b.patches) > 0 && !tg.apply(w, b) {

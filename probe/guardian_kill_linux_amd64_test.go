@@ -34,7 +34,7 @@ var killCampaignSpecs = []string{"c_sum", "k_nop", "c_fib%return", "work%return"
 
 // killCampaignTracer is the tracer of one run. Modes: serve (serve traps
 // until killed), churn (remove and add probes in a loop: batches while the
-// threads run), detach (print "detaching", then Detach), panic (panic
+// threads run), bounded (churn under Options.MaxPause, a pass per site), detach (print "detaching", then Detach), panic (panic
 // after a random delay), exit (os.Exit without Detach after a random
 // delay).
 func killCampaignTracer(arg string) int {
@@ -46,7 +46,11 @@ func killCampaignTracer(arg string) int {
 	pid, _ := strconv.Atoi(f[1])
 	seed, _ := strconv.ParseInt(f[2], 10, 64)
 	rnd := rand.New(rand.NewSource(seed))
-	tr, err := probe.Attach(pid, &probe.Options{Events: f[0] == "churn", NoGuardian: f[0] == "unguarded"})
+	opts := &probe.Options{Events: f[0] == "churn", NoGuardian: f[0] == "unguarded"}
+	if f[0] == "bounded" {
+		opts.MaxPause = time.Nanosecond // a pass per site
+	}
+	tr, err := probe.Attach(pid, opts)
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -62,7 +66,7 @@ func killCampaignTracer(arg string) int {
 	}
 	fmt.Println("ready")
 	switch f[0] {
-	case "churn":
+	case "churn", "bounded":
 		for i := 0; ; i++ {
 			k := i % len(probes)
 			if err := tr.Remove(probes[k]); err != nil {
@@ -111,11 +115,13 @@ type killRun struct {
 // threads, two of them working at once on every request, with trampoline,
 // return, emulated and stepped sites) at random points: during the attach and the
 // install batch, while traps are served and threads stepped, during
-// batches that remove and add probes, during Detach; and lets it panic or
+// batches that remove and add probes (in one stop, or in bounded passes
+// of a site each, slots written and the guardian's record made after the
+// staging stop), during Detach; and lets it panic or
 // call os.Exit. In every run the program's answers before, during and
 // after are those of the untraced program, it ends traced by nobody and
 // running, and its text and its libraries' equal their files within a
-// second of the tracer's death. PROBEOPT_LONG=1 makes 240 runs; CI 12.
+// second of the tracer's death. PROBEOPT_LONG=1 makes 280 runs; CI 14.
 // The one window no arrangement of ptrace closes (see package guardian: a
 // thread in a trap stop the tracer has not collected when it dies gets its
 // SIGTRAP) shows as a rare damaged run; the long campaign's count is in
@@ -140,6 +146,7 @@ func TestGuardianKill(t *testing.T) {
 			killRun{mode: "install", delay: time.Duration(rnd.Intn(400)) * time.Millisecond},
 			killRun{mode: "serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
 			killRun{mode: "churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+			killRun{mode: "bounded", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
 			killRun{mode: "detach", delay: time.Duration(rnd.Intn(4000)) * time.Microsecond},
 			killRun{mode: "panic"},
 			killRun{mode: "exit"},
@@ -279,7 +286,7 @@ func runKill(t *testing.T, exe string, r killRun, want string) time.Duration {
 	switch r.mode {
 	case "install":
 		time.Sleep(r.delay)
-	case "serve", "churn":
+	case "serve", "churn", "bounded":
 		waitLine("ready")
 		time.Sleep(r.delay)
 	case "detach":

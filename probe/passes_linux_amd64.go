@@ -32,7 +32,8 @@ import (
 // reach a new slot (a trampoline's, a boosted copy's) before the pass
 // that writes its site's jump or int3, so writeSlot queues the code and
 // runPasses writes it while the process runs, before the first pass,
-// adjacent slots in one write. The sites' bytes the stop compares with
+// adjacent slots in one write; the guardian records the batch's sites
+// then too, before any of them is written. The sites' bytes the stop compares with
 // the file are read a page at a time (readText).
 
 // slotWrite is the code of a new slot, queued by writeSlot.
@@ -152,7 +153,12 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 		tg.slots = nil // nothing will jump to them
 		return
 	}
+	// The slots, and the guardian's record of the sites, before any
+	// pass writes a site (the process runs).
 	slotErr := tg.flushSlots()
+	if slotErr == nil {
+		slotErr = tg.guardRecord(b)
+	}
 	// By the address of their patch: a jump may start after the bytes a
 	// site keeps (an endbr64, a first instruction).
 	added := make(map[uint64]*liveSite, len(b.added))

@@ -17,8 +17,8 @@ const (
 	// DefaultMaxPause is the pause bound the project recommends: on an
 	// idle machine of that kind one pass of 4,096 patches took 1.3 to
 	// 1.9 ms, stop and resume included, so a 2 ms pass writes thousands
-	// of patches and 100,000 take a few dozen passes (34 to 121, the
-	// median pass 0.9 to 2.5 ms, in this round's runs on a loaded machine,
+	// of patches and 100,000 take a few dozen passes (29 to 135, the
+	// median pass 0.8 to 2.7 ms, in this round's runs on a loaded machine,
 	// docs/BENCHMARKS.md; no quiet run has confirmed it since).
 	DefaultMaxPause = 2 * time.Millisecond
 	// DefaultPassGap is how long the process runs between two passes

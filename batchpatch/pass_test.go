@@ -141,3 +141,42 @@ func TestPassCut(t *testing.T) {
 		t.Errorf("late without a clock = %v", late)
 	}
 }
+
+// countingMem is memory that records the addresses read, and sleeps a
+// little in each read so that a timed read is never zero.
+type countingMem struct {
+	fakeMem
+	reads []uint64
+}
+
+func (m *countingMem) ReadMemory(addr uint64, buf []byte) error {
+	m.reads = append(m.reads, addr)
+	time.Sleep(10 * time.Microsecond)
+	return m.fakeMem.ReadMemory(addr, buf)
+}
+
+// TestCalibrate checks the first pass's calibration: whole pages of the
+// queue's first units, each read once, at most calibrationPages of them,
+// a cost of firstPageFactor reads a page; 0 when nothing can be read.
+func TestCalibrate(t *testing.T) {
+	fm, ps := sites(4096) // 256 slots a page: 17 pages
+	m := &countingMem{fakeMem: *fm}
+	c := calibrate(m, ps, units(ps))
+	if len(m.reads) != calibrationPages {
+		t.Fatalf("%d pages read, want %d", len(m.reads), calibrationPages)
+	}
+	seen := map[uint64]bool{}
+	for _, a := range m.reads {
+		if a%pageSize != 0 || seen[a] || a < m.base || a >= m.base+uint64(calibrationPages+1)*pageSize {
+			t.Errorf("read at %#x: not a new page among the first units'", a)
+		}
+		seen[a] = true
+	}
+	if least := time.Duration(firstPageFactor * float64(10*time.Microsecond)); c < least {
+		t.Errorf("page cost %v, want at least %v (%v reads of at least 10 us)", c, least, firstPageFactor)
+	}
+	bad := &countingMem{fakeMem: fakeMem{base: 1 << 40}}
+	if c := calibrate(bad, ps, units(ps)); c != 0 {
+		t.Errorf("unreadable memory: page cost %v, want 0", c)
+	}
+}

@@ -184,8 +184,8 @@ func (tg *target) restageInstalled(w *proc.World, b *staged) {
 			continue
 		}
 		if s.tramp == nil {
-			if s.wantsReturn() {
-				b.dropReturns(s, "the site is served by traps: "+s.ps.decision.Detail)
+			if s.wantsReturn() || s.hasPrograms() {
+				b.dropNeedTrampoline(s, "the site is served by traps: "+s.ps.decision.Detail)
 			}
 			continue
 		}
@@ -195,6 +195,9 @@ func (tg *target) restageInstalled(w *proc.World, b *staged) {
 		if err := tg.buildTrampoline(w, s); err != nil {
 			if s.wantsReturn() && !s.tramp.ret {
 				b.dropReturns(s, err.Error())
+			}
+			if !s.sameCalls() {
+				b.dropMissingPrograms(s, err.Error())
 			}
 			if s.wantsEntry() && !s.tramp.entry {
 				b.refuseRefs(s, func(r ref) bool { return !r.hijacks() }, ReasonPatchFailed,
@@ -222,7 +225,7 @@ func (tg *target) stageNew(w *proc.World, b *staged) {
 				continue
 			}
 		}
-		if s.tramp == nil && s.wantsReturn() {
+		if s.tramp == nil && (s.wantsReturn() || s.hasPrograms()) {
 			why := "the site cannot take a trampoline"
 			if !tg.t.wantTrampolines() {
 				why = "Options.NoTrampolines (or StepOnly) forbids trampolines"
@@ -231,7 +234,7 @@ func (tg *target) stageNew(w *proc.World, b *staged) {
 			} else if s.ps.tramp == nil {
 				why = "the plan gives the site no trampoline: " + s.ps.decision.Detail
 			}
-			b.dropReturns(s, why)
+			b.dropNeedTrampoline(s, why)
 			if len(s.refs) == 0 && !s.rendezvous {
 				delete(b.next, s.addr)
 				continue

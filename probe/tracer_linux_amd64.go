@@ -58,8 +58,11 @@ type liveTracer struct {
 	targets map[int]*target
 	closed  bool
 	guard   *guardian.Guard // the root target's guardian (Attach), nil without one
-	batches int
-	patches int
+	// bpfLoaded is set once a BPF object was loaded (LoadBPF): return
+	// trampolines are made able to call programs.
+	bpfLoaded bool
+	batches   int
+	patches   int
 	// threadDrops keeps the events dropped per thread (pid, tid) of the
 	// targets that are gone.
 	threadDrops map[[2]int]uint64
@@ -99,6 +102,9 @@ type probeState struct {
 	Probe
 	sp       spec
 	internal bool
+	// prog is the BPF program the probe runs at its sites (BPF.Attach),
+	// nil for a counting probe.
+	prog     *bpfProg
 	removed  bool
 	counters []*siteCounter
 	refused  []RejectedError
@@ -344,7 +350,11 @@ func (t *Tracer) wait() (proc.ExitStatus, error) {
 	return t.status, t.waitErr
 }
 
-func (t *Tracer) add(specs ...string) ([]*Probe, error) {
+func (t *Tracer) add(specs ...string) ([]*Probe, error) { return t.addProbes(specs, nil) }
+
+// addProbes adds probes of specs, running program prog at their sites
+// when it is not nil.
+func (t *Tracer) addProbes(specs []string, prog *bpfProg) ([]*Probe, error) {
 	parsed := make([]spec, len(specs))
 	for i, s := range specs {
 		sp, err := parseSpec(s)
@@ -363,7 +373,7 @@ func (t *Tracer) add(specs ...string) ([]*Probe, error) {
 	var added []*probeState
 	for _, sp := range parsed {
 		t.nextID++
-		p := &probeState{Probe: Probe{ID: t.nextID, Spec: sp.text}, sp: sp}
+		p := &probeState{Probe: Probe{ID: t.nextID, Spec: sp.text}, sp: sp, prog: prog}
 		t.probes = append(t.probes, p)
 		added = append(added, p)
 	}

@@ -108,6 +108,9 @@ type siteTramp struct {
 	// retarget marks a trampoline that replaces another at the same site:
 	// its install patch moves the jump.
 	retarget bool
+	// calls and retCalls are the code addresses of the BPF programs the
+	// slot runs at the entry and at the return.
+	calls, retCalls []uint64
 }
 
 // install and remove are the batch patches of a trampoline.
@@ -155,10 +158,7 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	}
 	// The data area must lie within reach of the sites: large rings
 	// leave fewer stripes (the other threads count in the shared words).
-	stripes := trampStripes
-	for stripes > 1 && uint64(stripes)*uint64(threadRing)*trampoline.ThreadRecordSize > trampThreadRings {
-		stripes /= 2
-	}
+	stripes := tg.t.threadStripes()
 	if err := data.SetThreads(stripes, trampStripeCounters, threadRing); err != nil {
 		return nil, fmt.Errorf("ring size: %w", err)
 	}
@@ -189,7 +189,7 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 		return nil, err
 	}
 	tg.ts = &trampState{data: data, mem: mem, view: view,
-		cfg:    &trampoline.Config{Data: data, ThreadPointer: threadPointer(feats, tg.mainModule()), Flags: feats.Flags()},
+		cfg:    &trampoline.Config{Data: data, ThreadPointer: threadPointer(feats, tg.mainModule()), Flags: feats.Flags(), ReturnCalls: tg.t.bpfLoaded},
 		tidOff: learnTidOffset(w), drops: map[int]uint64{}}
 	if tg.t.opts.Events {
 		tg.ts.ring = tg.newRingReader(w, view)
@@ -358,6 +358,11 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	if ts.next+trampSiteCounters > trampCounters {
 		return fmt.Errorf("no counter left in the data area (%d counters, %d a site)", trampCounters, trampSiteCounters)
 	}
+	if s.hasPrograms() {
+		if err := tg.checkPrograms(w, s); err != nil {
+			return err
+		}
+	}
 	// The bytes the jump replaces must be the file's.
 	cur := make([]byte, site.Len)
 	if err := tg.readText(w, site.PatchAddr, cur); err != nil {
@@ -391,8 +396,10 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 		}
 	}
 	h.Unhijack, h.Rehijack = s.unhijack, s.rehijack
+	h.Calls = s.calls(false)
 	if s.wantsReturn() {
-		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events, Missed: true, MissCounter: st.missCounter}
+		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events, Missed: true, MissCounter: st.missCounter,
+			Calls: s.calls(true)}
 	}
 	tr, err := a.BuildX86(site, &h, ts.cfg)
 	if err != nil {
@@ -402,6 +409,10 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 		return err
 	}
 	st.tr, st.ret, st.entry = tr, h.Return != nil, entry
+	st.calls = h.Calls
+	if h.Return != nil {
+		st.retCalls = h.Return.Calls
+	}
 	if old != nil {
 		// The jump moves from the old slot to the new one (threads in
 		// the old slot finish there: it stays mapped).
@@ -423,6 +434,11 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 func (tg *target) trampolineSite(s *liveSite) (*trampoline.Site, error) {
 	o := trampoline.SiteOptions{Vendor: tg.t.vendor, NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop,
 		KeepFirst: s.ps.tramp.Kept > 0, Args: tg.t.opts.Events && s.wantsEntry(), ArgRegs: s.argRegs(), Returns: s.wantsReturn() || s.unhijack || s.rehijack}
+	if len(s.calls(false)) > 0 {
+		// A program sees every register at the probe address: no
+		// instruction runs before it.
+		o.KeepFirst = false
+	}
 	site, err := trampoline.AnalyzeX86(s.addr, s.ps.body, &o)
 	if err != nil || s.tramp == nil {
 		return site, err
@@ -512,7 +528,7 @@ func (s *liveSite) wantsEntry() bool {
 // return probe removed while an entry probe stays would otherwise keep
 // hijacking every return, uncounted).
 func (s *liveSite) needsRebuild() bool {
-	return s.tramp != nil && (s.wantsReturn() != s.tramp.ret || s.wantsEntry() != s.tramp.entry)
+	return s.tramp != nil && (s.wantsReturn() != s.tramp.ret || s.wantsEntry() != s.tramp.entry || !s.sameCalls())
 }
 
 // wantsReturn reports whether a return probe names the site.

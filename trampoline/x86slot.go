@@ -62,6 +62,11 @@ type Config struct {
 	ThreadPointer ThreadPointer
 	// Flags is how slots save the flags (see Features.Flags).
 	Flags FlagsSave
+	// ReturnCalls makes the return trampoline able to run calls at
+	// returns (ReturnHandler.Calls, see x86call.go); it adds a test of
+	// each entry's flags to the return path. Set it before the return
+	// trampoline is generated.
+	ReturnCalls bool
 }
 
 // Handler says what a slot does at a hit, in this order: count, record an
@@ -70,6 +75,11 @@ type Config struct {
 type Handler struct {
 	// ID is the probe id recorded in events and in return-probe entries.
 	ID uint32
+	// Calls are the addresses of functions to call at the hit, first, in
+	// order, with the kernel's struct pt_regs of the hit and the thread's
+	// stripe (see x86call.go: package bpf/jit's calling convention). They
+	// need the per-thread data plane.
+	Calls []uint64
 	// Count increments counter Counter of the data area (lock inc: exact
 	// under any concurrency).
 	Count   bool
@@ -115,6 +125,11 @@ type ReturnHandler struct {
 	// returns are not observed; the thread's slot counts them too).
 	Missed      bool
 	MissCounter int
+	// Calls are the addresses of functions the return trampoline calls
+	// when the function returns, in order, with struct pt_regs as the
+	// function left the registers (see x86call.go); they need
+	// Config.ReturnCalls.
+	Calls []uint64
 }
 
 // Range is the address range [Start, End).
@@ -162,6 +177,9 @@ func (c *Config) validate(h *Handler) error {
 			return fmt.Errorf("%s without an event ring: %w", what, ErrConfig)
 		}
 		return c.Data.validate()
+	}
+	if err := c.validateCalls(h); err != nil {
+		return err
 	}
 	if h.Count {
 		if err := counter("counter", h.Counter); err != nil {
@@ -253,6 +271,9 @@ type x86Gen struct {
 	// 128 (the red zone) in a slot, 8 (the return-address slot) in the
 	// return trampoline.
 	skip int
+	// stub is the label of the return stub the slot carries after its
+	// code (ReturnHandler.Calls), nil without one.
+	stub *x86enc.Label
 	// cold holds the slow paths (the probe sequence of the thread table,
 	// dead or chained entries, a full shadow stack), emitted out of the
 	// straight line of the hot path, in order.
@@ -644,12 +665,25 @@ func (g *x86Gen) push(h *Handler, retry, full x86enc.Label) {
 	if r.Event {
 		flags |= entFlagEvent
 	}
-	g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entProbe), flags<<32|uint64(h.ID))
 	var ctr uint64
 	if r.Count {
 		ctr = g.cfg.Data.CounterAddr(r.Counter)
 	}
-	g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entCounter), ctr)
+	if len(r.Calls) > 0 {
+		// The return trampoline calls the stub, which counts.
+		flags |= entFlagCall
+	}
+	g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entProbe), flags<<32|uint64(h.ID))
+	if len(r.Calls) > 0 {
+		if g.stub == nil {
+			l := a.NewLabel()
+			g.stub = &l
+		}
+		a.LeaLabel(rdx, *g.stub)
+		a.Store(x86enc.S64, x86enc.Indexed(rsi, rcx, 1, threadEntries+entCounter), rdx)
+	} else {
+		g.storeConst(x86enc.Indexed(rsi, rcx, 1, threadEntries+entCounter), ctr)
+	}
 	// New state: generation + 1, depth + 32; compare-and-swap (no lock:
 	// only this thread writes, and an instruction is atomic with respect
 	// to signal handlers).
@@ -741,6 +775,9 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 		// runs again before the displaced instructions.
 		a.Lea(rsp, x86enc.At(rsp, 8))
 	}
+	if len(h.Calls) > 0 {
+		g.entryCalls(s, h.Calls)
+	}
 	enter := a.NewLabel()
 	if h.Count || h.Event || h.Return != nil || h.Unhijack || h.Rehijack {
 		g.handler(s, h, enter)
@@ -748,6 +785,10 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 	a.Bind(enter)
 	if err := g.displaced(s); err != nil {
 		return err
+	}
+	if g.stub != nil {
+		a.Bind(*g.stub)
+		g.returnStub(h.Return)
 	}
 	return finishX86(a)
 }
@@ -1065,6 +1106,16 @@ func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
 	a.Store(x86enc.S64, x86enc.At(r10, 0), rdx)
 	a.Bind(each)
 	a.Load(x86enc.S64, rdx, x86enc.Indexed(rsi, rcx, 1, entCounter))
+	if cfg.ReturnCalls {
+		// An entry with calls: its counter word is its slot's return
+		// stub, which counts and calls (x86call.go).
+		count := a.NewLabel()
+		a.TestMemImm32(x86enc.S32, x86enc.Indexed(rsi, rcx, 1, entFlags), entFlagCall)
+		a.Jcc(x86enc.CondE, count)
+		a.CallReg(rdx)
+		a.Jmp(nocount)
+		a.Bind(count)
+	}
 	a.Test(x86enc.S64, rdx, rdx)
 	a.Jcc(x86enc.CondE, nocount)
 	a.LockIncMem(x86enc.S64, x86enc.At(rdx, 0))

@@ -1,0 +1,359 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/probeopt/probeopt/bpf"
+	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+	"github.com/probeopt/probeopt/plan"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// bpfAttach is one program of an object at the sites of a spec: a
+// function of the workload (Module "" ) or of a library, at its entry or
+// its return.
+type bpfAttach struct {
+	Prog   string
+	Module string // "" for the workload itself, else the library's path
+	Symbol string
+	Return bool
+}
+
+// bpfDump is what a run of an object leaves: every map's entries (key
+// and value in hex; a per-CPU map's values summed per key, as 64-bit
+// words) and the ring buffers' records, sorted (a multiset).
+type bpfDump struct {
+	Maps    map[string]map[string]string
+	Records map[string][]string
+}
+
+// workloadRun starts the workload and waits for its "ready"; go starts
+// the work and waits for its end.
+type workloadRun struct {
+	in  *os.File
+	out *bufio.Reader
+}
+
+func (w *workloadRun) waitLine(t *testing.T, want string) {
+	t.Helper()
+	line, err := fixture.ReadLine(w.out, 2*time.Minute)
+	if err != nil || strings.TrimSpace(line) != want {
+		t.Fatalf("workload: got %q, %v; want %q", line, err, want)
+	}
+}
+
+func (w *workloadRun) start(t *testing.T) {
+	t.Helper()
+	if _, err := w.in.WriteString("go\n"); err != nil {
+		t.Fatal(err)
+	}
+	w.waitLine(t, "done")
+}
+
+// needBPF skips (fails under CI) without root: loading programs and
+// kernel uprobes need it.
+func needBPF(t *testing.T) {
+	t.Helper()
+	testenv.NeedPtrace(t)
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "BPF programs and kernel uprobes need root (euid %d)", os.Geteuid())
+	}
+}
+
+// bpfKernelRun runs the workload with the object's programs attached by the
+// kernel (cilium/ebpf link.Uprobe and Uretprobe, filtered on the
+// workload's pid) and returns the maps and records.
+func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) bpfDump {
+	t.Helper()
+	spec, err := ebpf.LoadCollectionSpec(objPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	coll, err := ebpf.NewCollection(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer coll.Close()
+	cmd := exec.Command(exe, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := fixture.Pipe(t)
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
+	w.waitLine(t, "ready")
+	for _, a := range attach {
+		path := exe
+		if a.Module != "" {
+			path = a.Module
+		}
+		ex, err := link.OpenExecutable(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := &link.UprobeOptions{PID: cmd.Process.Pid}
+		var l link.Link
+		if a.Return {
+			l, err = ex.Uretprobe(a.Symbol, coll.Programs[a.Prog], opts)
+		} else {
+			l, err = ex.Uprobe(a.Symbol, coll.Programs[a.Prog], opts)
+		}
+		if err != nil {
+			t.Fatalf("kernel uprobe %s at %s: %v", a.Prog, a.Symbol, err)
+		}
+		defer l.Close()
+	}
+	readers := map[string]*ringbuf.Reader{}
+	for name, m := range coll.Maps {
+		if m.Type() == ebpf.RingBuf {
+			rd, err := ringbuf.NewReader(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			readers[name] = rd
+		}
+	}
+	w.start(t)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	d := bpfDump{Maps: map[string]map[string]string{}, Records: map[string][]string{}}
+	for name, rd := range readers {
+		rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		for {
+			rec, err := rd.Read()
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal(err)
+				}
+				break
+			}
+			d.Records[name] = append(d.Records[name], hex.EncodeToString(rec.RawSample))
+		}
+		sort.Strings(d.Records[name])
+	}
+	for name, m := range coll.Maps {
+		if m.Type() == ebpf.RingBuf || strings.HasPrefix(name, ".") {
+			continue
+		}
+		entries := map[string]string{}
+		it := m.Iterate()
+		key := make([]byte, m.KeySize())
+		if m.Type() == ebpf.PerCPUArray || m.Type() == ebpf.PerCPUHash {
+			var vals [][]byte
+			for it.Next(&key, &vals) {
+				entries[hex.EncodeToString(key)] = sumWords(vals)
+			}
+		} else {
+			val := make([]byte, m.ValueSize())
+			for it.Next(&key, &val) {
+				entries[hex.EncodeToString(key)] = hex.EncodeToString(val)
+			}
+		}
+		if err := it.Err(); err != nil {
+			t.Fatal(err)
+		}
+		d.Maps[name] = entries
+	}
+	return d
+}
+
+// sumWords adds per-CPU values as little-endian 64-bit words.
+func sumWords(vals [][]byte) string {
+	if len(vals) == 0 {
+		return ""
+	}
+	sum := make([]byte, len(vals[0]))
+	for _, v := range vals {
+		for i := 0; i+8 <= len(v) && i+8 <= len(sum); i += 8 {
+			binary.LittleEndian.PutUint64(sum[i:], binary.LittleEndian.Uint64(sum[i:])+binary.LittleEndian.Uint64(v[i:]))
+		}
+	}
+	return hex.EncodeToString(sum)
+}
+
+// bpfProbeoptRun runs the workload with the object's programs attached by
+// probeopt and returns the maps and records, and the tracer's stats.
+func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) (bpfDump, probe.Stats) {
+	t.Helper()
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
+	tr, err := probe.Spawn(append([]string{exe}, args...), &probe.SpawnOptions{Stdin: inR, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	defer tr.Kill()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workloadRun{in: inW, out: bufio.NewReader(outR)}
+	w.waitLine(t, "ready")
+	obj, err := bpf.Open(objPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.LoadBPF(obj, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range attach {
+		spec := a.Symbol
+		if a.Module != "" {
+			spec = "uprobe:" + a.Module + ":" + a.Symbol
+		}
+		if _, err := b.Attach(a.Prog, spec); err != nil {
+			t.Fatalf("attach %s at %s: %v", a.Prog, spec, err)
+		}
+	}
+	w.start(t)
+	st := tr.Stats()
+	if s, err := tr.Wait(); err != nil || s.Code != 0 {
+		t.Fatalf("workload: %v %v", s, err)
+	}
+	d := bpfDump{Maps: map[string]map[string]string{}, Records: map[string][]string{}}
+	for _, name := range b.MapNames() {
+		m := b.Map(name)
+		if strings.HasPrefix(name, ".") {
+			continue
+		}
+		if m.Type() == ebpf.RingBuf {
+			rd, err := maps.NewReader(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
+			for {
+				rec, err := rd.Read()
+				if err != nil {
+					break
+				}
+				d.Records[name] = append(d.Records[name], hex.EncodeToString(rec.RawSample))
+			}
+			sort.Strings(d.Records[name])
+			continue
+		}
+		entries := map[string]string{}
+		es, err := m.Entries()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range es {
+			if e.Values != nil {
+				entries[hex.EncodeToString(e.Key)] = sumWords(e.Values)
+			} else {
+				entries[hex.EncodeToString(e.Key)] = hex.EncodeToString(e.Value)
+			}
+		}
+		d.Maps[name] = entries
+	}
+	return d, st
+}
+
+// compareDumps fails the test on any difference and returns the number
+// of map entries and records compared.
+func compareDumps(t *testing.T, kernel, ours bpfDump) (entries, records int) {
+	t.Helper()
+	for name, km := range kernel.Maps {
+		om, ok := ours.Maps[name]
+		if !ok {
+			t.Errorf("map %s: missing in probeopt's run", name)
+			continue
+		}
+		keys := map[string]bool{}
+		for k := range km {
+			keys[k] = true
+		}
+		for k := range om {
+			keys[k] = true
+		}
+		for k := range keys {
+			entries++
+			if km[k] != om[k] {
+				t.Errorf("map %s key %s: kernel %q, probeopt %q", name, k, km[k], om[k])
+			}
+		}
+	}
+	for name, kr := range kernel.Records {
+		or := ours.Records[name]
+		records += len(kr)
+		if strings.Join(kr, ",") != strings.Join(or, ",") {
+			t.Errorf("ring %s: kernel %d records, probeopt %d; they differ (kernel %.200v, probeopt %.200v)", name, len(kr), len(or), kr, or)
+		}
+	}
+	return entries, records
+}
+
+// TestBPFAgainstKernel runs the same object on the same deterministic
+// workload attached by the kernel and by probeopt: every map and every
+// ring record must be equal. The programs run in trampoline slots (the
+// test fails if a site took traps), with the per-CPU map a stripe per
+// thread.
+func TestBPFAgainstKernel(t *testing.T) {
+	needBPF(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	const n = 20000
+	for _, threads := range []int{1, 4} {
+		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
+			args := []string{strconv.Itoa(n), strconv.Itoa(threads)}
+			attach := []bpfAttach{{Prog: "on_work", Symbol: "work"}, {Prog: "on_work_return", Symbol: "work", Return: true}}
+			kernel := bpfKernelRun(t, obj, exe, args, attach)
+			ours, st := bpfProbeoptRun(t, obj, exe, args, attach)
+			for _, p := range st.Probes {
+				if p.Hits != uint64(n*threads) {
+					t.Errorf("probe %s: %d hits, want %d", p.Spec, p.Hits, n*threads)
+				}
+				for _, s := range p.Sites {
+					if s.Strategy != plan.TrampolineNop && s.Strategy != plan.TrampolineDetour || s.Fallback != "" {
+						t.Errorf("probe %s: site %s strategy %s %s", p.Spec, s.Symbol, s.Strategy, s.Fallback)
+					}
+				}
+			}
+			// The maps' own totals, independent of both runs.
+			if got := ours.Maps["entries"]["00000000"]; got != fmt.Sprintf("%016x", swap64(uint64(n*threads))) {
+				t.Errorf("entries: %s, want %d", got, n*threads)
+			}
+			entries, records := compareDumps(t, kernel, ours)
+			if records == 0 || entries < 37+11 {
+				t.Errorf("compared %d entries and %d records: too few to mean anything", entries, records)
+			}
+			t.Logf("%d threads: %d map entries and %d ring records compared", threads, entries, records)
+		})
+	}
+}
+
+// swap64 returns v's bytes reversed (a little-endian word as hex).
+func swap64(v uint64) uint64 {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return binary.BigEndian.Uint64(b[:])
+}

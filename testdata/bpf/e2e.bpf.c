@@ -1,0 +1,100 @@
+// The end-to-end programs: attached by the kernel and by probeopt to
+// the workload (workload.c), every map and ring record must agree.
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 256);
+	__type(key, __u64);
+	__type(value, __u64);
+} by_key SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u64);
+} value_log2 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u64);
+} entries SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64);
+	__type(value, __u64);
+} by_ret SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 1 << 16);
+} records SEC(".maps");
+
+struct record {
+	__u64 key;
+	__u64 value;
+	__u64 sp_aligned; // the stack pointer at the entry is 8 modulo 16
+	__u64 ip_page;    // the page offset of the instruction pointer (the probe address)
+};
+
+static __always_inline __u32 log2l(__u64 v)
+{
+	__u32 r = 0;
+	if (v >> 32) { v >>= 32; r += 32; }
+	if (v >> 16) { v >>= 16; r += 16; }
+	if (v >> 8) { v >>= 8; r += 8; }
+	if (v >> 4) { v >>= 4; r += 4; }
+	if (v >> 2) { v >>= 2; r += 2; }
+	if (v >> 1) { r += 1; }
+	return r;
+}
+
+static __always_inline void add(void *map, void *key)
+{
+	__u64 one = 1, *v = bpf_map_lookup_elem(map, key);
+	if (v)
+		__sync_fetch_and_add(v, 1);
+	else
+		bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
+}
+
+SEC("uprobe")
+int BPF_KPROBE(on_work, __u64 key, __u64 value)
+{
+	__u32 zero = 0, slot = log2l(value);
+	__u64 *n = bpf_map_lookup_elem(&entries, &zero);
+	if (n)
+		(*n)++;
+	add(&by_key, &key);
+	__u64 *h = bpf_map_lookup_elem(&value_log2, &slot);
+	if (h)
+		__sync_fetch_and_add(h, 1);
+	if (key == 5 && value % 1000 == 25) {
+		struct record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
+		if (r) {
+			r->key = key;
+			r->value = value;
+			r->sp_aligned = (PT_REGS_SP(ctx) & 15) == 8;
+			r->ip_page = PT_REGS_IP(ctx) & 0xfff;
+			bpf_ringbuf_submit(r, 0);
+		}
+	}
+	return 0;
+}
+
+SEC("uretprobe")
+int BPF_KRETPROBE(on_work_return, __u64 ret)
+{
+	add(&by_ret, &ret);
+	return 0;
+}

@@ -1,0 +1,48 @@
+// The deterministic workload of the end-to-end BPF tests: once a line
+// arrives on stdin, "workload N THREADS" calls work(i % 37, i * i) and
+// allocates (i % 100) * 13 + 1 bytes, N times in each of THREADS
+// threads, then prints "done" and exits. It prints "ready" first, so
+// that the probes are attached before the workload starts.
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+static long n;
+
+__attribute__((noinline)) long work(long key, long value)
+{
+	__asm__ volatile("" ::: "memory");
+	return (key * 7 + value) % 11;
+}
+
+static void *run(void *arg)
+{
+	(void)arg;
+	long sum = 0;
+	for (long i = 0; i < n; i++) {
+		sum += work(i % 37, i * i);
+		void *volatile p = malloc((size_t)(i % 100) * 13 + 1);
+		free(p);
+	}
+	return (void *)sum;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc < 3)
+		return 2;
+	n = atol(argv[1]);
+	int threads = atoi(argv[2]);
+	char line[16];
+	printf("ready\n");
+	fflush(stdout);
+	if (!fgets(line, sizeof line, stdin))
+		return 3;
+	pthread_t t[64];
+	for (int i = 0; i < threads && i < 64; i++)
+		pthread_create(&t[i], NULL, run, NULL);
+	for (int i = 0; i < threads && i < 64; i++)
+		pthread_join(t[i], NULL);
+	printf("done\n");
+	return 0;
+}

@@ -159,6 +159,7 @@ Exit status: 0 when everything asked for was done; 1 when some inputs failed
 		newDecodeCmd(),
 		newExplainCmd(),
 		newFuzzCmd(),
+		newRunCmd(),
 		newScanCmd(),
 		newTraceCmd(),
 		newVersionCmd(),

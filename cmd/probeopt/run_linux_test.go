@@ -1,0 +1,232 @@
+//go:build linux
+
+package main
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math/bits"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// needRun skips (fails under CI) where run cannot work: not linux/amd64,
+// not root (BPF programs), no ptrace.
+func needRun(t *testing.T) {
+	t.Helper()
+	if runtime.GOARCH != "amd64" {
+		t.Skip("run needs linux/amd64")
+	}
+	testenv.NeedPtrace(t)
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "BPF programs need root (euid %d)", os.Geteuid())
+	}
+}
+
+// le64 is v as the hex of a little-endian 64-bit word.
+func le64(v uint64) string {
+	return hex.EncodeToString(binary.LittleEndian.AppendUint64(nil, v))
+}
+
+// TestRunAgainstConstruction runs the end-to-end object on the workload
+// with "run --json -o": the workload's own output is untouched, and every
+// map and record is what the workload's construction gives (counts per
+// key and per return value, the log2 histogram, the per-thread counter
+// summed over its stripes, the records with the probe address's page
+// offset from the ELF symbol).
+func TestRunAgainstConstruction(t *testing.T) {
+	needRun(t)
+	probeoptBinary(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	const n, threads = 3000, 2
+	out := filepath.Join(t.TempDir(), "maps.json")
+	stdout, stderr, code := runBinary(t, "run", "--json", "-o", out, "--attach", "on_work=work", "--attach", "on_work_return=work",
+		obj, "--", exe, strconv.Itoa(n), strconv.Itoa(threads), "now")
+	if code != 0 || stdout != "ready\ndone\n" {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	// The construction.
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syms, err := f.Symbols()
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var workPage uint64
+	for _, s := range syms {
+		if s.Name == "work" {
+			workPage = s.Value & 0xfff
+		}
+	}
+	byKey, byRet, hist := map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
+	var records []string
+	for i := uint64(0); i < n; i++ {
+		key, value := i%37, i*i
+		byKey[le64(key)] += threads
+		byRet[le64((key*7+value)%11)] += threads
+		slot := uint32(0)
+		if value > 0 {
+			slot = uint32(bits.Len64(value) - 1)
+		}
+		hist[hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, slot))] += threads
+		if key == 5 && value%1000 == 25 {
+			for range threads {
+				records = append(records, le64(key)+le64(value)+le64(1)+le64(workPage))
+			}
+		}
+	}
+	sort.Strings(records)
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gotRecords []string
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			Map     string
+			Data    string
+			Type    string
+			Entries []struct {
+				Key    string
+				Value  string
+				Values []string
+			}
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if m.Data != "" {
+			gotRecords = append(gotRecords, m.Data)
+			continue
+		}
+		seen[m.Map] = true
+		want := map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist}[m.Map]
+		got := map[string]uint64{}
+		for _, e := range m.Entries {
+			vals := e.Values
+			if e.Value != "" {
+				vals = []string{e.Value}
+			}
+			for _, v := range vals {
+				w, _ := hex.DecodeString(v)
+				got[e.Key] += binary.LittleEndian.Uint64(w)
+			}
+		}
+		switch m.Map {
+		case "entries":
+			if m.Type != "percpu_array" || got["00000000"] != n*threads {
+				t.Errorf("entries (%s): %d, want %d", m.Type, got["00000000"], n*threads)
+			}
+		case "by_key", "by_ret", "value_log2":
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s[%s]: %d, want %d", m.Map, k, got[k], v)
+				}
+			}
+			for k, v := range got {
+				if want[k] == 0 && v != 0 {
+					t.Errorf("%s[%s]: %d, want none", m.Map, k, v)
+				}
+			}
+		}
+	}
+	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries"} {
+		if !seen[m] {
+			t.Errorf("map %s not printed", m)
+		}
+	}
+	sort.Strings(gotRecords)
+	if strings.Join(gotRecords, ",") != strings.Join(records, ",") || len(records) == 0 {
+		t.Errorf("records: got %d %.200v, want %d %.200v", len(gotRecords), gotRecords, len(records), records)
+	}
+}
+
+// TestRunErrors: a file that is no BPF object, a program the verifier
+// rejects (its log on stderr), a program without a target, an unknown
+// symbol with a command and with a process: each is one clear error and
+// exit status 1, and the process is left as it was (its text the file's,
+// untraced, and it runs on).
+func TestRunErrors(t *testing.T) {
+	needRun(t)
+	probeoptBinary(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	rejected := fixture.Build(t, fixture.BPFObject("bpf", "rejected"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	notObj := filepath.Join(t.TempDir(), "not.o")
+	if err := os.WriteFile(notObj, []byte("not an object\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"not an object", []string{"run", notObj, "--", exe, "1", "1", "now"}, []string{"read BPF object"}},
+		{"rejected", []string{"run", "--attach", "beyond=work", rejected, "--", exe, "1", "1", "now"}, []string{"verifier:", "rejected by the kernel's verifier"}},
+		{"no target", []string{"run", "--attach", "on_work=work", obj, "--", exe, "1", "1", "now"}, []string{"on_work_return", "names no target"}},
+		{"unknown program", []string{"run", "--attach", "nosuch=work", obj, "--", exe, "1", "1", "now"}, []string{`no program "nosuch"`}},
+		{"unknown symbol", []string{"run", "--attach", "on_work=nosuch", "--attach", "on_work_return=work", obj, "--", exe, "1", "1", "now"}, []string{"program on_work", "nosuch"}},
+	} {
+		stdout, stderr, code := runBinary(t, tc.args...)
+		if code != exitFailed || strings.Contains(stdout, "done") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q", tc.name, code, stdout, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q: %q", tc.name, w, stderr)
+			}
+		}
+	}
+
+	// A process: one program attaches, the other names nothing; the
+	// first is removed again, and the process runs on untraced.
+	cmd := exec.Command(exe, "1000", "1")
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipeOut, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	r := bufio.NewReader(pipeOut)
+	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "ready" {
+		t.Fatalf("workload: %q %v", line, err)
+	}
+	pid := strconv.Itoa(cmd.Process.Pid)
+	_, stderr, code := runBinary(t, "run", "--attach", "on_work=work", "--attach", "on_work_return=nosuch", obj, "-p", pid)
+	if code != exitFailed || !strings.Contains(stderr, "nosuch") {
+		t.Errorf("-p with an unknown symbol: exit %d, stderr %q", code, stderr)
+	}
+	testenv.TextEqualsFile(t, cmd.Process.Pid, exe)
+	if tp := statusField(cmd.Process.Pid, "TracerPid"); tp != "0" {
+		t.Errorf("TracerPid %q after run", tp)
+	}
+	fmt.Fprintln(in, "go")
+	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "done" {
+		t.Errorf("workload after run: %q %v", line, err)
+	}
+}

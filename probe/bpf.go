@@ -9,6 +9,7 @@ import (
 
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/plan"
 )
 
 // eBPF programs at live probes. LoadBPF verifies an object's programs in
@@ -41,7 +42,7 @@ var ErrBPF = errors.New("BPF program not usable at probes")
 
 // ReasonNeedsTrampoline is the Reason of a RejectedError for a site of a
 // BPF program that cannot take a trampoline: programs run in slots only.
-const ReasonNeedsTrampoline = "bpf-needs-trampoline"
+const ReasonNeedsTrampoline plan.Reason = "bpf-needs-trampoline"
 
 // BPFOptions tune LoadBPF; nil means the defaults.
 type BPFOptions struct {

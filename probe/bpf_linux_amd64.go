@@ -11,7 +11,6 @@ import (
 
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
-	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
 )
 
@@ -190,7 +189,7 @@ func (tg *target) checkPrograms(w *proc.World, s *liveSite) error {
 // it does not have: return probes and programs.
 func (b *staged) dropNeedTrampoline(s *liveSite, why string) {
 	b.dropReturns(s, why)
-	b.refuseRefs(s, func(r ref) bool { return r.p.prog != nil }, plan.Reason(ReasonNeedsTrampoline), why)
+	b.refuseRefs(s, func(r ref) bool { return r.p.prog != nil }, ReasonNeedsTrampoline, why)
 }
 
 // dropMissingPrograms refuses the programs of site s that its installed

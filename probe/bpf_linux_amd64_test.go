@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -33,7 +34,7 @@ import (
 // its return.
 type bpfAttach struct {
 	Prog   string
-	Module string // "" for the workload itself, else the library's path
+	Module string // "" for the workload itself, else the library's base name (libc.so.6)
 	Symbol string
 	Return bool
 }
@@ -111,7 +112,7 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 	for _, a := range attach {
 		path := exe
 		if a.Module != "" {
-			path = a.Module
+			path = mappedPath(t, cmd.Process.Pid, a.Module)
 		}
 		ex, err := link.OpenExecutable(path)
 		if err != nil {
@@ -185,6 +186,24 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 	return d
 }
 
+// mappedPath returns the path of the file process pid maps whose base
+// name is name.
+func mappedPath(t *testing.T, pid int, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 && filepath.Base(f[5]) == name {
+			return f[5]
+		}
+	}
+	t.Fatalf("process %d maps no %s", pid, name)
+	return ""
+}
+
 // sumWords adds per-CPU values as little-endian 64-bit words.
 func sumWords(vals [][]byte) string {
 	if len(vals) == 0 {
@@ -228,7 +247,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 	for _, a := range attach {
 		spec := a.Symbol
 		if a.Module != "" {
-			spec = "uprobe:" + a.Module + ":" + a.Symbol
+			spec = a.Module + ":" + a.Symbol
 		}
 		if _, err := b.Attach(a.Prog, spec); err != nil {
 			t.Fatalf("attach %s at %s: %v", a.Prog, spec, err)
@@ -279,13 +298,35 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 }
 
 // compareDumps fails the test on any difference and returns the number
-// of map entries and records compared.
-func compareDumps(t *testing.T, kernel, ours bpfDump) (entries, records int) {
+// of map entries and records compared. The maps of idKeys are keyed by
+// process or thread ids, which differ between the runs: their values are
+// compared as multisets, each cut to its first idKeys[name] bytes (0:
+// whole).
+func compareDumps(t *testing.T, kernel, ours bpfDump, idKeys map[string]int) (entries, records int) {
 	t.Helper()
 	for name, km := range kernel.Maps {
 		om, ok := ours.Maps[name]
 		if !ok {
 			t.Errorf("map %s: missing in probeopt's run", name)
+			continue
+		}
+		if n, ok := idKeys[name]; ok {
+			values := func(m map[string]string) []string {
+				var vs []string
+				for _, v := range m {
+					if n > 0 && len(v) > 2*n {
+						v = v[:2*n]
+					}
+					vs = append(vs, v)
+				}
+				sort.Strings(vs)
+				return vs
+			}
+			kv, ov := values(km), values(om)
+			entries += len(kv)
+			if strings.Join(kv, ",") != strings.Join(ov, ",") {
+				t.Errorf("map %s (values by id): kernel %v, probeopt %v", name, kv, ov)
+			}
 			continue
 		}
 		keys := map[string]bool{}
@@ -342,7 +383,7 @@ func TestBPFAgainstKernel(t *testing.T) {
 			if got := ours.Maps["entries"]["00000000"]; got != fmt.Sprintf("%016x", swap64(uint64(n*threads))) {
 				t.Errorf("entries: %s, want %d", got, n*threads)
 			}
-			entries, records := compareDumps(t, kernel, ours)
+			entries, records := compareDumps(t, kernel, ours, nil)
 			if records == 0 || entries < 37+11 {
 				t.Errorf("compared %d entries and %d records: too few to mean anything", entries, records)
 			}
@@ -356,4 +397,103 @@ func swap64(v uint64) uint64 {
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], v)
 	return binary.BigEndian.Uint64(b[:])
+}
+
+// TestBPFExamples runs the objects of examples/ on the workload under the
+// kernel's uprobes and probeopt's: malloc's size histogram equal bucket
+// by bucket and its calls per process equal; the latency example's calls
+// per thread equal as a multiset (the latencies themselves differ: the
+// kernel's probes are slower), and no call left in flight.
+func TestBPFExamples(t *testing.T) {
+	needBPF(t)
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	args := []string{"5000", "3"}
+	for _, tc := range []struct {
+		name   string
+		attach []bpfAttach
+		idKeys map[string]int
+		check  func(t *testing.T, d bpfDump)
+	}{
+		{"mallochist", []bpfAttach{{Prog: "malloc_size", Module: "libc.so.6", Symbol: "malloc"}}, map[string]int{"calls": 0},
+			func(t *testing.T, d bpfDump) {
+				var n uint64
+				for _, v := range d.Maps["sizes"] {
+					b, _ := hex.DecodeString(v)
+					n += binary.LittleEndian.Uint64(b)
+				}
+				if n < 5000*3 {
+					t.Errorf("sizes: %d calls, want at least the workload's 15,000", n)
+				}
+			}},
+		{"latency", []bpfAttach{{Prog: "enter", Symbol: "work"}, {Prog: "leave", Symbol: "work", Return: true}}, map[string]int{"by_thread": 8},
+			func(t *testing.T, d bpfDump) {
+				if len(d.Maps["start"]) != 0 {
+					t.Errorf("start: %d calls in flight at the end", len(d.Maps["start"]))
+				}
+				if len(d.Maps["by_thread"]) != 3 {
+					t.Errorf("by_thread: %d threads, want 3", len(d.Maps["by_thread"]))
+				}
+				for k, v := range d.Maps["by_thread"] {
+					if v[:16] != fmt.Sprintf("%016x", swap64(5000)) {
+						t.Errorf("thread %s: calls %s, want 5000", k, v[:16])
+					}
+				}
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := fixture.Build(t, fixture.BPFObject(filepath.Join("..", "examples", tc.name), tc.name))
+			kernel := bpfKernelRun(t, obj, exe, args, tc.attach)
+			ours, _ := bpfProbeoptRun(t, obj, exe, args, tc.attach)
+			tc.check(t, kernel)
+			tc.check(t, ours)
+			entries, _ := compareDumps(t, kernel, ours, tc.idKeys)
+			t.Logf("%s: %d map entries compared", tc.name, entries)
+		})
+	}
+}
+
+// TestBPFNeedsTrampoline: a program is never run at a trap. With
+// NoTrampolines every site of its spec is refused with
+// ReasonNeedsTrampoline, the attach fails, and the text stays the file's.
+func TestBPFNeedsTrampoline(t *testing.T) {
+	needBPF(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	inR, inW := fixture.Pipe(t)
+	defer inW.Close()
+	outR, outW := fixture.Pipe(t)
+	tr, err := probe.Spawn([]string{exe, "10", "1"}, &probe.SpawnOptions{Options: probe.Options{NoTrampolines: true}, Stdin: inR, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	defer tr.Kill()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if line, err := fixture.ReadLine(bufio.NewReader(outR), time.Minute); err != nil || line != "ready" {
+		t.Fatalf("workload: %q %v", line, err)
+	}
+	o, err := bpf.Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.LoadBPF(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := b.Attach("on_work", "work")
+	var re *probe.RejectedError
+	if l != nil || !errors.As(err, &re) || re.Reason != probe.ReasonNeedsTrampoline {
+		t.Fatalf("attach without trampolines: %v, %v; want a %s refusal", l, err, probe.ReasonNeedsTrampoline)
+	}
+	testenv.TextEqualsFile(t, tr.Pid(), exe)
+	// A program that is not in the object, and a uretprobe program at an
+	// entry probe's spec form that names an offset.
+	if _, err := b.Attach("nosuch", "work"); !errors.Is(err, probe.ErrBPF) {
+		t.Errorf("attach of an unknown program: %v", err)
+	}
+	if _, err := b.Attach("on_work", "work%return"); !errors.Is(err, probe.ErrBPF) {
+		t.Errorf("an entry program at a return probe: %v", err)
+	}
 }

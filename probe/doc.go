@@ -150,6 +150,21 @@
 // not armed) for 349,525 sites; a site beyond them, or whose trampoline
 // cannot be made, takes traps and SiteStats.Fallback says why.
 //
+// # BPF programs
+//
+// Tracer.LoadBPF loads a BPF object (package bpf: read with cilium/ebpf,
+// verified by the running kernel): its maps go into a memfd mapped shared
+// in the process and in the tracer, its programs are compiled (package
+// bpf/jit) and written read-execute into the process. BPF.Attach runs a
+// program at every site of a spec, from the site's trampoline slot: the
+// slot builds the kernel's struct pt_regs from the live registers and
+// calls the code with the thread's stripe of the per-CPU maps; a
+// uretprobe program runs from the return trampoline with the function's
+// return value in rax. A site that cannot take a trampoline is refused
+// (ReasonNeedsTrampoline): a program never runs at a trap. The tracer
+// reads the maps while the process runs (BPF.Map). See bpf.go for the
+// stack the programs need and what forks and execs do to them.
+//
 // # Other tracers: kernel uprobes
 //
 // A kernel uprobe (bpftrace, perf, any BPF tool) writes an int3 over the

@@ -39,6 +39,11 @@
 //
 // Handlers (Handler):
 //
+//   - calls of compiled code (Handler.Calls; ReturnHandler.Calls from the
+//     return trampoline, with Config.ReturnCalls): the kernel's struct
+//     pt_regs built from the live registers below the red zone, the
+//     thread's stripe, the calls on a 16-byte aligned stack, and every
+//     register and flag restored from the structure (see x86call.go);
 //   - a counter: with the per-thread data plane (Data.SetThreads), a plain
 //     inc of a word of the calling thread's stripe, found from the thread
 //     pointer by one multiplication and one compare (see threaddata.go);

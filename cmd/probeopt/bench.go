@@ -21,7 +21,7 @@ absolute times drift between machines and runs, ratios within one run much
 less.`,
 	}
 	groupCmd(cmd)
-	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd(), newBenchScaleCmd(), newBenchCompareCmd(), newBenchStressCmd())
+	cmd.AddCommand(newBenchPatchCmd(), newBenchPatchTargetCmd(), newBenchTraceCmd(), newBenchScaleCmd(), newBenchCompareCmd(), newBenchStressCmd(), newBenchBPFCmd())
 	return cmd
 }
 

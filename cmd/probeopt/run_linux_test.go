@@ -230,3 +230,31 @@ func TestRunErrors(t *testing.T) {
 		t.Errorf("workload after run: %q %v", line, err)
 	}
 }
+
+// TestBenchBPF runs "bench bpf" small: every traced run's program counted
+// every call (threads x calls, the kernel's and probeopt's), and
+// probeopt's site is a trampoline. No timing is checked.
+func TestBenchBPF(t *testing.T) {
+	needRun(t)
+	testenv.MustHaveTool(t, "clang")
+	stdout, stderr, code := runBinary(t, "bench", "bpf", "--calls", "20000", "--kernel-calls", "2000", "--runs", "1", "--json")
+	if code != 0 {
+		t.Fatalf("bench bpf: exit %d: %s", code, stderr)
+	}
+	var rep benchBPFReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rows) != 12 {
+		t.Fatalf("%d rows, want 12", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		want := uint64(r.Threads * r.Calls)
+		if r.Mode == "untraced" {
+			want = 0
+		}
+		if r.Hits != want || r.Mode == "probeopt" && !strings.HasPrefix(r.Strategy, "trampoline") {
+			t.Errorf("%+v: want %d hits and a trampoline", r, want)
+		}
+	}
+}

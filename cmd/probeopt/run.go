@@ -119,12 +119,9 @@ func (o *runOptions) check(objs, argv []string) error {
 		return usagef("run: missing OBJ.o argument")
 	case len(objs) > 1:
 		return usagef("run: one object, not %d (%s)", len(objs), strings.Join(objs, " "))
-	case o.pid != 0 && argv != nil:
-		return usagef("run: -p and a command after -- are exclusive")
-	case o.pid == 0 && len(argv) == 0:
-		return usagef("run: give a command after -- or a process with -p")
-	case o.pid < 0:
-		return usagef("run: invalid -p %d", o.pid)
+	}
+	if err := checkProcessArgs("run", o.pid, argv); err != nil {
+		return err
 	}
 	for _, a := range o.attach {
 		if p, s, ok := strings.Cut(a, "="); !ok || p == "" || s == "" {

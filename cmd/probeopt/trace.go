@@ -177,15 +177,13 @@ func newTraceCmd() *cobra.Command {
 // check checks the command line of trace: the specs, and the command
 // (argv, after "--") or the pid, with the flags.
 func (o *traceOptions) check(specs, argv []string) error {
-	switch {
-	case len(specs) == 0:
+	if len(specs) == 0 {
 		return usagef("trace: missing SPEC argument")
-	case o.pid != 0 && argv != nil:
-		return usagef("trace: -p and a command after -- are exclusive")
-	case o.pid == 0 && len(argv) == 0:
-		return usagef("trace: give a command after -- or a process with -p")
-	case o.pid < 0:
-		return usagef("trace: invalid -p %d", o.pid)
+	}
+	if err := checkProcessArgs("trace", o.pid, argv); err != nil {
+		return err
+	}
+	switch {
 	case o.format != formatText && o.format != formatJSON && o.format != formatBin:
 		return usagef("trace: --format %q (want text, json or bin)", o.format)
 	case o.ringSize < 0 || o.ringSize > 1<<20 || o.ringSize&(o.ringSize-1) != 0:
@@ -194,6 +192,20 @@ func (o *traceOptions) check(specs, argv []string) error {
 		return usagef("trace: --return-depth %d (want 0 to %d)", o.returnDepth, trampoline.MaxThreadDepth)
 	}
 	return o.pause.check()
+}
+
+// checkProcessArgs checks the process of command name's line: -p PID or
+// a command after "--" (argv), one of them.
+func checkProcessArgs(name string, pid int, argv []string) error {
+	switch {
+	case pid != 0 && argv != nil:
+		return usagef("%s: -p and a command after -- are exclusive", name)
+	case pid == 0 && len(argv) == 0:
+		return usagef("%s: give a command after -- or a process with -p", name)
+	case pid < 0:
+		return usagef("%s: invalid -p %d", name, pid)
+	}
+	return nil
 }
 
 // traceReport is what "trace --json" prints.

@@ -122,12 +122,23 @@ func (b *BPF) MapNames() []string {
 // 0 if it has none.
 func (b *BPF) CodeAddr(name string) uint64 { return b.code[name] }
 
+// AttachOptions tune Attach; nil means the defaults.
+type AttachOptions struct {
+	// Cookie is what the program's get_attach_cookie returns at these
+	// sites (link.UprobeOptions.Cookie of cilium/ebpf).
+	Cookie uint64
+}
+
 // Attach runs program prog at every site spec names. An empty spec means
 // the target of the program's section (uprobe/PATH:SYM[+OFF],
 // uretprobe/PATH:SYM; a bare section needs a spec). A uretprobe program
 // attaches to the returns of the functions spec names (the spec may say
 // %return or not). The error is the probe's, as for Tracer.Add.
-func (b *BPF) Attach(prog, spec string) (*Link, error) {
+func (b *BPF) Attach(prog, spec string, opts *AttachOptions) (*Link, error) {
+	var o AttachOptions
+	if opts != nil {
+		o = *opts
+	}
 	p := b.obj.Program(prog)
 	if p == nil {
 		return nil, fmt.Errorf("no program %q in the object: %w", prog, ErrBPF)
@@ -147,7 +158,7 @@ func (b *BPF) Attach(prog, spec string) (*Link, error) {
 	if p.Section.Kind != bpf.Uretprobe && strings.HasSuffix(spec, "%return") {
 		return nil, fmt.Errorf("program %s of section %s at the return probe %q: %w", prog, p.Section, spec, ErrBPF)
 	}
-	pr, err := attachBPF(b, prog, spec)
+	pr, err := attachBPF(b, prog, spec, o.Cookie)
 	if pr == nil {
 		return nil, err
 	}
@@ -167,7 +178,7 @@ func (b *BPF) AttachAll() ([]*Link, error) {
 		if p.Section.Manual {
 			continue
 		}
-		l, err := b.Attach(p.Name, "")
+		l, err := b.Attach(p.Name, "", nil)
 		if l != nil {
 			links = append(links, l)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 // bpfState is what a loaded object holds in the tracer: its mapping of
@@ -22,10 +23,11 @@ type bpfState struct {
 
 // bpfProg is a program attached by a probe (probeState.prog).
 type bpfProg struct {
-	b    *BPF
-	name string
-	addr uint64 // its code in the process
-	code []byte
+	b      *BPF
+	name   string
+	addr   uint64 // its code in the process
+	code   []byte
+	cookie uint64 // what its get_attach_cookie returns (AttachOptions)
 }
 
 // threadStripes is the number of per-thread stripes of a target's data
@@ -133,8 +135,8 @@ func (b *BPF) place(w *proc.World, tg *target, o *BPFOptions) error {
 	return nil
 }
 
-func attachBPF(b *BPF, prog, spec string) (*Probe, error) {
-	bp := &bpfProg{b: b, name: prog, addr: b.code[prog], code: b.bytes[prog]}
+func attachBPF(b *BPF, prog, spec string, cookie uint64) (*Probe, error) {
+	bp := &bpfProg{b: b, name: prog, addr: b.code[prog], code: b.bytes[prog], cookie: cookie}
 	out, err := b.t.addProbes([]string{spec}, bp)
 	if len(out) == 0 {
 		return nil, err
@@ -144,7 +146,7 @@ func attachBPF(b *BPF, prog, spec string) (*Probe, error) {
 
 // calls returns the code addresses of the programs the site's probes
 // attach, entry probes' or return probes', in the order of the probes.
-func (s *liveSite) calls(ret bool) []uint64 {
+func (s *liveSite) calls(ret bool) []trampoline.Call {
 	var rs []ref
 	for _, r := range s.refs {
 		if r.p.prog != nil && r.p.sp.ret == ret && !r.p.removed {
@@ -152,9 +154,9 @@ func (s *liveSite) calls(ret bool) []uint64 {
 		}
 	}
 	slices.SortFunc(rs, func(a, b ref) int { return a.p.ID - b.p.ID })
-	var out []uint64
+	var out []trampoline.Call
 	for _, r := range rs {
-		out = append(out, r.p.prog.addr)
+		out = append(out, trampoline.Call{Addr: r.p.prog.addr, Cookie: r.p.prog.cookie})
 	}
 	return out
 }
@@ -195,14 +197,16 @@ func (b *staged) dropNeedTrampoline(s *liveSite, why string) {
 // dropMissingPrograms refuses the programs of site s that its installed
 // slot does not run (its rebuild failed).
 func (b *staged) dropMissingPrograms(s *liveSite, why string) {
-	have := map[uint64]bool{}
-	for _, a := range s.tramp.calls {
-		have[a] = true
+	have := map[trampoline.Call]bool{}
+	for _, c := range s.tramp.calls {
+		have[c] = true
 	}
-	for _, a := range s.tramp.retCalls {
-		have[a] = true
+	for _, c := range s.tramp.retCalls {
+		have[c] = true
 	}
-	b.refuseRefs(s, func(r ref) bool { return r.p.prog != nil && !have[r.p.prog.addr] }, ReasonPatchFailed,
+	b.refuseRefs(s, func(r ref) bool {
+		return r.p.prog != nil && !have[trampoline.Call{Addr: r.p.prog.addr, Cookie: r.p.prog.cookie}]
+	}, ReasonPatchFailed,
 		"the trampoline could not be rebuilt with the program: "+why)
 }
 

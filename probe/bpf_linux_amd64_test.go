@@ -37,6 +37,7 @@ type bpfAttach struct {
 	Module string // "" for the workload itself, else the library's base name (libc.so.6)
 	Symbol string
 	Return bool
+	Cookie uint64 // the attachment's cookie (get_attach_cookie)
 }
 
 // bpfDump is what a run of an object leaves: every map's entries (key
@@ -118,7 +119,7 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		if err != nil {
 			t.Fatal(err)
 		}
-		opts := &link.UprobeOptions{PID: cmd.Process.Pid}
+		opts := &link.UprobeOptions{PID: cmd.Process.Pid, Cookie: a.Cookie}
 		var l link.Link
 		if a.Return {
 			l, err = ex.Uretprobe(a.Symbol, coll.Programs[a.Prog], opts)
@@ -249,7 +250,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		if a.Module != "" {
 			spec = a.Module + ":" + a.Symbol
 		}
-		if _, err := b.Attach(a.Prog, spec); err != nil {
+		if _, err := b.Attach(a.Prog, spec, &probe.AttachOptions{Cookie: a.Cookie}); err != nil {
 			t.Fatalf("attach %s at %s: %v", a.Prog, spec, err)
 		}
 	}
@@ -366,7 +367,7 @@ func TestBPFAgainstKernel(t *testing.T) {
 	for _, threads := range []int{1, 4} {
 		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
 			args := []string{strconv.Itoa(n), strconv.Itoa(threads)}
-			attach := []bpfAttach{{Prog: "on_work", Symbol: "work"}, {Prog: "on_work_return", Symbol: "work", Return: true}}
+			attach := []bpfAttach{{Prog: "on_work", Symbol: "work", Cookie: 0x1234_5678_9abc}, {Prog: "on_work_return", Symbol: "work", Return: true, Cookie: 77}}
 			kernel := bpfKernelRun(t, obj, exe, args, attach)
 			ours, st := bpfProbeoptRun(t, obj, exe, args, attach)
 			for _, p := range st.Probes {
@@ -482,7 +483,7 @@ func TestBPFNeedsTrampoline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := b.Attach("on_work", "work")
+	l, err := b.Attach("on_work", "work", nil)
 	var re *probe.RejectedError
 	if l != nil || !errors.As(err, &re) || re.Reason != probe.ReasonNeedsTrampoline {
 		t.Fatalf("attach without trampolines: %v, %v; want a %s refusal", l, err, probe.ReasonNeedsTrampoline)
@@ -490,10 +491,10 @@ func TestBPFNeedsTrampoline(t *testing.T) {
 	testenv.TextEqualsFile(t, tr.Pid(), exe)
 	// A program that is not in the object, and a uretprobe program at an
 	// entry probe's spec form that names an offset.
-	if _, err := b.Attach("nosuch", "work"); !errors.Is(err, probe.ErrBPF) {
+	if _, err := b.Attach("nosuch", "work", nil); !errors.Is(err, probe.ErrBPF) {
 		t.Errorf("attach of an unknown program: %v", err)
 	}
-	if _, err := b.Attach("on_work", "work%return"); !errors.Is(err, probe.ErrBPF) {
+	if _, err := b.Attach("on_work", "work%return", nil); !errors.Is(err, probe.ErrBPF) {
 		t.Errorf("an entry program at a return probe: %v", err)
 	}
 }

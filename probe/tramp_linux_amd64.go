@@ -110,7 +110,7 @@ type siteTramp struct {
 	retarget bool
 	// calls and retCalls are the code addresses of the BPF programs the
 	// slot runs at the entry and at the return.
-	calls, retCalls []uint64
+	calls, retCalls []trampoline.Call
 }
 
 // install and remove are the batch patches of a trampoline.

@@ -12,6 +12,10 @@ import (
 //
 //	fn(struct pt_regs *regs /* rdi */, uint64 stripe /* rsi */)
 //
+// struct pt_regs is followed by two words: the probe's address (the
+// function's entry at a return) and the call's cookie (Call.Cookie), what
+// a BPF program's get_func_ip and get_attach_cookie return.
+//
 // the calling convention of package bpf/jit: the function keeps rbx, rbp,
 // rsp and r12-r15 and may change the other general-purpose registers and
 // the flags. stripe is the thread's stripe of the per-thread data plane
@@ -49,6 +53,11 @@ const (
 	ptSS     = 160
 	// PtRegsSize is the size of the kernel's x86-64 struct pt_regs.
 	PtRegsSize = 168
+	// CallCtxSize is the size of the context a call gets: struct pt_regs,
+	// the probe's address and the cookie.
+	CallCtxSize = PtRegsSize + 16
+	ctxFuncIP   = PtRegsSize
+	ctxCookie   = PtRegsSize + 8
 
 	userCS = 0x33
 	userSS = 0x2b
@@ -57,6 +66,13 @@ const (
 	// address of the slot's return stub (see returnStub).
 	entFlagCall = 2
 )
+
+// Call is a function called at a hit, and the cookie its context
+// carries.
+type Call struct {
+	Addr   uint64
+	Cookie uint64
+}
 
 // ptOrder lists the general-purpose registers in the order of struct
 // pt_regs from offset 0 (rsp lies elsewhere in it).
@@ -89,8 +105,8 @@ func (c *Config) validateCalls(h *Handler) error {
 	if c.ThreadPointer == ThreadNone {
 		return fmt.Errorf("calls without a thread pointer: %w", ErrConfig)
 	}
-	for _, f := range append(append([]uint64(nil), h.Calls...), returnCalls(h)...) {
-		if f == 0 {
+	for _, f := range append(append([]Call(nil), h.Calls...), returnCalls(h)...) {
+		if f.Addr == 0 {
 			return fmt.Errorf("a call of address 0: %w", ErrConfig)
 		}
 	}
@@ -100,7 +116,7 @@ func (c *Config) validateCalls(h *Handler) error {
 	return nil
 }
 
-func returnCalls(h *Handler) []uint64 {
+func returnCalls(h *Handler) []Call {
 	if h.Return == nil {
 		return nil
 	}
@@ -124,22 +140,31 @@ func (g *x86Gen) stripeNumber() {
 	})
 }
 
-// callAll calls each function of fns with the struct pt_regs at rsp and
-// the stripe, on a stack aligned to 16 bytes, and comes back with rsp at
-// the structure. It clobbers rbx, r12 (restored from the structure by
-// the caller), rdx, r10, r11, the flags, and what the functions may.
-func (g *x86Gen) callAll(fns []uint64) {
+// callAll calls each function of fns with the context at rsp (its
+// struct pt_regs filled, the probe's address in funcIP) and the stripe,
+// on a stack aligned to 16 bytes, and comes back with rsp at the context.
+// It clobbers rbx, r12 (restored from the structure by the caller), rdx,
+// r10, r11, the flags, and what the functions may.
+func (g *x86Gen) callAll(fns []Call, funcIP uint64) {
 	a := g.a
+	g.addr(rax, funcIP)
+	a.Store(x86enc.S64, x86enc.At(rsp, ctxFuncIP), rax)
 	g.stripeNumber()
 	a.Mov(x86enc.S64, x86enc.RBX, rsp)
 	a.ALUImm8(x86enc.And, x86enc.S64, rsp, -16)
 	for _, f := range fns {
+		if f.Cookie == uint64(int64(int32(f.Cookie))) {
+			a.StoreImm(x86enc.S64, x86enc.At(x86enc.RBX, ctxCookie), int32(f.Cookie))
+		} else {
+			a.MovImm(rax, f.Cookie)
+			a.Store(x86enc.S64, x86enc.At(x86enc.RBX, ctxCookie), rax)
+		}
 		a.Mov(x86enc.S64, rdi, x86enc.RBX)
 		a.Mov(x86enc.S64, rsi, x86enc.R12)
-		if x86enc.Reaches(a.PC()+5, f) && x86enc.Reaches(a.PC(), f) {
-			a.CallTo(f)
+		if x86enc.Reaches(a.PC()+5, f.Addr) && x86enc.Reaches(a.PC(), f.Addr) {
+			a.CallTo(f.Addr)
 		} else {
-			a.MovImm(rax, f)
+			a.MovImm(rax, f.Addr)
 			a.CallReg(rax)
 		}
 	}
@@ -149,9 +174,9 @@ func (g *x86Gen) callAll(fns []uint64) {
 // entryCalls generates the calls of an entry (Handler.Calls): from moving
 // the stack below the red zone and building struct pt_regs to restoring
 // every register and moving it back.
-func (g *x86Gen) entryCalls(s *Site, fns []uint64) {
+func (g *x86Gen) entryCalls(s *Site, fns []Call) {
 	a := g.a
-	frame := int32(128 + PtRegsSize)
+	frame := int32(128 + CallCtxSize)
 	a.Lea(rsp, x86enc.At(rsp, -frame))
 	a.Store(x86enc.S64, x86enc.At(rsp, ptRAX), rax)
 	a.Pushfq()
@@ -169,7 +194,7 @@ func (g *x86Gen) entryCalls(s *Site, fns []uint64) {
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptOrigAX), -1)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptCS), userCS)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptSS), userSS)
-	g.callAll(fns)
+	g.callAll(fns, s.Addr)
 	// The flags first (popfq through the stack below the structure),
 	// then every register; lea changes no flag.
 	a.Load(x86enc.S64, rax, x86enc.At(rsp, ptFlags))
@@ -218,18 +243,18 @@ func (c *Config) returnFrameOff(r x86enc.Reg) int32 {
 // flagsReg names the flags' word in returnFrameOff.
 const flagsReg x86enc.Reg = 0xFF
 
-// returnStub generates the stub of a return handler with calls at the
-// current position.
-func (g *x86Gen) returnStub(r *ReturnHandler) {
+// returnStub generates the stub of the return handler of site s with
+// calls at the current position.
+func (g *x86Gen) returnStub(s *Site, r *ReturnHandler) {
 	a, cfg := g.a, g.cfg
 	caller := []x86enc.Reg{rax, rcx, rdx, rsi, rdi, r8, r9, r10, r11}
 	for _, reg := range caller {
 		a.Push(reg)
 	}
-	a.Lea(rsp, x86enc.At(rsp, -PtRegsSize))
-	// The frame of the return trampoline: past the structure, the
-	// pushed registers and the stub's return address.
-	f := int32(PtRegsSize + 8*len(caller) + 8)
+	a.Lea(rsp, x86enc.At(rsp, -CallCtxSize))
+	// The frame of the return trampoline: past the context, the pushed
+	// registers and the stub's return address.
+	f := int32(CallCtxSize + 8*len(caller) + 8)
 	if r.Count {
 		g.counter(cfg.Data.CounterAddr(r.Counter))
 	}
@@ -262,10 +287,10 @@ func (g *x86Gen) returnStub(r *ReturnHandler) {
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptOrigAX), -1)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptCS), userCS)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptSS), userSS)
-	g.callAll(r.Calls)
+	g.callAll(r.Calls, s.Addr)
 	a.Load(x86enc.S64, x86enc.RBX, x86enc.At(rsp, ptRBX))
 	a.Load(x86enc.S64, x86enc.R12, x86enc.At(rsp, ptR12))
-	a.Lea(rsp, x86enc.At(rsp, PtRegsSize))
+	a.Lea(rsp, x86enc.At(rsp, CallCtxSize))
 	for i := len(caller) - 1; i >= 0; i-- {
 		a.Pop(caller[i])
 	}

@@ -33,10 +33,10 @@ func TestCallsGenerate(t *testing.T) {
 				continue
 			}
 			for hname, h := range map[string]Handler{
-				"entry":     {ID: 1, Calls: []uint64{slot + 0x9000, slot + 0x2_0000_0000}},
-				"return":    {ID: 2, Return: &ReturnHandler{Count: true, Counter: 4, Calls: []uint64{slot + 0x9000}}},
-				"both":      {ID: 3, Count: true, Counter: 2, Calls: []uint64{slot + 0x9000}, Return: &ReturnHandler{Calls: []uint64{slot + 0x9100}}},
-				"far-count": {ID: 4, Return: &ReturnHandler{Count: true, Counter: 1, Calls: []uint64{slot + 0x3_0000_0000}}},
+				"entry":     {ID: 1, Calls: []Call{{slot + 0x9000, 0}, {slot + 0x2_0000_0000, 1 << 40}}},
+				"return":    {ID: 2, Return: &ReturnHandler{Count: true, Counter: 4, Calls: []Call{{slot + 0x9000, 7}}}},
+				"both":      {ID: 3, Count: true, Counter: 2, Calls: []Call{{slot + 0x9000, 0}}, Return: &ReturnHandler{Calls: []Call{{slot + 0x9100, 1}}}},
+				"far-count": {ID: 4, Return: &ReturnHandler{Count: true, Counter: 1, Calls: []Call{{slot + 0x3_0000_0000, 0}}}},
 			} {
 				name := fmt.Sprintf("%s/%s/%s", sname, cname, hname)
 				a := x86enc.New(slot)
@@ -74,11 +74,11 @@ func TestCallsNeed(t *testing.T) {
 		cfg Config
 		h   Handler
 	}{
-		"no stripes":        {Config{Data: base.Data, Threads: base.Threads, ReturnAddr: base.ReturnAddr}, Handler{Calls: []uint64{0x1000}}},
-		"no thread pointer": {Config{Data: &threads, ThreadPointer: ThreadNone}, Handler{Calls: []uint64{0x1000}}},
-		"address 0":         {Config{Data: &threads}, Handler{Calls: []uint64{0}}},
+		"no stripes":        {Config{Data: base.Data, Threads: base.Threads, ReturnAddr: base.ReturnAddr}, Handler{Calls: []Call{{Addr: 0x1000}}}},
+		"no thread pointer": {Config{Data: &threads, ThreadPointer: ThreadNone}, Handler{Calls: []Call{{Addr: 0x1000}}}},
+		"address 0":         {Config{Data: &threads}, Handler{Calls: []Call{{}}}},
 		"no ReturnCalls": {Config{Data: &threads, Threads: base.Threads, ReturnAddr: base.ReturnAddr},
-			Handler{Return: &ReturnHandler{Calls: []uint64{0x1000}}}},
+			Handler{Return: &ReturnHandler{Calls: []Call{{Addr: 0x1000}}}}},
 	} {
 		if _, err := GenerateX86(slot, s, &tc.h, &tc.cfg); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: %v, want ErrConfig", name, err)
@@ -86,7 +86,7 @@ func TestCallsNeed(t *testing.T) {
 	}
 	// The same slot is fine once each need is met.
 	ok := Config{Data: &threads, Threads: base.Threads, ReturnAddr: base.ReturnAddr, ReturnCalls: true}
-	h := Handler{Calls: []uint64{0x1000}, Return: &ReturnHandler{Calls: []uint64{0x1000}}}
+	h := Handler{Calls: []Call{{Addr: 0x1000}}, Return: &ReturnHandler{Calls: []Call{{Addr: 0x1000}}}}
 	if _, err := GenerateX86(slot, s, &h, &ok); err != nil {
 		t.Error(err)
 	}

@@ -79,7 +79,7 @@ type Handler struct {
 	// order, with the kernel's struct pt_regs of the hit and the thread's
 	// stripe (see x86call.go: package bpf/jit's calling convention). They
 	// need the per-thread data plane.
-	Calls []uint64
+	Calls []Call
 	// Count increments counter Counter of the data area (lock inc: exact
 	// under any concurrency).
 	Count   bool
@@ -129,7 +129,7 @@ type ReturnHandler struct {
 	// when the function returns, in order, with struct pt_regs as the
 	// function left the registers (see x86call.go); they need
 	// Config.ReturnCalls.
-	Calls []uint64
+	Calls []Call
 }
 
 // Range is the address range [Start, End).
@@ -788,7 +788,7 @@ func generateInto(a *x86enc.Asm, s *Site, h *Handler, cfg *Config) error {
 	}
 	if g.stub != nil {
 		a.Bind(*g.stub)
-		g.returnStub(h.Return)
+		g.returnStub(s, h.Return)
 	}
 	return finishX86(a)
 }

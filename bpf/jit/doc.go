@@ -34,7 +34,10 @@
 // pt_regs (168 bytes: r15, r14, r13, r12, rbp, rbx, r11, r10, r9, r8, rax,
 // rcx, rdx, rsi, rdi, orig_rax, rip, cs, eflags, rsp, ss) that the caller
 // builds from the live registers, so PT_REGS_PARM1..6 and PT_REGS_RC read
-// it unchanged. stripe is the calling thread's number in [0, stripes) of
+// it unchanged, followed by two words (CtxFuncIP, CtxCookie): what
+// get_func_ip and get_attach_cookie return, the probe's address (a return
+// probe's function) and the attachment's cookie; a caller whose programs
+// call neither may pass struct pt_regs alone. stripe is the calling thread's number in [0, stripes) of
 // the per-CPU maps (see package bpf/maps), unique among the threads
 // running programs at the same time; get_smp_processor_id returns it. A
 // stripe beyond a per-CPU map's copies makes its lookups return NULL and
@@ -64,7 +67,8 @@
 // whose map is known at the call is inlined); ktime_get_ns and
 // ktime_get_boot_ns (clock_gettime); get_current_pid_tgid and
 // get_current_uid_gid (system calls); get_current_comm (prctl PR_GET_NAME,
-// padded as the kernel pads it); get_smp_processor_id (the stripe);
+// padded as the kernel pads it); get_smp_processor_id (the stripe); get_func_ip and get_attach_cookie
+// (the two words after struct pt_regs in the context);
 // get_prandom_u32 (splitmix64 on a per-stripe state in the Runtime area);
 // probe_read_user and probe_read_user_str, and the old probe_read and
 // probe_read_str, which copy through process_vm_readv on the process

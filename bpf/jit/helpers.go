@@ -38,7 +38,22 @@ var Helpers = []asm.BuiltinFunc{
 	asm.FnGetCurrentUidGid, asm.FnGetCurrentComm, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
+	asm.FnGetFuncIp, asm.FnGetAttachCookie,
 }
+
+// The context a probe passes (R1, see the package doc) is the kernel's
+// struct pt_regs followed by two words that get_func_ip and
+// get_attach_cookie return: the address of the probe (the function's
+// entry for a return probe), and the attachment's cookie.
+const (
+	// PtRegsSize is the size of struct pt_regs on x86-64.
+	PtRegsSize = 168
+	// CtxFuncIP and CtxCookie are the offsets of the two words.
+	CtxFuncIP = PtRegsSize
+	CtxCookie = PtRegsSize + 8
+	// CtxSize is the size of the whole context.
+	CtxSize = PtRegsSize + 16
+)
 
 // helper returns the label of helper fn's code, emitted after the program.
 func (c *compiler) helper(fn asm.BuiltinFunc) (x86enc.Label, error) {
@@ -157,6 +172,12 @@ func (c *compiler) emitHelpers() error {
 			c.ringCommit(false)
 		case asm.FnRingbufDiscard:
 			c.ringCommit(true)
+		case asm.FnGetFuncIp:
+			a.Load(s64, rax, x86enc.At(rdi, CtxFuncIP))
+			a.Ret()
+		case asm.FnGetAttachCookie:
+			a.Load(s64, rax, x86enc.At(rdi, CtxCookie))
+			a.Ret()
 		}
 	}
 	if haveReserve {

@@ -186,7 +186,7 @@ func bpfBenchRun(exe, obj, entry, mode string, threads, calls int) (float64, uin
 		if err != nil {
 			return 0, 0, "", err
 		}
-		if _, err := b.Attach("count", entry); err != nil {
+		if _, err := b.Attach("count", entry, nil); err != nil {
 			return 0, 0, "", err
 		}
 		strategy := ""

@@ -64,7 +64,9 @@ ringbuf; a per-CPU map has one value per thread stripe (threads running the
 programs at once, 128). The helpers: map lookup, update and delete,
 ktime_get_ns, ktime_get_boot_ns, get_current_pid_tgid, get_current_uid_gid,
 get_current_comm, get_smp_processor_id, get_prandom_u32, probe_read_user(_str)
-and probe_read(_str), ringbuf_output, reserve, submit and discard. A program
+and probe_read(_str), ringbuf_output, reserve, submit and discard,
+get_func_ip (the probe's address; a uretprobe's function) and
+get_attach_cookie (0: run sets no cookie). A program
 calling another helper is refused when it is compiled, naming it.
 
 Output (standard output, or FILE with --output; CMD's own output is left as
@@ -248,7 +250,7 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 		return err
 	}
 	for _, p := range obj.Programs {
-		if _, err := b.Attach(p.Name, attach[p.Name]); err != nil {
+		if _, err := b.Attach(p.Name, attach[p.Name], nil); err != nil {
 			for _, line := range strings.Split(err.Error(), "\n") {
 				fmt.Fprintf(stderr, "probeopt: program %s: %s\n", p.Name, line)
 			}

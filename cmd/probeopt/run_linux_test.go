@@ -89,7 +89,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 		hist[hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, slot))] += threads
 		if key == 5 && value%1000 == 25 {
 			for range threads {
-				records = append(records, le64(key)+le64(value)+le64(1)+le64(workPage))
+				records = append(records, le64(key)+le64(value)+le64(1)+le64(workPage)+le64(workPage)+le64(0))
 			}
 		}
 	}
@@ -119,7 +119,8 @@ func TestRunAgainstConstruction(t *testing.T) {
 			continue
 		}
 		seen[m.Map] = true
-		want := map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist}[m.Map]
+		want := map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist,
+			"ret_ids": {le64(workPage): n * threads}}[m.Map]
 		got := map[string]uint64{}
 		for _, e := range m.Entries {
 			vals := e.Values
@@ -136,7 +137,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 			if m.Type != "percpu_array" || got["00000000"] != n*threads {
 				t.Errorf("entries (%s): %d, want %d", m.Type, got["00000000"], n*threads)
 			}
-		case "by_key", "by_ret", "value_log2":
+		case "by_key", "by_ret", "value_log2", "ret_ids":
 			for k, v := range want {
 				if got[k] != v {
 					t.Errorf("%s[%s]: %d, want %d", m.Map, k, got[k], v)
@@ -149,7 +150,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries"} {
+	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries", "ret_ids"} {
 		if !seen[m] {
 			t.Errorf("map %s not printed", m)
 		}

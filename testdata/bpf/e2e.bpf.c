@@ -35,6 +35,15 @@ struct {
 	__type(value, __u64);
 } by_ret SEC(".maps");
 
+// ret_ids counts the returns by the attachment's cookie (high bits) and
+// the page offset of get_func_ip's address (low 12 bits).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u64);
+	__type(value, __u64);
+} ret_ids SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 16);
@@ -45,6 +54,8 @@ struct record {
 	__u64 value;
 	__u64 sp_aligned; // the stack pointer at the entry is 8 modulo 16
 	__u64 ip_page;    // the page offset of the instruction pointer (the probe address)
+	__u64 func_ip_page; // the page offset of get_func_ip's address
+	__u64 cookie;     // get_attach_cookie
 };
 
 static __always_inline __u32 log2l(__u64 v)
@@ -86,6 +97,8 @@ int BPF_KPROBE(on_work, __u64 key, __u64 value)
 			r->value = value;
 			r->sp_aligned = (PT_REGS_SP(ctx) & 15) == 8;
 			r->ip_page = PT_REGS_IP(ctx) & 0xfff;
+			r->func_ip_page = bpf_get_func_ip(ctx) & 0xfff;
+			r->cookie = bpf_get_attach_cookie(ctx);
 			bpf_ringbuf_submit(r, 0);
 		}
 	}
@@ -96,5 +109,7 @@ SEC("uretprobe")
 int BPF_KRETPROBE(on_work_return, __u64 ret)
 {
 	add(&by_ret, &ret);
+	__u64 id = bpf_get_attach_cookie(ctx) << 12 | (bpf_get_func_ip(ctx) & 0xfff);
+	add(&ret_ids, &id);
 	return 0;
 }

@@ -48,6 +48,64 @@ type bpfDump struct {
 	Records map[string][]string
 }
 
+// symbolize rewrites the keys of the maps whose names start with
+// "stacks" (user stacks: 64-bit addresses) as FILE+OFFSET per address in
+// an executable mapping of the run (mappings: /proc/PID/maps), "0" for
+// zero and "other" for any other value: the runs' address spaces differ.
+func symbolize(d *bpfDump, mappings string) {
+	type area struct {
+		lo, hi, off uint64
+		file        string
+	}
+	var exec []area
+	for _, line := range strings.Split(mappings, "\n") {
+		f := strings.Fields(line)
+		if len(f) < 6 || !strings.Contains(f[1], "x") {
+			continue
+		}
+		lohi := strings.SplitN(f[0], "-", 2)
+		lo, _ := strconv.ParseUint(lohi[0], 16, 64)
+		hi, _ := strconv.ParseUint(lohi[1], 16, 64)
+		off, _ := strconv.ParseUint(f[2], 16, 64)
+		exec = append(exec, area{lo, hi, off, filepath.Base(f[5])})
+	}
+	for name, m := range d.Maps {
+		if !strings.HasPrefix(name, "stacks") {
+			continue
+		}
+		out := map[string]string{}
+		for k, v := range m {
+			b, _ := hex.DecodeString(k)
+			var parts []string
+			for i := 0; i+8 <= len(b); i += 8 {
+				x := binary.LittleEndian.Uint64(b[i:])
+				s := "other"
+				if x == 0 {
+					s = "0"
+				}
+				for _, a := range exec {
+					if x >= a.lo && x < a.hi {
+						s = fmt.Sprintf("%s+%#x", a.file, x-a.lo+a.off)
+					}
+				}
+				parts = append(parts, s)
+			}
+			out[strings.Join(parts, " ")] = v
+		}
+		d.Maps[name] = out
+	}
+}
+
+// mappingsOf returns /proc/PID/maps.
+func mappingsOf(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
 // workloadRun starts the workload and waits for its "ready"; go starts
 // the work and waits for its end.
 type workloadRun struct {
@@ -143,6 +201,8 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		}
 	}
 	w.start(t)
+	mappings := mappingsOf(t, cmd.Process.Pid)
+	in.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
@@ -184,6 +244,7 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		}
 		d.Maps[name] = entries
 	}
+	symbolize(&d, mappings)
 	return d
 }
 
@@ -255,6 +316,8 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		}
 	}
 	w.start(t)
+	mappings := mappingsOf(t, tr.Pid())
+	inW.Close()
 	st := tr.Stats()
 	if s, err := tr.Wait(); err != nil || s.Code != 0 {
 		t.Fatalf("workload: %v %v", s, err)
@@ -295,6 +358,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		}
 		d.Maps[name] = entries
 	}
+	symbolize(&d, mappings)
 	return d, st
 }
 
@@ -384,6 +448,7 @@ func TestBPFAgainstKernel(t *testing.T) {
 			if got := ours.Maps["entries"]["00000000"]; got != fmt.Sprintf("%016x", swap64(uint64(n*threads))) {
 				t.Errorf("entries: %s, want %d", got, n*threads)
 			}
+			t.Logf("stacks %v, stack_rets %v", ours.Maps["stacks"], ours.Maps["stack_rets"])
 			entries, records := compareDumps(t, kernel, ours, nil)
 			if records == 0 || entries < 37+11 {
 				t.Errorf("compared %d entries and %d records: too few to mean anything", entries, records)

@@ -12,9 +12,12 @@ import (
 //
 //	fn(struct pt_regs *regs /* rdi */, uint64 stripe /* rsi */)
 //
-// struct pt_regs is followed by two words: the probe's address (the
+// struct pt_regs is followed by three words: the probe's address (the
 // function's entry at a return) and the call's cookie (Call.Cookie), what
-// a BPF program's get_func_ip and get_attach_cookie return.
+// a BPF program's get_func_ip and get_attach_cookie return, and flags:
+// bit 0 set at an entry whose probed instruction is a push %rbp or an
+// endbr64 (the kernel's test of a uprobe at a function's entry, where its
+// user stacks add the return address at the stack pointer).
 //
 // the calling convention of package bpf/jit: the function keeps rbx, rbp,
 // rsp and r12-r15 and may change the other general-purpose registers and
@@ -54,10 +57,12 @@ const (
 	// PtRegsSize is the size of the kernel's x86-64 struct pt_regs.
 	PtRegsSize = 168
 	// CallCtxSize is the size of the context a call gets: struct pt_regs,
-	// the probe's address and the cookie.
-	CallCtxSize = PtRegsSize + 16
+	// the probe's address, the cookie and the flags.
+	CallCtxSize = PtRegsSize + 24
 	ctxFuncIP   = PtRegsSize
 	ctxCookie   = PtRegsSize + 8
+	ctxFlags    = PtRegsSize + 16
+	ctxAtEntry  = 1
 
 	userCS = 0x33
 	userSS = 0x2b
@@ -145,10 +150,11 @@ func (g *x86Gen) stripeNumber() {
 // on a stack aligned to 16 bytes, and comes back with rsp at the context.
 // It clobbers rbx, r12 (restored from the structure by the caller), rdx,
 // r10, r11, the flags, and what the functions may.
-func (g *x86Gen) callAll(fns []Call, funcIP uint64) {
+func (g *x86Gen) callAll(fns []Call, funcIP uint64, flags int32) {
 	a := g.a
 	g.addr(rax, funcIP)
 	a.Store(x86enc.S64, x86enc.At(rsp, ctxFuncIP), rax)
+	a.StoreImm(x86enc.S64, x86enc.At(rsp, ctxFlags), flags)
 	g.stripeNumber()
 	a.Mov(x86enc.S64, x86enc.RBX, rsp)
 	a.ALUImm8(x86enc.And, x86enc.S64, rsp, -16)
@@ -194,7 +200,11 @@ func (g *x86Gen) entryCalls(s *Site, fns []Call) {
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptOrigAX), -1)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptCS), userCS)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptSS), userSS)
-	g.callAll(fns, s.Addr)
+	var flags int32
+	if s.atFuncEntry() {
+		flags = ctxAtEntry
+	}
+	g.callAll(fns, s.Addr, flags)
 	// The flags first (popfq through the stack below the structure),
 	// then every register; lea changes no flag.
 	a.Load(x86enc.S64, rax, x86enc.At(rsp, ptFlags))
@@ -287,7 +297,7 @@ func (g *x86Gen) returnStub(s *Site, r *ReturnHandler) {
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptOrigAX), -1)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptCS), userCS)
 	a.StoreImm(x86enc.S64, x86enc.At(rsp, ptSS), userSS)
-	g.callAll(r.Calls, s.Addr)
+	g.callAll(r.Calls, s.Addr, 0)
 	a.Load(x86enc.S64, x86enc.RBX, x86enc.At(rsp, ptRBX))
 	a.Load(x86enc.S64, x86enc.R12, x86enc.At(rsp, ptR12))
 	a.Lea(rsp, x86enc.At(rsp, CallCtxSize))
@@ -296,4 +306,19 @@ func (g *x86Gen) returnStub(s *Site, r *ReturnHandler) {
 	}
 	a.Ret()
 	g.emitCold()
+}
+
+// atFuncEntry reports whether the instruction at the site's address is a
+// push %rbp or an endbr64.
+func (s *Site) atFuncEntry() bool {
+	endbr := []byte{0xF3, 0x0F, 0x1E, 0xFA}
+	switch {
+	case s.PatchAddr == s.Addr+4 && s.Kept == 0:
+		return true // the endbr64 kept before the jump
+	case s.PatchAddr != s.Addr || len(s.Old) == 0:
+		return false
+	case s.Old[0] == 0x55:
+		return true
+	}
+	return len(s.Old) >= 4 && string(s.Old[:4]) == string(endbr)
 }

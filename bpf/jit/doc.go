@@ -68,7 +68,10 @@
 // ktime_get_boot_ns (clock_gettime); get_current_pid_tgid and
 // get_current_uid_gid (system calls); get_current_comm (prctl PR_GET_NAME,
 // padded as the kernel pads it); get_smp_processor_id (the stripe); get_func_ip and get_attach_cookie
-// (the two words after struct pt_regs in the context);
+// (words after struct pt_regs in the context); get_stack with
+// BPF_F_USER_STACK (the frame-pointer walk of the kernel's
+// perf_callchain_user, each frame read with process_vm_readv, the return
+// address at the stack pointer added at a function's entry);
 // get_prandom_u32 (splitmix64 on a per-stripe state in the Runtime area);
 // probe_read_user and probe_read_user_str, and the old probe_read and
 // probe_read_str, which copy through process_vm_readv on the process

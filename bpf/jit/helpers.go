@@ -38,21 +38,41 @@ var Helpers = []asm.BuiltinFunc{
 	asm.FnGetCurrentUidGid, asm.FnGetCurrentComm, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
-	asm.FnGetFuncIp, asm.FnGetAttachCookie,
+	asm.FnGetFuncIp, asm.FnGetAttachCookie, asm.FnGetStack,
 }
 
 // The context a probe passes (R1, see the package doc) is the kernel's
-// struct pt_regs followed by two words that get_func_ip and
-// get_attach_cookie return: the address of the probe (the function's
-// entry for a return probe), and the attachment's cookie.
+// struct pt_regs followed by three words: what get_func_ip and
+// get_attach_cookie return, the address of the probe (the function's
+// entry for a return probe) and the attachment's cookie; and flags, of
+// which CtxAtEntry says that the probed instruction is a push %rbp or an
+// endbr64 at a function's entry (where get_stack adds the return address
+// at the stack pointer, as the kernel does).
 const (
 	// PtRegsSize is the size of struct pt_regs on x86-64.
 	PtRegsSize = 168
-	// CtxFuncIP and CtxCookie are the offsets of the two words.
+	// CtxFuncIP, CtxCookie and CtxFlags are the offsets of the words.
 	CtxFuncIP = PtRegsSize
 	CtxCookie = PtRegsSize + 8
+	CtxFlags  = PtRegsSize + 16
 	// CtxSize is the size of the whole context.
-	CtxSize = PtRegsSize + 16
+	CtxSize = PtRegsSize + 24
+	// CtxAtEntry is the flag of a probe at a function's entry.
+	CtxAtEntry = 1
+
+	ptRBP = 32
+	ptRIP = 128
+	ptRSP = 152
+	// maxStack is the kernel's perf_event_max_stack default: the most
+	// entries a stack has, skipped ones included.
+	maxStack = 127
+	// userTop is the end of x86-64 user space with 4-level page tables,
+	// less a page (the kernel's TASK_SIZE_MAX): a frame must lie below.
+	userTop = 0x7ffffffff000
+	// The flags of get_stack.
+	stackSkipMask = 0xff
+	stackUser     = 1 << 8
+	stackBuildID  = 1 << 11
 )
 
 // helper returns the label of helper fn's code, emitted after the program.
@@ -178,6 +198,8 @@ func (c *compiler) emitHelpers() error {
 		case asm.FnGetAttachCookie:
 			a.Load(s64, rax, x86enc.At(rdi, CtxCookie))
 			a.Ret()
+		case asm.FnGetStack:
+			c.getStack()
 		}
 	}
 	if haveReserve {
@@ -1006,4 +1028,148 @@ func (c *compiler) ringOutput(reserve x86enc.Label) {
 	c.ringCommit(false) // returns
 	a.Bind(full)
 	c.retImm(eAGAIN)
+}
+
+// getStack: get_stack(ctx, buf, size, flags) as the kernel's
+// __bpf_get_stack for a uprobe's user registers. With BPF_F_USER_STACK:
+// the probe's address, the return address at the stack pointer when the
+// probe is at a function's entry (CtxAtEntry), then the return addresses
+// of the frame-pointer chain from rbp, each frame (next frame, return
+// address) read with process_vm_readv (a bad frame ends the walk, never
+// faults), the first skip entries dropped, at most size/8 kept and
+// maxStack walked; it returns the bytes written, the rest of buf zeroed.
+// Without it the kernel's stack of a user context is empty: 0, or
+// -EFAULT when entries are to be skipped. Unknown flags, a size not a
+// multiple of 8 and BPF_F_USER_BUILD_ID give -EINVAL. On an error buf is
+// zeroed.
+func (c *compiler) getStack() {
+	a := c.a
+	const (
+		fLocal  = 0  // iovec: local base, length
+		fRemote = 16 // iovec: remote base (the frame), length
+		fFrame  = 32 // the frame read: next frame, return address
+		fBuf    = 48
+		fNum    = 56 // entries buf holds
+		fSkip   = 64
+		fMax    = 72 // entries to walk
+		fN      = 80 // entries walked
+		fSize   = 88
+		fCtx    = 96
+		frame   = 112
+	)
+	einval, efault, clear, nouser, walk, done, out := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.ALUImm32(x86enc.Sub, s64, rsp, frame)
+	a.Mov(s32, rdx, rdx)
+	a.Store(s64, x86enc.At(rsp, fBuf), rsi)
+	a.Store(s64, x86enc.At(rsp, fSize), rdx)
+	a.Store(s64, x86enc.At(rsp, fCtx), rdi)
+	a.Mov(s64, rax, rcx)
+	a.ALUImm32(x86enc.And, s64, rax, ^int32(stackSkipMask|stackUser))
+	a.Jcc(x86enc.CondNE, einval)
+	a.TestMemImm32(s32, x86enc.At(rsp, fSize), 7)
+	a.Jcc(x86enc.CondNE, einval)
+	a.Mov(s64, r8, rcx)
+	a.ALUImm32(x86enc.And, s64, r8, stackSkipMask)
+	a.Store(s64, x86enc.At(rsp, fSkip), r8)
+	a.Mov(s64, r9, rdx)
+	a.Shr(s64, r9, 3)
+	a.Store(s64, x86enc.At(rsp, fNum), r9)
+	a.Lea(rax, x86enc.Indexed(r9, r8, 1, 0))
+	a.ALUImm32(x86enc.Cmp, s64, rax, maxStack)
+	more := a.NewLabel()
+	a.Jcc(x86enc.CondBE, more)
+	a.MovImm32(rax, maxStack)
+	a.Bind(more)
+	a.Store(s64, x86enc.At(rsp, fMax), rax)
+	a.StoreImm(s64, x86enc.At(rsp, fN), 0)
+	a.Mov(s64, rax, rcx)
+	a.ALUImm32(x86enc.And, s64, rax, stackUser)
+	a.Jcc(x86enc.CondE, nouser)
+	// produce stores rax as the next entry, or ends the walk.
+	produce := func() {
+		skipped := a.NewLabel()
+		a.Load(s64, r9, x86enc.At(rsp, fN))
+		a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, fMax))
+		a.Jcc(x86enc.CondAE, done)
+		a.IncMem(s64, x86enc.At(rsp, fN))
+		a.ALULoad(x86enc.Sub, s64, r9, x86enc.At(rsp, fSkip))
+		a.Jcc(x86enc.CondB, skipped)
+		a.Load(s64, r10, x86enc.At(rsp, fBuf))
+		a.Store(s64, x86enc.Indexed(r10, r9, 8, 0), rax)
+		a.Bind(skipped)
+	}
+	// read reads n bytes at the remote base into the frame buffer; it
+	// goes to fail unless all were read.
+	read := func(n int32, fail x86enc.Label) {
+		a.Lea(rax, x86enc.At(rsp, fFrame))
+		a.Store(s64, x86enc.At(rsp, fLocal), rax)
+		a.StoreImm(s64, x86enc.At(rsp, fLocal+8), n)
+		a.StoreImm(s64, x86enc.At(rsp, fRemote+8), n)
+		c.readSelf()
+		a.ALUImm32(x86enc.Cmp, s64, rax, n)
+		a.Jcc(x86enc.CondNE, fail)
+	}
+	a.Load(s64, rax, x86enc.At(rdi, ptRIP))
+	produce()
+	a.Load(s64, rdi, x86enc.At(rsp, fCtx))
+	a.TestMemImm32(s32, x86enc.At(rdi, CtxFlags), CtxAtEntry)
+	a.Jcc(x86enc.CondE, walk)
+	a.Load(s64, rax, x86enc.At(rdi, ptRSP))
+	a.Store(s64, x86enc.At(rsp, fRemote), rax)
+	read(8, walk)
+	a.Load(s64, rax, x86enc.At(rsp, fFrame))
+	produce()
+	a.Bind(walk)
+	a.Load(s64, rdi, x86enc.At(rsp, fCtx))
+	a.Load(s64, rax, x86enc.At(rdi, ptRBP))
+	a.Store(s64, x86enc.At(rsp, fRemote), rax)
+	loop := a.NewLabel()
+	a.Bind(loop)
+	a.Load(s64, r9, x86enc.At(rsp, fN))
+	a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, fMax))
+	a.Jcc(x86enc.CondAE, done)
+	a.Load(s64, rax, x86enc.At(rsp, fRemote))
+	a.Lea(rdx, x86enc.At(rax, 16))
+	a.ALU(x86enc.Cmp, s64, rdx, rax)
+	a.Jcc(x86enc.CondB, done)
+	a.MovImm(r10, userTop)
+	a.ALU(x86enc.Cmp, s64, rdx, r10)
+	a.Jcc(x86enc.CondA, done)
+	read(16, done)
+	a.Load(s64, rax, x86enc.At(rsp, fFrame+8))
+	produce()
+	a.Load(s64, rax, x86enc.At(rsp, fFrame))
+	a.Store(s64, x86enc.At(rsp, fRemote), rax)
+	a.Jmp(loop)
+	// The entries walked: fewer than skip is -EFAULT; else the bytes
+	// written, the rest of buf zeroed.
+	a.Bind(done)
+	a.Load(s64, rax, x86enc.At(rsp, fN))
+	a.ALULoad(x86enc.Sub, s64, rax, x86enc.At(rsp, fSkip))
+	a.Jcc(x86enc.CondB, efault)
+	a.Shl(s64, rax, 3)
+	a.Load(s64, rdi, x86enc.At(rsp, fBuf))
+	a.Mov(s64, rdx, rax)
+	a.Load(s64, rsi, x86enc.At(rsp, fSize))
+	a.Store(s64, x86enc.At(rsp, fN), rax)
+	c.zeroBytes(rdi, rdx, rsi, out)
+	// Not a user stack: nothing walked.
+	a.Bind(nouser)
+	a.StoreImm(s64, x86enc.At(rsp, fN), 0)
+	a.Jmp(done)
+	a.Bind(einval)
+	a.MovImm(rax, u64(eINVAL))
+	a.Jmp(clear)
+	a.Bind(efault)
+	a.MovImm(rax, u64(eFAULT))
+	a.Bind(clear)
+	a.Store(s64, x86enc.At(rsp, fN), rax)
+	a.Load(s64, rdi, x86enc.At(rsp, fBuf))
+	a.ALU(x86enc.Xor, s32, rdx, rdx)
+	a.Load(s64, rsi, x86enc.At(rsp, fSize))
+	c.zeroBytes(rdi, rdx, rsi, out)
+	a.Bind(out)
+	a.Load(s64, rax, x86enc.At(rsp, fN))
+	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	a.Ret()
 }

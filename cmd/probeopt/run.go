@@ -66,7 +66,8 @@ ktime_get_ns, ktime_get_boot_ns, get_current_pid_tgid, get_current_uid_gid,
 get_current_comm, get_smp_processor_id, get_prandom_u32, probe_read_user(_str)
 and probe_read(_str), ringbuf_output, reserve, submit and discard,
 get_func_ip (the probe's address; a uretprobe's function) and
-get_attach_cookie (0: run sets no cookie). A program
+get_attach_cookie (0: run sets no cookie), get_stack (user stacks by
+frame pointers, as the kernel walks them). A program
 calling another helper is refused when it is compiled, naming it.
 
 Output (standard output, or FILE with --output; CMD's own output is left as

@@ -44,6 +44,24 @@ struct {
 	__type(value, __u64);
 } ret_ids SEC(".maps");
 
+// stacks counts the user stacks (6 entries) of the calls with key 5.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u64[6]);
+	__type(value, __u64);
+} stacks SEC(".maps");
+
+// stack_rets counts get_stack's results by call (high half) and result
+// (low half): a user stack skipping 2, a kernel stack, a skip without a
+// user stack, a size not a multiple of 8.
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16);
+	__type(key, __u64);
+	__type(value, __u64);
+} stack_rets SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 1 << 16);
@@ -90,6 +108,22 @@ int BPF_KPROBE(on_work, __u64 key, __u64 value)
 	__u64 *h = bpf_map_lookup_elem(&value_log2, &slot);
 	if (h)
 		__sync_fetch_and_add(h, 1);
+	if (key == 5) {
+		__u64 st[6] = {};
+		long n = bpf_get_stack(ctx, st, sizeof(st), BPF_F_USER_STACK);
+		if (n > 0)
+			add(&stacks, st);
+		__u64 r[4], id;
+		__u64 small[2] = {};
+		r[0] = bpf_get_stack(ctx, small, sizeof(small), BPF_F_USER_STACK | 2);
+		r[1] = bpf_get_stack(ctx, small, sizeof(small), 0);
+		r[2] = bpf_get_stack(ctx, small, sizeof(small), 1);
+		r[3] = bpf_get_stack(ctx, small, 12, BPF_F_USER_STACK);
+		for (int i = 0; i < 4; i++) {
+			id = (__u64)i << 32 | (__u32)r[i];
+			add(&stack_rets, &id);
+		}
+	}
 	if (key == 5 && value % 1000 == 25) {
 		struct record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
 		if (r) {

@@ -3,17 +3,27 @@
 // allocates (i % 100) * 13 + 1 bytes, N times in each of THREADS
 // threads, then prints "done" and exits. It prints "ready" first, so
 // that the probes are attached before the workload starts; with a third
-// argument "now" it does not wait for the line.
+// argument "now" it does not wait for the line. Without "now" it waits
+// for the end of its input before it exits (the tests read its mappings
+// meanwhile). Built with frame pointers, for the user stacks.
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 static long n;
 
-__attribute__((noinline)) long work(long key, long value)
+__attribute__((noinline)) long mix(long v)
 {
 	__asm__ volatile("" ::: "memory");
-	return (key * 7 + value) % 11;
+	return v % 11;
+}
+
+// work calls mix, so that it has a frame: it starts with push %rbp.
+__attribute__((noinline)) long work(long key, long value)
+{
+	long r = mix(key * 7 + value);
+	__asm__ volatile("" : "+r"(r)); // no tail call
+	return r;
 }
 
 static void *run(void *arg)
@@ -45,5 +55,9 @@ int main(int argc, char **argv)
 	for (int i = 0; i < threads && i < 64; i++)
 		pthread_join(t[i], NULL);
 	printf("done\n");
+	fflush(stdout);
+	if (argc < 4 || argv[3][0] != 'n')
+		while (fgets(line, sizeof line, stdin))
+			;
 	return 0;
 }

@@ -469,7 +469,8 @@ func swap64(v uint64) uint64 {
 // kernel's uprobes and probeopt's: malloc's size histogram equal bucket
 // by bucket and its calls per process equal; the latency example's calls
 // per thread equal as a multiset (the latencies themselves differ: the
-// kernel's probes are slower), and no call left in flight.
+// kernel's probes are slower), and no call left in flight; the stacks of
+// mix's calls, symbolized, equal.
 func TestBPFExamples(t *testing.T) {
 	needBPF(t)
 	exe := fixture.Build(t, fixture.BPFWorkload)
@@ -505,6 +506,18 @@ func TestBPFExamples(t *testing.T) {
 					}
 				}
 			}},
+		{"stackcount", []bpfAttach{{Prog: "count", Symbol: "mix"}}, nil,
+			func(t *testing.T, d bpfDump) {
+				// mix <- work <- run <- libc: one stack, every call.
+				if len(d.Maps["stacks"]) != 1 {
+					t.Errorf("stacks: %v, want one", d.Maps["stacks"])
+				}
+				for k, v := range d.Maps["stacks"] {
+					if v != fmt.Sprintf("%016x", swap64(15000)) || !strings.HasPrefix(k, "workload+") {
+						t.Errorf("stack %s: %s, want 15,000 calls", k, v)
+					}
+				}
+			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := fixture.Build(t, fixture.BPFObject(filepath.Join("..", "examples", tc.name), tc.name))
@@ -512,6 +525,9 @@ func TestBPFExamples(t *testing.T) {
 			ours, _ := bpfProbeoptRun(t, obj, exe, args, tc.attach)
 			tc.check(t, kernel)
 			tc.check(t, ours)
+			if s := ours.Maps["stacks"]; s != nil {
+				t.Logf("stacks: %v", s)
+			}
 			entries, _ := compareDumps(t, kernel, ours, tc.idKeys)
 			t.Logf("%s: %d map entries compared", tc.name, entries)
 		})

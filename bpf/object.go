@@ -103,6 +103,7 @@ type Instance struct {
 	Maps    map[string]*maps.Map
 	Code    map[string]*jit.Code
 	Runtime *jit.Runtime
+	arena   *maps.Arena
 }
 
 // InstanceOptions are the choices of Instantiate; nil means defaults.
@@ -127,7 +128,7 @@ func (o *Object) Instantiate(arena *maps.Arena, opts *InstanceOptions) (*Instanc
 		}
 		base = opts.Base
 	}
-	in := &Instance{Maps: map[string]*maps.Map{}, Code: map[string]*jit.Code{}}
+	in := &Instance{Maps: map[string]*maps.Map{}, Code: map[string]*jit.Code{}, arena: arena}
 	rt, err := jit.NewRuntime(arena, stripes)
 	if err != nil {
 		return nil, err

@@ -108,6 +108,11 @@ func (b *BPF) Object() *bpf.Object { return b.obj }
 // through maps.NewReader).
 func (b *BPF) Map(name string) *maps.Map { return b.inst.Maps[name] }
 
+// Printk returns a reader of the lines the programs write with
+// trace_printk (bpf_printk), formatted as the kernel formats them (see
+// bpf.PrintkReader).
+func (b *BPF) Printk() (*bpf.PrintkReader, error) { return b.inst.Printk() }
+
 // MapNames returns the names of the object's maps, sorted.
 func (b *BPF) MapNames() []string {
 	names := make([]string, 0, len(b.inst.Maps))

@@ -20,6 +20,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
@@ -46,6 +47,41 @@ type bpfAttach struct {
 type bpfDump struct {
 	Maps    map[string]map[string]string
 	Records map[string][]string
+	// Printk are the trace_printk lines, sorted (with printk only).
+	Printk []string
+}
+
+// kernelPrintk mounts a tracefs of the test's own (the top-level
+// instance, where bpf_trace_printk writes) and clears its buffer; lines
+// returns the trace_printk lines of the tasks named comm since, sorted,
+// and unmounts it.
+func kernelPrintk(t *testing.T, comm string) (lines func() []string) {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("nodev", dir, "tracefs", 0, ""); err != nil {
+		t.Fatalf("mount tracefs: %v", err)
+	}
+	trace := filepath.Join(dir, "trace")
+	if err := os.WriteFile(trace, nil, 0); err != nil {
+		unix.Unmount(dir, 0)
+		t.Fatal(err)
+	}
+	return func() []string {
+		defer unix.Unmount(dir, 0)
+		b, err := os.ReadFile(trace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, line := range strings.Split(string(b), "\n") {
+			_, text, ok := strings.Cut(line, "bpf_trace_printk: ")
+			if ok && strings.HasPrefix(strings.TrimSpace(line), comm+"-") {
+				out = append(out, text)
+			}
+		}
+		sort.Strings(out)
+		return out
+	}
 }
 
 // symbolize rewrites the keys of the maps whose names start with
@@ -142,8 +178,12 @@ func needBPF(t *testing.T) {
 // bpfKernelRun runs the workload with the object's programs attached by the
 // kernel (cilium/ebpf link.Uprobe and Uretprobe, filtered on the
 // workload's pid) and returns the maps and records.
-func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) bpfDump {
+func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach, printk bool) bpfDump {
 	t.Helper()
+	var printkLines func() []string
+	if printk {
+		printkLines = kernelPrintk(t, filepath.Base(exe))
+	}
 	spec, err := ebpf.LoadCollectionSpec(objPath)
 	if err != nil {
 		t.Fatal(err)
@@ -245,6 +285,9 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		d.Maps[name] = entries
 	}
 	symbolize(&d, mappings)
+	if printkLines != nil {
+		d.Printk = printkLines()
+	}
 	return d
 }
 
@@ -359,6 +402,19 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		d.Maps[name] = entries
 	}
 	symbolize(&d, mappings)
+	pr, err := b.Printk()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pr.SetDeadline(time.Now().Add(50 * time.Millisecond))
+	for {
+		line, err := pr.Read()
+		if err != nil {
+			break
+		}
+		d.Printk = append(d.Printk, line)
+	}
+	sort.Strings(d.Printk)
 	return d, st
 }
 
@@ -415,6 +471,9 @@ func compareDumps(t *testing.T, kernel, ours bpfDump, idKeys map[string]int) (en
 			t.Errorf("ring %s: kernel %d records, probeopt %d; they differ (kernel %.200v, probeopt %.200v)", name, len(kr), len(or), kr, or)
 		}
 	}
+	if strings.Join(kernel.Printk, "\n") != strings.Join(ours.Printk, "\n") {
+		t.Errorf("trace_printk: kernel %d lines, probeopt %d; they differ (kernel %.300q, probeopt %.300q)", len(kernel.Printk), len(ours.Printk), kernel.Printk, ours.Printk)
+	}
 	return entries, records
 }
 
@@ -432,7 +491,7 @@ func TestBPFAgainstKernel(t *testing.T) {
 		t.Run(fmt.Sprintf("threads=%d", threads), func(t *testing.T) {
 			args := []string{strconv.Itoa(n), strconv.Itoa(threads)}
 			attach := []bpfAttach{{Prog: "on_work", Symbol: "work", Cookie: 0x1234_5678_9abc}, {Prog: "on_work_return", Symbol: "work", Return: true, Cookie: 77}}
-			kernel := bpfKernelRun(t, obj, exe, args, attach)
+			kernel := bpfKernelRun(t, obj, exe, args, attach, true)
 			ours, st := bpfProbeoptRun(t, obj, exe, args, attach)
 			for _, p := range st.Probes {
 				if p.Hits != uint64(n*threads) {
@@ -449,6 +508,10 @@ func TestBPFAgainstKernel(t *testing.T) {
 				t.Errorf("entries: %s, want %d", got, n*threads)
 			}
 			t.Logf("stacks %v, stack_rets %v", ours.Maps["stacks"], ours.Maps["stack_rets"])
+			t.Logf("trace_printk: %d lines, first %q %q", len(ours.Printk), ours.Printk[:min(2, len(ours.Printk))], kernel.Printk[:min(2, len(kernel.Printk))])
+			if len(ours.Printk) == 0 {
+				t.Error("no trace_printk line")
+			}
 			entries, records := compareDumps(t, kernel, ours, nil)
 			if records == 0 || entries < 37+11 {
 				t.Errorf("compared %d entries and %d records: too few to mean anything", entries, records)
@@ -521,7 +584,7 @@ func TestBPFExamples(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			obj := fixture.Build(t, fixture.BPFObject(filepath.Join("..", "examples", tc.name), tc.name))
-			kernel := bpfKernelRun(t, obj, exe, args, tc.attach)
+			kernel := bpfKernelRun(t, obj, exe, args, tc.attach, false)
 			ours, _ := bpfProbeoptRun(t, obj, exe, args, tc.attach)
 			tc.check(t, kernel)
 			tc.check(t, ours)

@@ -82,7 +82,7 @@ func TestRefused(t *testing.T) {
 	}{
 		{asm.FnGetCurrentTask.Call(), "FnGetCurrentTask"},
 		{asm.FnTailCall.Call(), "FnTailCall"},
-		{asm.FnTracePrintk.Call(), "FnTracePrintk"},
+		{asm.FnPerfEventOutput.Call(), "FnPerfEventOutput"},
 		{asm.LoadAbs(0, asm.Word), "LdAbsW"},
 		{asm.LoadInd(asm.R0, asm.R1, 0, asm.Word), "LdIndW"},
 		{asm.Instruction{OpCode: asm.Call.Op(asm.ImmSource), Src: asm.PseudoKfuncCall, Constant: 5}, "call of kind"},

@@ -72,6 +72,9 @@
 // BPF_F_USER_STACK (the frame-pointer walk of the kernel's
 // perf_callchain_user, each frame read with process_vm_readv, the return
 // address at the stack pointer added at a function's entry);
+// trace_printk (a record of the format's address and the arguments in the
+// runtime's ring, Runtime.Printk, formatted by the tracer: package bpf's
+// PrintkReader; it returns 0, not the kernel's length of the line);
 // get_prandom_u32 (splitmix64 on a per-stripe state in the Runtime area);
 // probe_read_user and probe_read_user_str, and the old probe_read and
 // probe_read_str, which copy through process_vm_readv on the process

@@ -16,7 +16,17 @@ import (
 type Runtime struct {
 	addr    uint64
 	stripes int
+	// Printk is the ring buffer that trace_printk writes its records to
+	// (PrintkRecord), for the tracer to format.
+	Printk *maps.Map
 }
+
+// PrintkRecordSize is the size of a trace_printk record: the format's
+// address and size, then the three arguments, 64-bit words.
+const PrintkRecordSize = 40
+
+// printkRing is the size of the trace_printk ring in bytes.
+const printkRing = 1 << 16
 
 // NewRuntime allocates the runtime area for stripes threads (a power of
 // two) in arena.
@@ -28,7 +38,11 @@ func NewRuntime(arena *maps.Arena, stripes int) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime area: %w", err)
 	}
-	return &Runtime{addr: addr, stripes: stripes}, nil
+	pk, err := maps.New(arena, &ebpf.MapSpec{Name: "trace_printk", Type: ebpf.RingBuf, MaxEntries: printkRing}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("runtime area: %w", err)
+	}
+	return &Runtime{addr: addr, stripes: stripes, Printk: pk}, nil
 }
 
 // Helpers lists the helpers the JIT compiles, by the kernel's numbers.
@@ -38,7 +52,7 @@ var Helpers = []asm.BuiltinFunc{
 	asm.FnGetCurrentUidGid, asm.FnGetCurrentComm, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
-	asm.FnGetFuncIp, asm.FnGetAttachCookie, asm.FnGetStack,
+	asm.FnGetFuncIp, asm.FnGetAttachCookie, asm.FnGetStack, asm.FnTracePrintk,
 }
 
 // The context a probe passes (R1, see the package doc) is the kernel's
@@ -87,8 +101,14 @@ func (c *compiler) helper(fn asm.BuiltinFunc) (x86enc.Label, error) {
 	if !known {
 		return 0, fmt.Errorf("helper %v (%d): %w", fn, int32(fn), ErrUnsupported)
 	}
-	if fn == asm.FnGetPrandomU32 && c.opts.Runtime == nil {
+	if (fn == asm.FnGetPrandomU32 || fn == asm.FnTracePrintk) && c.opts.Runtime == nil {
 		return 0, fmt.Errorf("helper %v needs a runtime area (Options.Runtime): %w", fn, ErrInvalid)
+	}
+	if fn == asm.FnTracePrintk {
+		// Its records go through ringbuf_output's code.
+		if _, err := c.helper(asm.FnRingbufOutput); err != nil {
+			return 0, err
+		}
 	}
 	l := c.a.NewLabel()
 	c.helpers[fn] = l
@@ -200,6 +220,8 @@ func (c *compiler) emitHelpers() error {
 			a.Ret()
 		case asm.FnGetStack:
 			c.getStack()
+		case asm.FnTracePrintk:
+			c.tracePrintk()
 		}
 	}
 	if haveReserve {
@@ -1171,5 +1193,28 @@ func (c *compiler) getStack() {
 	a.Bind(out)
 	a.Load(s64, rax, x86enc.At(rsp, fN))
 	a.ALUImm32(x86enc.Add, s64, rsp, frame)
+	a.Ret()
+}
+
+// tracePrintk: trace_printk(fmt, fmt_size, a1, a2, a3) writes a record
+// (PrintkRecord: the format's address and size, the arguments) to the
+// runtime's trace_printk ring through ringbuf_output's code; the tracer
+// formats it (package bpf). It returns 0, or -EAGAIN when the ring is
+// full (the kernel returns the length of the line it formatted).
+func (c *compiler) tracePrintk() {
+	a := c.a
+	a.ALUImm8(x86enc.Sub, s64, rsp, 48)
+	a.Store(s64, x86enc.At(rsp, 0), rdi)
+	a.Mov(s32, rsi, rsi)
+	a.Store(s64, x86enc.At(rsp, 8), rsi)
+	a.Store(s64, x86enc.At(rsp, 16), rdx)
+	a.Store(s64, x86enc.At(rsp, 24), rcx)
+	a.Store(s64, x86enc.At(rsp, 32), r8)
+	a.MovAbs(rdi, c.opts.Runtime.Printk.Desc())
+	a.Lea(rsi, x86enc.At(rsp, 0))
+	a.MovImm32(rdx, PrintkRecordSize)
+	a.ALU(x86enc.Xor, s32, rcx, rcx)
+	a.CallLabel(c.helperLabel(asm.FnRingbufOutput))
+	a.ALUImm8(x86enc.Add, s64, rsp, 48)
 	a.Ret()
 }

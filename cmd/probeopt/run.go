@@ -67,15 +67,20 @@ get_current_comm, get_smp_processor_id, get_prandom_u32, probe_read_user(_str)
 and probe_read(_str), ringbuf_output, reserve, submit and discard,
 get_func_ip (the probe's address; a uretprobe's function) and
 get_attach_cookie (0: run sets no cookie), get_stack (user stacks by
-frame pointers, as the kernel walks them). A program
+frame pointers, as the kernel walks them), trace_printk (returns 0, not
+the length of the line). A program
 calling another helper is refused when it is compiled, naming it.
 
 Output (standard output, or FILE with --output; CMD's own output is left as
-it is): one line per ring buffer record while the process runs, "MAP: HEX";
+it is): one line per ring buffer record while the process runs, "MAP: HEX",
+and one per trace_printk (bpf_printk) call, "trace_printk: LINE" (formatted
+as the kernel formats it: %d %i %u %x %X %c %s %% %px with flags, width,
+precision and l/ll; a %s string from a constant of the program);
 at the end, per map (ring buffers aside), a line "map NAME TYPE key N value
 M" and one line per entry, "  KEY: VALUE" in hex (a per-CPU map: the
 values of every stripe, separated by spaces). With --json every line is a
-JSON object: a record {"map": NAME, "data": HEX}; a map {"map": NAME,
+JSON object: a record {"map": NAME, "data": HEX}; a trace_printk line
+{"trace_printk": LINE}; a map {"map": NAME,
 "type": TYPE, "key_size": N, "value_size": N, "entries": [{"key": HEX,
 "value": HEX}]}, a per-CPU map's entries with "values": [HEX, ...] instead
 of "value".
@@ -282,6 +287,16 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 			streamRecords(rd, name, out, stop)
 		}()
 	}
+	pr, err := b.Printk()
+	if err != nil {
+		abandon()
+		return err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		streamPrintk(pr, out, stop)
+	}()
 	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
 		abandon()
 		return err
@@ -341,6 +356,34 @@ func streamRecords(rd *maps.Reader, name string, out *runOut, stop <-chan struct
 		}
 		data := hex.EncodeToString(rec.RawSample)
 		out.line(runRecord{Map: name, Data: data}, name+": "+data+"\n")
+	}
+}
+
+// runPrintk is a trace_printk line of "run --json".
+type runPrintk struct {
+	Line string `json:"trace_printk"`
+}
+
+// streamPrintk writes the trace_printk lines until stop is closed, and
+// then those left.
+func streamPrintk(pr *bpf.PrintkReader, out *runOut, stop <-chan struct{}) {
+	for {
+		select {
+		case <-stop:
+			pr.SetDeadline(time.Now())
+		default:
+			pr.SetDeadline(time.Now().Add(50 * time.Millisecond))
+		}
+		line, err := pr.Read()
+		if err != nil {
+			select {
+			case <-stop:
+				return
+			default:
+				continue
+			}
+		}
+		out.line(runPrintk{Line: line}, "trace_printk: "+line+"\n")
 	}
 }
 

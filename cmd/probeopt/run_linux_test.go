@@ -77,7 +77,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 		}
 	}
 	byKey, byRet, hist := map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
-	var records []string
+	var records, printk []string
 	for i := uint64(0); i < n; i++ {
 		key, value := i%37, i*i
 		byKey[le64(key)] += threads
@@ -90,6 +90,8 @@ func TestRunAgainstConstruction(t *testing.T) {
 		if key == 5 && value%1000 == 25 {
 			for range threads {
 				records = append(records, le64(key)+le64(value)+le64(1)+le64(workPage)+le64(workPage)+le64(0))
+				printk = append(printk, fmt.Sprintf("key=%d value=%d low=%x", key, value, uint32(value)),
+					fmt.Sprintf("%05d|%-4x|%c%%", uint32(value)%1000, 171, 'z'))
 			}
 		}
 	}
@@ -98,10 +100,11 @@ func TestRunAgainstConstruction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gotRecords []string
+	var gotRecords, gotPrintk []string
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var m struct {
+			Printk  string `json:"trace_printk"`
 			Map     string
 			Data    string
 			Type    string
@@ -116,6 +119,10 @@ func TestRunAgainstConstruction(t *testing.T) {
 		}
 		if m.Data != "" {
 			gotRecords = append(gotRecords, m.Data)
+			continue
+		}
+		if m.Printk != "" {
+			gotPrintk = append(gotPrintk, m.Printk)
 			continue
 		}
 		seen[m.Map] = true
@@ -154,6 +161,11 @@ func TestRunAgainstConstruction(t *testing.T) {
 		if !seen[m] {
 			t.Errorf("map %s not printed", m)
 		}
+	}
+	sort.Strings(printk)
+	sort.Strings(gotPrintk)
+	if strings.Join(gotPrintk, "\n") != strings.Join(printk, "\n") {
+		t.Errorf("trace_printk: got %d %.200q, want %d %.200q", len(gotPrintk), gotPrintk, len(printk), printk)
 	}
 	sort.Strings(gotRecords)
 	if strings.Join(gotRecords, ",") != strings.Join(records, ",") || len(records) == 0 {

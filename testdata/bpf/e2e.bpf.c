@@ -125,6 +125,8 @@ int BPF_KPROBE(on_work, __u64 key, __u64 value)
 		}
 	}
 	if (key == 5 && value % 1000 == 25) {
+		bpf_printk("key=%d value=%lu low=%x", key, value, (__u32)value);
+		bpf_printk("%05u|%-4x|%c%%", (__u32)value % 1000, 171, 'z');
 		struct record *r = bpf_ringbuf_reserve(&records, sizeof(*r), 0);
 		if (r) {
 			r->key = key;

@@ -33,8 +33,21 @@ import (
 //
 // The maps are shared with children the tracer follows (Options.
 // FollowForks): they inherit the mappings, as every process that maps a
-// file shares a kernel uprobe's maps. A process image after an exec has
-// neither: its sites are refused.
+// file shares a kernel uprobe's maps. A child's threads number their
+// stripes apart from the parent's, so a per-CPU map's stripe may be
+// written by a thread of each: an update of a per-CPU value by both at
+// once may be lost (not tested). A process image after an exec has
+// neither the maps nor the code: its sites are refused.
+//
+// Other limits: a thread beyond the per-thread stripes (128, fewer with
+// large event rings) runs the programs with a stripe number past the
+// per-CPU maps' copies, where their lookups return NULL; a signal handler
+// that hits a probe while its thread runs a program in a slot runs the
+// program nested, on the same stripe, so a plain read-modify-write of a
+// per-CPU value by both can lose an update (the kernel runs no program
+// nested in a task's uprobe). A return probe's hijacked return address
+// shows as probeopt's return trampoline in get_stack's user stacks of
+// the frames above it (the kernel shows the original address).
 
 // ErrBPF means a BPF object or program cannot be used at probes: the
 // error says why.

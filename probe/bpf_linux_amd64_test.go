@@ -642,3 +642,73 @@ func TestBPFNeedsTrampoline(t *testing.T) {
 		t.Errorf("an entry program at a return probe: %v", err)
 	}
 }
+
+// TestBPFLinkClose attaches an entry and a return program to one
+// function and closes the entry's link before the workload runs: the
+// slot is rebuilt without it (its map stays empty, the return program
+// counts every call), and closing the other restores the text.
+func TestBPFLinkClose(t *testing.T) {
+	needBPF(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
+	tr, err := probe.Spawn([]string{exe, "3000", "2"}, &probe.SpawnOptions{Stdin: inR, Stdout: outW})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	defer tr.Kill()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	w := &workloadRun{in: inW, out: bufio.NewReader(outR)}
+	w.waitLine(t, "ready")
+	o, err := bpf.Open(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := tr.LoadBPF(o, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry, err := b.Attach("on_work", "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := b.Attach("on_work_return", "work", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := entry.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if len(b.Links()) != 1 {
+		t.Errorf("%d links open, want 1", len(b.Links()))
+	}
+	w.start(t)
+	es, err := b.Map("by_key").Entries()
+	if err != nil || len(es) != 0 {
+		t.Errorf("by_key after its program's link closed: %d entries, %v", len(es), err)
+	}
+	var returns uint64
+	es, err = b.Map("by_ret").Entries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range es {
+		returns += binary.LittleEndian.Uint64(e.Value)
+	}
+	if returns != 6000 {
+		t.Errorf("by_ret: %d returns, want 6000", returns)
+	}
+	if err := ret.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.TextEqualsFile(t, tr.Pid(), exe)
+	inW.Close()
+	if s, err := tr.Wait(); err != nil || s.Code != 0 {
+		t.Fatalf("workload: %v %v", s, err)
+	}
+}

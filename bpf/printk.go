@@ -19,24 +19,42 @@ import (
 // kernel's for a user-space pointer. A format that is not in the maps'
 // memory (on the program's stack) is printed as "(format not readable)".
 type PrintkReader struct {
-	rd    *maps.Reader
-	arena *maps.Arena
+	rd       *maps.Reader // nil when no program calls trace_printk
+	arena    *maps.Arena
+	deadline time.Time
 }
 
 // Printk returns a reader of the instance's trace_printk lines.
 func (in *Instance) Printk() (*PrintkReader, error) {
-	rd, err := maps.NewReader(in.Runtime.Printk)
-	if err != nil {
-		return nil, err
+	r := &PrintkReader{arena: in.arena}
+	if in.Runtime.Printk != nil {
+		rd, err := maps.NewReader(in.Runtime.Printk)
+		if err != nil {
+			return nil, err
+		}
+		r.rd = rd
 	}
-	return &PrintkReader{rd: rd, arena: in.arena}, nil
+	return r, nil
 }
 
 // SetDeadline sets the time after which Read returns maps.ErrDeadline.
-func (r *PrintkReader) SetDeadline(t time.Time) { r.rd.SetDeadline(t) }
+func (r *PrintkReader) SetDeadline(t time.Time) {
+	r.deadline = t
+	if r.rd != nil {
+		r.rd.SetDeadline(t)
+	}
+}
 
 // Read returns the next line, waiting for one.
 func (r *PrintkReader) Read() (string, error) {
+	if r.rd == nil {
+		// No program writes lines: wait for the deadline.
+		for r.deadline.IsZero() {
+			time.Sleep(time.Second)
+		}
+		time.Sleep(time.Until(r.deadline))
+		return "", maps.ErrDeadline
+	}
 	rec, err := r.rd.Read()
 	if err != nil {
 		return "", err

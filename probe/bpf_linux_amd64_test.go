@@ -19,6 +19,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/perf"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
 
@@ -230,14 +231,23 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		defer l.Close()
 	}
 	readers := map[string]*ringbuf.Reader{}
+	perfReaders := map[string]*perf.Reader{}
 	for name, m := range coll.Maps {
-		if m.Type() == ebpf.RingBuf {
+		switch m.Type() {
+		case ebpf.RingBuf:
 			rd, err := ringbuf.NewReader(m)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer rd.Close()
 			readers[name] = rd
+		case ebpf.PerfEventArray:
+			rd, err := perf.NewReader(m, 1<<18)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rd.Close()
+			perfReaders[name] = rd
 		}
 	}
 	w.start(t)
@@ -261,8 +271,25 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		}
 		sort.Strings(d.Records[name])
 	}
+	for name, rd := range perfReaders {
+		rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
+		for {
+			rec, err := rd.Read()
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal(err)
+				}
+				break
+			}
+			if rec.LostSamples != 0 {
+				t.Errorf("perf %s: the kernel lost %d samples", name, rec.LostSamples)
+			}
+			d.Records[name] = append(d.Records[name], hex.EncodeToString(rec.RawSample))
+		}
+		sort.Strings(d.Records[name])
+	}
 	for name, m := range coll.Maps {
-		if m.Type() == ebpf.RingBuf || strings.HasPrefix(name, ".") {
+		if m.Type() == ebpf.RingBuf || m.Type() == ebpf.PerfEventArray || strings.HasPrefix(name, ".") {
 			continue
 		}
 		entries := map[string]string{}
@@ -371,7 +398,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
-		if m.Type() == ebpf.RingBuf {
+		if m.Type() == ebpf.RingBuf || m.Type() == ebpf.PerfEventArray {
 			rd, err := maps.NewReader(m)
 			if err != nil {
 				t.Fatal(err)

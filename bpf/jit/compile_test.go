@@ -45,7 +45,7 @@ func testMaps(t *testing.T) map[string]*maps.Map {
 // encoder emitted.
 func TestCodeDecodes(t *testing.T) {
 	ms := testMaps(t)
-	arena := maps.NewArenaMem(make([]byte, 1<<12), 0x7f00_1000_0000)
+	arena := maps.NewArenaMem(make([]byte, 1<<17), 0x7f00_1000_0000) // the runtime and trace_printk's ring
 	rt, err := NewRuntime(arena, 4)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +82,7 @@ func TestRefused(t *testing.T) {
 	}{
 		{asm.FnGetCurrentTask.Call(), "FnGetCurrentTask"},
 		{asm.FnTailCall.Call(), "FnTailCall"},
-		{asm.FnPerfEventOutput.Call(), "FnPerfEventOutput"},
+		{asm.FnSendSignal.Call(), "FnSendSignal"},
 		{asm.LoadAbs(0, asm.Word), "LdAbsW"},
 		{asm.LoadInd(asm.R0, asm.R1, 0, asm.Word), "LdIndW"},
 		{asm.Instruction{OpCode: asm.Call.Op(asm.ImmSource), Src: asm.PseudoKfuncCall, Constant: 5}, "call of kind"},

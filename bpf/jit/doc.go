@@ -75,6 +75,8 @@
 // trace_printk (a record of the format's address and the arguments in the
 // runtime's ring, Runtime.Printk, formatted by the tracer: package bpf's
 // PrintkReader; it returns 0, not the kernel's length of the line);
+// perf_event_output with BPF_F_CURRENT_CPU (a raw sample, padded as the
+// kernel pads it, in the perf event array's ring of package bpf/maps);
 // get_prandom_u32 (splitmix64 on a per-stripe state in the Runtime area);
 // probe_read_user and probe_read_user_str, and the old probe_read and
 // probe_read_str, which copy through process_vm_readv on the process

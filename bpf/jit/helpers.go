@@ -16,8 +16,11 @@ import (
 type Runtime struct {
 	addr    uint64
 	stripes int
+	arena   *maps.Arena
 	// Printk is the ring buffer that trace_printk writes its records to
-	// (PrintkRecord), for the tracer to format.
+	// (PrintkRecordSize bytes each), for the tracer to format; it is
+	// allocated when the first program that calls trace_printk is
+	// compiled, nil before.
 	Printk *maps.Map
 }
 
@@ -38,11 +41,7 @@ func NewRuntime(arena *maps.Arena, stripes int) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("runtime area: %w", err)
 	}
-	pk, err := maps.New(arena, &ebpf.MapSpec{Name: "trace_printk", Type: ebpf.RingBuf, MaxEntries: printkRing}, nil)
-	if err != nil {
-		return nil, fmt.Errorf("runtime area: %w", err)
-	}
-	return &Runtime{addr: addr, stripes: stripes, Printk: pk}, nil
+	return &Runtime{addr: addr, stripes: stripes, arena: arena}, nil
 }
 
 // Helpers lists the helpers the JIT compiles, by the kernel's numbers.
@@ -53,6 +52,7 @@ var Helpers = []asm.BuiltinFunc{
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
 	asm.FnGetFuncIp, asm.FnGetAttachCookie, asm.FnGetStack, asm.FnTracePrintk,
+	asm.FnPerfEventOutput,
 }
 
 // The context a probe passes (R1, see the package doc) is the kernel's
@@ -104,10 +104,26 @@ func (c *compiler) helper(fn asm.BuiltinFunc) (x86enc.Label, error) {
 	if (fn == asm.FnGetPrandomU32 || fn == asm.FnTracePrintk) && c.opts.Runtime == nil {
 		return 0, fmt.Errorf("helper %v needs a runtime area (Options.Runtime): %w", fn, ErrInvalid)
 	}
+	if fn == asm.FnTracePrintk && c.opts.Runtime.Printk == nil {
+		pk, err := maps.New(c.opts.Runtime.arena, &ebpf.MapSpec{Name: "trace_printk", Type: ebpf.RingBuf, MaxEntries: printkRing}, nil)
+		if err != nil {
+			return 0, fmt.Errorf("trace_printk's ring: %w", err)
+		}
+		c.opts.Runtime.Printk = pk
+	}
 	if fn == asm.FnTracePrintk {
 		// Its records go through ringbuf_output's code.
 		if _, err := c.helper(asm.FnRingbufOutput); err != nil {
 			return 0, err
+		}
+	}
+	if fn == asm.FnPerfEventOutput {
+		// Its records go through the ring's reserve and submit.
+		c.perf = true
+		for _, h := range []asm.BuiltinFunc{asm.FnRingbufReserve, asm.FnRingbufSubmit} {
+			if _, err := c.helper(h); err != nil {
+				return 0, err
+			}
 		}
 	}
 	l := c.a.NewLabel()
@@ -222,6 +238,8 @@ func (c *compiler) emitHelpers() error {
 			c.getStack()
 		case asm.FnTracePrintk:
 			c.tracePrintk()
+		case asm.FnPerfEventOutput:
+			c.perfEventOutput()
 		}
 	}
 	if haveReserve {
@@ -956,6 +974,13 @@ func (c *compiler) ringReserve() {
 	a.Jcc(x86enc.CondNE, null)
 	a.Load(s32, rax, x86enc.At(rdi, maps.DescType))
 	a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.RingBuf))
+	if c.perf {
+		// perf_event_output's records go through this code too.
+		ring := a.NewLabel()
+		a.Jcc(x86enc.CondE, ring)
+		a.ALUImm8(x86enc.Cmp, s32, rax, int8(ebpf.PerfEventArray))
+		a.Bind(ring)
+	}
 	a.Jcc(x86enc.CondNE, null)
 	a.ALUImm32(x86enc.Cmp, s64, rsi, maps.RingDiscard-maps.RingHdrSize-8)
 	a.Jcc(x86enc.CondA, null)
@@ -1217,4 +1242,62 @@ func (c *compiler) tracePrintk() {
 	a.CallLabel(c.helperLabel(asm.FnRingbufOutput))
 	a.ALUImm8(x86enc.Add, s64, rsp, 48)
 	a.Ret()
+}
+
+// perfEventOutput: perf_event_output(ctx, map, flags, data, size) appends
+// a raw sample to the perf event array's ring: size bytes of data, zero
+// padded as the kernel pads a raw sample (its u32 size and the data to 8
+// bytes); 0, or -ENOSPC when the ring is full. flags must select the
+// current CPU (BPF_F_CURRENT_CPU) or a CPU index below max entries, which
+// is taken as the current one; other bits give -EINVAL, an index at or
+// beyond max entries -E2BIG, as the kernel's.
+func (c *compiler) perfEventOutput() {
+	a := c.a
+	einval, e2big, nospace, current, zero := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.Mov(s64, rax, rdx)
+	a.Shr(s64, rax, 32)
+	a.Jcc(x86enc.CondNE, einval)
+	a.ALUImm32(x86enc.Cmp, s32, rdx, -1)
+	a.Jcc(x86enc.CondE, current)
+	a.ALULoad(x86enc.Cmp, s32, rdx, x86enc.At(rsi, maps.DescMaxEntries))
+	a.Jcc(x86enc.CondAE, e2big)
+	a.Bind(current)
+	// Frame: data, size, padded size, the record.
+	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
+	a.Store(s64, x86enc.At(rsp, 0), rcx)
+	a.Mov(s32, r8, r8)
+	a.Store(s64, x86enc.At(rsp, 8), r8)
+	a.Lea(rax, x86enc.At(r8, 4+7))
+	a.ALUImm8(x86enc.And, s64, rax, -8)
+	a.ALUImm8(x86enc.Sub, s64, rax, 4)
+	a.Store(s64, x86enc.At(rsp, 16), rax)
+	a.Mov(s64, rdi, rsi)
+	a.Mov(s64, rsi, rax)
+	a.ALU(x86enc.Xor, s32, rdx, rdx)
+	a.CallLabel(c.helperLabel(asm.FnRingbufReserve))
+	a.Test(s64, rax, rax)
+	a.Jcc(x86enc.CondE, nospace)
+	a.Store(s64, x86enc.At(rsp, 24), rax)
+	a.Mov(s64, rdi, rax)
+	a.Load(s64, rsi, x86enc.At(rsp, 0))
+	a.Load(s64, rcx, x86enc.At(rsp, 8))
+	a.RepMovsb()
+	// The padding: rdi is past the data.
+	a.Load(s64, rdx, x86enc.At(rsp, 8))
+	a.Load(s64, rsi, x86enc.At(rsp, 16))
+	a.Load(s64, rdi, x86enc.At(rsp, 24))
+	c.zeroBytes(rdi, rdx, rsi, zero)
+	a.Bind(zero)
+	a.Load(s64, rdi, x86enc.At(rsp, 24))
+	a.ALU(x86enc.Xor, s32, rsi, rsi)
+	a.CallLabel(c.helperLabel(asm.FnRingbufSubmit))
+	a.ALUImm8(x86enc.Add, s64, rsp, 32)
+	c.retZero()
+	a.Bind(nospace)
+	a.ALUImm8(x86enc.Add, s64, rsp, 32)
+	c.retImm(-28)
+	a.Bind(einval)
+	c.retImm(eINVAL)
+	a.Bind(e2big)
+	c.retImm(e2BIG)
 }

@@ -113,6 +113,9 @@ type compiler struct {
 	syms    map[string]int
 	// targets are the raw offsets jumps land on.
 	targets map[int]bool
+	// perf is set when the program calls perf_event_output: the ring
+	// reserve code takes perf event arrays too.
+	perf bool
 	// r1Map is the map whose address R1 holds from an ld_imm64 of this
 	// straight-line code, or nil: a map_lookup_elem of it is inlined.
 	r1Map *maps.Map

@@ -5,8 +5,9 @@
 // by address.
 //
 // The map types are array, per-CPU array (per-thread stripes), hash, LRU
-// hash, per-CPU hash (per-thread stripes of each entry's value) and ring
-// buffer; New refuses the others (perf event arrays, stack traces ...)
+// hash, per-CPU hash (per-thread stripes of each entry's value), ring
+// buffer and perf event array (one ring of raw samples for every thread,
+// read with the same Reader); New refuses the others (stack traces ...)
 // with ErrUnsupported.
 //
 // It owns the memory layout of each map type and the tracer's side of the

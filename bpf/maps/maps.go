@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync/atomic"
 	"unsafe"
 
@@ -141,6 +142,9 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 	}
 	m := &Map{name: spec.Name, arena: arena, typ: spec.Type, key: int(spec.KeySize),
 		value: int(spec.ValueSize), max: int(spec.MaxEntries), stripes: 1}
+	if m.typ == ebpf.PerfEventArray && m.max == 0 {
+		m.max = runtime.NumCPU() // as libbpf sizes it: a buffer per CPU
+	}
 	if m.max <= 0 {
 		return nil, fmt.Errorf("map %s: max entries %d: %w", m.name, m.max, ErrInvalid)
 	}
@@ -175,6 +179,12 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 		}
 		m.mask = m.max - 1
 		size = ringHeader + m.max
+	case ebpf.PerfEventArray:
+		// One ring for every CPU's events (max entries counts the
+		// kernel's per-CPU buffers), in the ring buffer's layout: a
+		// record's data is the raw sample, padded as the kernel pads it.
+		m.mask = PerfRingSize - 1
+		size = ringHeader + PerfRingSize
 	default:
 		return nil, fmt.Errorf("map %s of type %v: %w", m.name, m.typ, ErrUnsupported)
 	}

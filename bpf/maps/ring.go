@@ -30,6 +30,11 @@ const (
 	RingHdrSize = 8
 )
 
+// PerfRingSize is the size in bytes of a perf event array's ring: one
+// ring holds the events of every thread (the kernel has one buffer per
+// CPU, and a reader merges them).
+const PerfRingSize = 1 << 18
+
 // ErrClosed is returned by Read after Close.
 var ErrClosed = errors.New("reader closed")
 
@@ -55,8 +60,8 @@ type Reader struct {
 
 // NewReader returns a reader of ring buffer m.
 func NewReader(m *Map) (*Reader, error) {
-	if m.typ != ebpf.RingBuf {
-		return nil, fmt.Errorf("map %s of type %v is not a ring buffer: %w", m.name, m.typ, ErrInvalid)
+	if m.typ != ebpf.RingBuf && m.typ != ebpf.PerfEventArray {
+		return nil, fmt.Errorf("map %s of type %v is not a ring buffer or perf event array: %w", m.name, m.typ, ErrInvalid)
 	}
 	return &Reader{m: m, Poll: 100 * time.Microsecond}, nil
 }

@@ -59,12 +59,13 @@ unknown program or symbol, every site refused) is an error: probeopt then
 detaches from PID, or kills CMD, leaving no probe behind, and exits with
 status 1.
 
-The maps held: array, percpu_array, hash, lru_hash, percpu_hash and
-ringbuf; a per-CPU map has one value per thread stripe (threads running the
+The maps held: array, percpu_array, hash, lru_hash, percpu_hash, ringbuf
+and perf_event_array (one ring for every thread); a per-CPU map has one value per thread stripe (threads running the
 programs at once, 128). The helpers: map lookup, update and delete,
 ktime_get_ns, ktime_get_boot_ns, get_current_pid_tgid, get_current_uid_gid,
 get_current_comm, get_smp_processor_id, get_prandom_u32, probe_read_user(_str)
 and probe_read(_str), ringbuf_output, reserve, submit and discard,
+perf_event_output (BPF_F_CURRENT_CPU),
 get_func_ip (the probe's address; a uretprobe's function) and
 get_attach_cookie (0: run sets no cookie), get_stack (user stacks by
 frame pointers, as the kernel walks them), trace_printk (returns 0, not
@@ -72,7 +73,8 @@ the length of the line). A program
 calling another helper is refused when it is compiled, naming it.
 
 Output (standard output, or FILE with --output; CMD's own output is left as
-it is): one line per ring buffer record while the process runs, "MAP: HEX",
+it is): one line per ring buffer or perf buffer record while the process
+runs, "MAP: HEX" (a perf record's raw sample, padded as the kernel pads it),
 and one per trace_printk (bpf_printk) call, "trace_printk: LINE" (formatted
 as the kernel formats it: %d %i %u %x %X %c %s %% %px with flags, width,
 precision and l/ll; a %s string from a constant of the program);
@@ -163,7 +165,7 @@ type runMapEntry struct {
 // mapTypeNames are the map types as libbpf names them.
 var mapTypeNames = map[ebpf.MapType]string{
 	ebpf.Array: "array", ebpf.PerCPUArray: "percpu_array", ebpf.Hash: "hash",
-	ebpf.LRUHash: "lru_hash", ebpf.PerCPUHash: "percpu_hash", ebpf.RingBuf: "ringbuf",
+	ebpf.LRUHash: "lru_hash", ebpf.PerCPUHash: "percpu_hash", ebpf.RingBuf: "ringbuf", ebpf.PerfEventArray: "perf_event_array",
 }
 
 // runOut writes run's lines, one at a time.
@@ -273,7 +275,7 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 	var wg sync.WaitGroup
 	for _, name := range b.MapNames() {
 		m := b.Map(name)
-		if m.Type() != ebpf.RingBuf {
+		if m.Type() != ebpf.RingBuf && m.Type() != ebpf.PerfEventArray {
 			continue
 		}
 		rd, err := maps.NewReader(m)
@@ -387,10 +389,10 @@ func streamPrintk(pr *bpf.PrintkReader, out *runOut, stop <-chan struct{}) {
 	}
 }
 
-// printMap writes map m's entries (nothing for a ring buffer: its
-// records were streamed).
+// printMap writes map m's entries (nothing for a ring buffer or a perf
+// event array: their records were streamed).
 func printMap(out *runOut, name string, m *maps.Map) {
-	if m.Type() == ebpf.RingBuf {
+	if m.Type() == ebpf.RingBuf || m.Type() == ebpf.PerfEventArray {
 		return
 	}
 	rm := runMap{Map: name, Type: mapTypeNames[m.Type()], KeySize: m.KeySize(), ValueSize: m.ValueSize(), Entries: []runMapEntry{}}

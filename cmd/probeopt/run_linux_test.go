@@ -77,7 +77,8 @@ func TestRunAgainstConstruction(t *testing.T) {
 		}
 	}
 	byKey, byRet, hist := map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
-	var records, printk []string
+	var records, perfRecords, printk []string
+	var bad uint64
 	for i := uint64(0); i < n; i++ {
 		key, value := i%37, i*i
 		byKey[le64(key)] += threads
@@ -89,7 +90,12 @@ func TestRunAgainstConstruction(t *testing.T) {
 		hist[hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, slot))] += threads
 		if key == 5 && value%1000 == 25 {
 			for range threads {
-				records = append(records, le64(key)+le64(value)+le64(1)+le64(workPage)+le64(workPage)+le64(0))
+				rec := le64(key) + le64(value) + le64(1) + le64(workPage) + le64(workPage) + le64(0)
+				records = append(records, rec)
+				// Raw samples padded as the kernel pads them: 48+4 and
+				// 5+7 bytes.
+				perfRecords = append(perfRecords, rec+"00000000", rec[:10]+"00000000000000")
+				bad++
 				printk = append(printk, fmt.Sprintf("key=%d value=%d low=%x", key, value, uint32(value)),
 					fmt.Sprintf("%05d|%-4x|%c%%", uint32(value)%1000, 171, 'z'))
 			}
@@ -100,7 +106,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gotRecords, gotPrintk []string
+	var gotRecords, gotPerf, gotPrintk []string
 	seen := map[string]bool{}
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
 		var m struct {
@@ -117,6 +123,10 @@ func TestRunAgainstConstruction(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
+		if m.Data != "" && m.Map == "perf_records" {
+			gotPerf = append(gotPerf, m.Data)
+			continue
+		}
 		if m.Data != "" {
 			gotRecords = append(gotRecords, m.Data)
 			continue
@@ -127,7 +137,8 @@ func TestRunAgainstConstruction(t *testing.T) {
 		}
 		seen[m.Map] = true
 		want := map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist,
-			"ret_ids": {le64(workPage): n * threads}}[m.Map]
+			"ret_ids":    {le64(workPage): n * threads},
+			"by_ret_bad": {le64(uint64(0xffffffffffffeaf9)): bad}}[m.Map]
 		got := map[string]uint64{}
 		for _, e := range m.Entries {
 			vals := e.Values
@@ -144,7 +155,7 @@ func TestRunAgainstConstruction(t *testing.T) {
 			if m.Type != "percpu_array" || got["00000000"] != n*threads {
 				t.Errorf("entries (%s): %d, want %d", m.Type, got["00000000"], n*threads)
 			}
-		case "by_key", "by_ret", "value_log2", "ret_ids":
+		case "by_key", "by_ret", "value_log2", "ret_ids", "by_ret_bad":
 			for k, v := range want {
 				if got[k] != v {
 					t.Errorf("%s[%s]: %d, want %d", m.Map, k, got[k], v)
@@ -157,10 +168,15 @@ func TestRunAgainstConstruction(t *testing.T) {
 			}
 		}
 	}
-	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries", "ret_ids"} {
+	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries", "ret_ids", "by_ret_bad"} {
 		if !seen[m] {
 			t.Errorf("map %s not printed", m)
 		}
+	}
+	sort.Strings(perfRecords)
+	sort.Strings(gotPerf)
+	if strings.Join(gotPerf, ",") != strings.Join(perfRecords, ",") {
+		t.Errorf("perf records: got %d %.200v, want %d %.200v", len(gotPerf), gotPerf, len(perfRecords), perfRecords)
 	}
 	sort.Strings(printk)
 	sort.Strings(gotPrintk)

@@ -44,6 +44,15 @@ struct {
 	__type(value, __u64);
 } ret_ids SEC(".maps");
 
+// by_ret_bad counts perf_event_output's errors (flags with context bits,
+// an index beyond the CPUs).
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 8);
+	__type(key, __u64);
+	__type(value, __u64);
+} by_ret_bad SEC(".maps");
+
 // stacks counts the user stacks (6 entries) of the calls with key 5.
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -61,6 +70,12 @@ struct {
 	__type(key, __u64);
 	__type(value, __u64);
 } stack_rets SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERF_EVENT_ARRAY);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(__u32));
+} perf_records SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -137,6 +152,14 @@ int BPF_KPROBE(on_work, __u64 key, __u64 value)
 			r->cookie = bpf_get_attach_cookie(ctx);
 			bpf_ringbuf_submit(r, 0);
 		}
+		// The same record as a perf sample, and a 5-byte one (padded).
+		struct record p = {key, value, (PT_REGS_SP(ctx) & 15) == 8, PT_REGS_IP(ctx) & 0xfff,
+				   bpf_get_func_ip(ctx) & 0xfff, bpf_get_attach_cookie(ctx)};
+		bpf_perf_event_output(ctx, &perf_records, BPF_F_CURRENT_CPU, &p, sizeof(p));
+		bpf_perf_event_output(ctx, &perf_records, BPF_F_CURRENT_CPU, &p, 5);
+		__u64 bad = bpf_perf_event_output(ctx, &perf_records, 1ULL << 32 | BPF_F_CURRENT_CPU, &p, 8) << 8 |
+			    (__u8)bpf_perf_event_output(ctx, &perf_records, 4096, &p, 8);
+		add(&by_ret_bad, &bad);
 	}
 	return 0;
 }

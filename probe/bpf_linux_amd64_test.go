@@ -350,19 +350,24 @@ func sumWords(vals [][]byte) string {
 	return hex.EncodeToString(sum)
 }
 
-// bpfProbeoptRun runs the workload with the object's programs attached by
-// probeopt and returns the maps and records, and the tracer's stats.
-func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) (bpfDump, probe.Stats) {
+// spawnLoaded spawns the workload exe with args under probeopt (opts,
+// nil for the defaults), waits for its "ready" and loads the object at
+// objPath into it. The tracer is killed at the end of the test.
+func spawnLoaded(t *testing.T, objPath, exe string, args []string, opts *probe.Options) (*probe.Tracer, *workloadRun, *probe.BPF) {
 	t.Helper()
 	inR, inW := fixture.Pipe(t)
 	outR, outW := fixture.Pipe(t)
-	tr, err := probe.Spawn(append([]string{exe}, args...), &probe.SpawnOptions{Stdin: inR, Stdout: outW})
+	so := &probe.SpawnOptions{Stdin: inR, Stdout: outW}
+	if opts != nil {
+		so.Options = *opts
+	}
+	tr, err := probe.Spawn(append([]string{exe}, args...), so)
 	if err != nil {
 		t.Fatal(err)
 	}
 	inR.Close()
 	outW.Close()
-	defer tr.Kill()
+	t.Cleanup(func() { tr.Kill() })
 	if err := tr.Resume(); err != nil {
 		t.Fatal(err)
 	}
@@ -376,6 +381,14 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 	if err != nil {
 		t.Fatal(err)
 	}
+	return tr, w, b
+}
+
+// bpfProbeoptRun runs the workload with the object's programs attached by
+// probeopt and returns the maps and records, and the tracer's stats.
+func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) (bpfDump, probe.Stats) {
+	t.Helper()
+	tr, w, b := spawnLoaded(t, objPath, exe, args, nil)
 	for _, a := range attach {
 		spec := a.Symbol
 		if a.Module != "" {
@@ -387,7 +400,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 	}
 	w.start(t)
 	mappings := mappingsOf(t, tr.Pid())
-	inW.Close()
+	w.in.Close()
 	st := tr.Stats()
 	if s, err := tr.Wait(); err != nil || s.Code != 0 {
 		t.Fatalf("workload: %v %v", s, err)
@@ -631,29 +644,8 @@ func TestBPFNeedsTrampoline(t *testing.T) {
 	needBPF(t)
 	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
 	exe := fixture.Build(t, fixture.BPFWorkload)
-	inR, inW := fixture.Pipe(t)
-	defer inW.Close()
-	outR, outW := fixture.Pipe(t)
-	tr, err := probe.Spawn([]string{exe, "10", "1"}, &probe.SpawnOptions{Options: probe.Options{NoTrampolines: true}, Stdin: inR, Stdout: outW})
-	if err != nil {
-		t.Fatal(err)
-	}
-	outW.Close()
-	defer tr.Kill()
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	if line, err := fixture.ReadLine(bufio.NewReader(outR), time.Minute); err != nil || line != "ready" {
-		t.Fatalf("workload: %q %v", line, err)
-	}
-	o, err := bpf.Open(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tr.LoadBPF(o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, w, b := spawnLoaded(t, obj, exe, []string{"10", "1"}, &probe.Options{NoTrampolines: true})
+	defer w.in.Close()
 	l, err := b.Attach("on_work", "work", nil)
 	var re *probe.RejectedError
 	if l != nil || !errors.As(err, &re) || re.Reason != probe.ReasonNeedsTrampoline {
@@ -678,28 +670,7 @@ func TestBPFLinkClose(t *testing.T) {
 	needBPF(t)
 	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
 	exe := fixture.Build(t, fixture.BPFWorkload)
-	inR, inW := fixture.Pipe(t)
-	outR, outW := fixture.Pipe(t)
-	tr, err := probe.Spawn([]string{exe, "3000", "2"}, &probe.SpawnOptions{Stdin: inR, Stdout: outW})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	defer tr.Kill()
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	w := &workloadRun{in: inW, out: bufio.NewReader(outR)}
-	w.waitLine(t, "ready")
-	o, err := bpf.Open(obj)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := tr.LoadBPF(o, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, w, b := spawnLoaded(t, obj, exe, []string{"3000", "2"}, nil)
 	entry, err := b.Attach("on_work", "work", nil)
 	if err != nil {
 		t.Fatal(err)
@@ -734,7 +705,7 @@ func TestBPFLinkClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.TextEqualsFile(t, tr.Pid(), exe)
-	inW.Close()
+	w.in.Close()
 	if s, err := tr.Wait(); err != nil || s.Code != 0 {
 		t.Fatalf("workload: %v %v", s, err)
 	}

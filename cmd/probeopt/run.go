@@ -337,55 +337,54 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 	return nil
 }
 
-// streamRecords writes the records of ring buffer name until stop is
-// closed, and then those left.
-func streamRecords(rd *maps.Reader, name string, out *runOut, stop <-chan struct{}) {
-	for {
-		select {
-		case <-stop:
-			rd.SetDeadline(time.Now())
-		default:
-			rd.SetDeadline(time.Now().Add(50 * time.Millisecond))
-		}
-		rec, err := rd.Read()
-		if err != nil {
-			select {
-			case <-stop:
-				return
-			default:
-				continue
-			}
-		}
-		data := hex.EncodeToString(rec.RawSample)
-		out.line(runRecord{Map: name, Data: data}, name+": "+data+"\n")
-	}
-}
-
 // runPrintk is a trace_printk line of "run --json".
 type runPrintk struct {
 	Line string `json:"trace_printk"`
 }
 
+// streamRecords writes the records of ring buffer or perf event array
+// name until stop is closed, and then those left.
+func streamRecords(rd *maps.Reader, name string, out *runOut, stop <-chan struct{}) {
+	stream(rd.SetDeadline, func() error {
+		rec, err := rd.Read()
+		if err == nil {
+			data := hex.EncodeToString(rec.RawSample)
+			out.line(runRecord{Map: name, Data: data}, name+": "+data+"\n")
+		}
+		return err
+	}, stop)
+}
+
 // streamPrintk writes the trace_printk lines until stop is closed, and
 // then those left.
 func streamPrintk(pr *bpf.PrintkReader, out *runOut, stop <-chan struct{}) {
+	stream(pr.SetDeadline, func() error {
+		line, err := pr.Read()
+		if err == nil {
+			out.line(runPrintk{Line: line}, "trace_printk: "+line+"\n")
+		}
+		return err
+	}, stop)
+}
+
+// stream calls next, which writes one item, until stop is closed and
+// next fails (nothing left before the deadline), waking every 50 ms to
+// look at stop.
+func stream(setDeadline func(time.Time), next func() error, stop <-chan struct{}) {
 	for {
 		select {
 		case <-stop:
-			pr.SetDeadline(time.Now())
+			setDeadline(time.Now())
 		default:
-			pr.SetDeadline(time.Now().Add(50 * time.Millisecond))
+			setDeadline(time.Now().Add(50 * time.Millisecond))
 		}
-		line, err := pr.Read()
-		if err != nil {
+		if next() != nil {
 			select {
 			case <-stop:
 				return
 			default:
-				continue
 			}
 		}
-		out.line(runPrintk{Line: line}, "trace_printk: "+line+"\n")
 	}
 }
 

@@ -346,11 +346,11 @@ func (c *compiler) percpuIndex(bad x86enc.Label) {
 	a.Load(s32, rax, x86enc.At(rdi, maps.DescStripes))
 	a.ALU(x86enc.Cmp, s64, x86enc.R12, rax)
 	a.Jcc(x86enc.CondAE, bad)
-	a.Load(s32, rax, x86enc.At(rdi, maps.DescMaxEntries))
+	a.Load(s32, rax, x86enc.At(rdi, maps.DescStride))
+	a.Imul(s64, rcx, rax)
+	a.Load(s64, rax, x86enc.At(rdi, maps.DescStripeSize))
 	a.Imul(s64, rax, x86enc.R12)
 	a.ALU(x86enc.Add, s64, rax, rcx)
-	a.Load(s32, rcx, x86enc.At(rdi, maps.DescStride))
-	a.Imul(s64, rax, rcx)
 	a.ALULoad(x86enc.Add, s64, rax, x86enc.At(rdi, maps.DescData))
 }
 

@@ -522,15 +522,15 @@ func (c *compiler) inlineLookup(m *maps.Map) bool {
 	a.Load(x86enc.S32, rax, x86enc.At(x86enc.RSI, 0))
 	a.ALUImm32(x86enc.Cmp, x86enc.S32, rax, int32(m.MaxEntries()))
 	a.Jcc(x86enc.CondAE, null)
+	a.MovImm32(rcx, uint32(m.Stride()))
+	a.Imul(x86enc.S64, rax, rcx)
 	if m.Type() == ebpf.PerCPUArray {
 		a.ALUImm32(x86enc.Cmp, x86enc.S64, stripe, int32(m.Stripes()))
 		a.Jcc(x86enc.CondAE, null)
-		a.MovImm32(rcx, uint32(m.MaxEntries()))
+		a.MovImm32(rcx, uint32(m.StripeSize()))
 		a.Imul(x86enc.S64, rcx, stripe)
 		a.ALU(x86enc.Add, x86enc.S64, rax, rcx)
 	}
-	a.MovImm32(rcx, uint32(m.Stride()))
-	a.Imul(x86enc.S64, rax, rcx)
 	a.MovAbs(rcx, m.Data())
 	a.ALU(x86enc.Add, x86enc.S64, rax, rcx)
 	a.Jmp(done)

@@ -33,10 +33,13 @@
 //	+36 count        uint32 (hash: entries in use)
 //	+40 mask         uint32 (hash: slots-1; ring buffer: bytes-1)
 //	+48 stamp        uint64 (hash: the use counter)
+//	+56 stripe size  uint64 (per-CPU array: bytes from one stripe to the next)
 //
 // An array's value i is at data + i*stride, the stride being the value size
-// rounded up to 8. A per-CPU array has Stripes copies of the whole array:
-// stripe s's value i is at data + (s*max_entries + i)*stride.
+// rounded up to 8. A per-CPU array has Stripes copies of the whole array,
+// each on cache lines of its own: stripe s's value i is at data +
+// s*stripe_size + i*stride, stripe_size being max_entries*stride rounded
+// up to 64 (the descriptor's word at +56).
 //
 // # Per-thread stripes
 //
@@ -45,7 +48,9 @@
 // package bpf/jit), a number in [0, Stripes) that no other live thread
 // holds at the same time. Only that thread writes its stripe, so a program
 // updating its own copy never loses or tears an update, and no cache line
-// is written by two threads. The tracer reads every stripe while the
+// of a per-CPU array is written by two threads (a per-CPU hash's stripes
+// of one entry's value are adjacent: two threads updating the same key
+// write the same line, each its own words). The tracer reads every stripe while the
 // program runs: each aligned 8-byte word is read whole, so a value of one
 // word is never torn, and a value of several words can be seen mid-update,
 // as with the kernel's per-CPU maps read from user space. Lookup of a

@@ -63,6 +63,7 @@ const (
 	DescCount      = 36
 	DescMask       = 40
 	DescStamp      = 48
+	DescStripeSize = 56
 	DescSize       = 64
 )
 
@@ -132,6 +133,9 @@ type Map struct {
 	stride     int
 	stripes    int
 	mask       int
+	// stripeSize is the bytes from one stripe's copy of a per-CPU
+	// array to the next: a whole number of cache lines.
+	stripeSize int
 }
 
 // New allocates a map of spec in arena.
@@ -155,10 +159,13 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 			return nil, fmt.Errorf("map %s: key size %d, value size %d: %w", m.name, m.key, m.value, ErrInvalid)
 		}
 		m.stride = (m.value + 7) &^ 7
+		m.stripeSize = m.stride * m.max
 		if m.typ == ebpf.PerCPUArray {
 			m.stripes = stripes
+			// Each stripe's copy on cache lines of its own.
+			m.stripeSize = (m.stripeSize + 63) &^ 63
 		}
-		size = m.stride * m.max * m.stripes
+		size = m.stripeSize * m.stripes
 	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:
 		if m.key <= 0 || m.value <= 0 {
 			return nil, fmt.Errorf("map %s: key size %d, value size %d: %w", m.name, m.key, m.value, ErrInvalid)
@@ -207,6 +214,7 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 	le.PutUint32(b[DescStripes:], uint32(m.stripes))
 	le.PutUint64(b[DescData:], arena.base+uint64(data))
 	le.PutUint32(b[DescMask:], uint32(m.mask))
+	le.PutUint64(b[DescStripeSize:], uint64(m.stripeSize))
 	return m, nil
 }
 
@@ -231,6 +239,10 @@ func (m *Map) Stride() int { return m.stride }
 
 // Stripes is the number of per-thread copies (1 unless per-CPU).
 func (m *Map) Stripes() int { return m.stripes }
+
+// StripeSize returns the bytes from one stripe's copy of a per-CPU array
+// to the next (a multiple of 64), or the array's size.
+func (m *Map) StripeSize() int { return m.stripeSize }
 
 // Desc is the address of the descriptor in the executing process.
 func (m *Map) Desc() uint64 { return m.arena.base + uint64(m.desc) }
@@ -319,7 +331,7 @@ func (m *Map) LookupPerCPU(key []byte) ([][]byte, error) {
 	}
 	out := make([][]byte, m.stripes)
 	for s := range out {
-		out[s] = m.readValue(m.data + (s*m.max+int(i))*m.stride)
+		out[s] = m.readValue(m.data + s*m.stripeSize + int(i)*m.stride)
 	}
 	return out, nil
 }
@@ -347,7 +359,7 @@ func (m *Map) Update(key, value []byte, flags uint64) error {
 			return fmt.Errorf("map %s: key %d: %w", m.name, i, ErrKeyExist)
 		}
 		for s := 0; s < m.stripes; s++ {
-			m.writeValue(m.data+(s*m.max+int(i))*m.stride, value)
+			m.writeValue(m.data+s*m.stripeSize+int(i)*m.stride, value)
 		}
 		return nil
 	case ebpf.Hash, ebpf.LRUHash, ebpf.PerCPUHash:

@@ -46,11 +46,16 @@ int BPF_KPROBE(malloc_size, __u64 size)
 	__u64 *n = bpf_map_lookup_elem(&sizes, &slot);
 	if (n)
 		__sync_fetch_and_add(n, 1);
+	// Threads of one process share its key: the first call of each may
+	// find no entry at once, so each makes sure of a zero entry (only one
+	// insert wins) and then adds to whichever entry is there.
 	__u32 pid = bpf_get_current_pid_tgid() >> 32;
-	__u64 one = 1, *c = bpf_map_lookup_elem(&calls, &pid);
+	__u64 zero = 0, *c = bpf_map_lookup_elem(&calls, &pid);
+	if (!c) {
+		bpf_map_update_elem(&calls, &pid, &zero, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&calls, &pid);
+	}
 	if (c)
 		__sync_fetch_and_add(c, 1);
-	else
-		bpf_map_update_elem(&calls, &pid, &one, BPF_NOEXIST);
 	return 0;
 }

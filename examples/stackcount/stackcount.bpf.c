@@ -26,10 +26,14 @@ int count(struct pt_regs *ctx)
 	__u64 st[8] = {};
 	if (bpf_get_stack(ctx, st, sizeof(st), BPF_F_USER_STACK) <= 0)
 		return 0;
-	__u64 one = 1, *n = bpf_map_lookup_elem(&stacks, st);
+	// Threads may meet a new stack at once: only one insert wins, and
+	// every call adds to the entry that is there.
+	__u64 zero = 0, *n = bpf_map_lookup_elem(&stacks, st);
+	if (!n) {
+		bpf_map_update_elem(&stacks, st, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&stacks, st);
+	}
 	if (n)
 		__sync_fetch_and_add(n, 1);
-	else
-		bpf_map_update_elem(&stacks, st, &one, BPF_NOEXIST);
 	return 0;
 }

@@ -103,13 +103,17 @@ static __always_inline __u32 log2l(__u64 v)
 	return r;
 }
 
+// add counts a call under key. Threads may meet a new key at once: only
+// one insert of a zero wins, and every call adds to the entry that is there.
 static __always_inline void add(void *map, void *key)
 {
-	__u64 one = 1, *v = bpf_map_lookup_elem(map, key);
+	__u64 zero = 0, *v = bpf_map_lookup_elem(map, key);
+	if (!v) {
+		bpf_map_update_elem(map, key, &zero, BPF_NOEXIST);
+		v = bpf_map_lookup_elem(map, key);
+	}
 	if (v)
 		__sync_fetch_and_add(v, 1);
-	else
-		bpf_map_update_elem(map, key, &one, BPF_NOEXIST);
 }
 
 SEC("uprobe")

@@ -45,6 +45,10 @@ int main(int argc, char **argv)
 	n = atol(argv[1]);
 	int threads = atoi(argv[2]);
 	char line[16];
+	// stdin's buffer is static: a buffer fgets allocated would be a
+	// malloc racing with the attach that "ready" starts.
+	static char inbuf[BUFSIZ];
+	setvbuf(stdin, inbuf, _IOFBF, sizeof inbuf);
 	printf("ready\n");
 	fflush(stdout);
 	if ((argc < 4 || argv[3][0] != 'n') && !fgets(line, sizeof line, stdin))

@@ -135,9 +135,11 @@
 // lock prefix; a thread without a thread pointer or a free stripe (beyond
 // 128 threads) counts in the shared counters and ring, exactly. The tracer
 // sums the stripes' counters, and reads every ring in batches each
-// millisecond, merging the events of one drain by the time of the hit (the
+// millisecond, merging the events of every ring by the time of the hit (the
 // time stamp counter, read with rdtsc at the hit: cheaper than the vDSO's
-// clock_gettime, which reads it too). The events go to the Events channel,
+// clock_gettime, which reads it too); an event read waits for the next
+// drain while a ring may still hold an earlier one (a full batch, or a
+// record being written), so the order holds across drains. The events go to the Events channel,
 // or in batches to Options.OnEvents. A hit whose ring is full is dropped
 // and counted for its site and thread (SiteStats.Dropped,
 // Stats.ThreadDrops). When a thread exits (while it is stopped on its way

@@ -3,6 +3,7 @@
 package probe
 
 import (
+	"cmp"
 	"encoding/binary"
 	"os"
 	"slices"
@@ -32,6 +33,21 @@ import (
 // threads found before it goes (see threadExiting). The time stamp
 // counter is turned into a time against the tracer's own clock and counter
 // read together at each drain.
+//
+// Events are delivered in the order of their time stamp counters, across
+// rings and across drains. A drain reads the counter before it reads any
+// ring: a record reserved after that has a later count (the slot reads the
+// counter after it reserves). The events it read are merged, and only
+// those no record still to come can precede are delivered; the others wait
+// for the next drain. A record still to come may precede an event when its
+// ring holds more records than the drain read (a full batch), or a record
+// still being written (reserved, its counter maybe read, not committed):
+// such a ring bounds the delivery at the counter of the last record read
+// from it, which its later records follow. An event waits at most
+// maxHold, however its rings stand (a thread killed while writing a
+// record). Records of the shared ring, where threads without a stripe of
+// their own reserve in turn, are in reservation order, which may differ
+// from their counters' by the time a record takes to write.
 
 // rdtsc reads the time stamp counter (tsc_linux_amd64.s).
 func rdtsc() uint64
@@ -39,14 +55,42 @@ func rdtsc() uint64
 // ringPoll is how often the reader drains the ring.
 const ringPoll = time.Millisecond
 
+// maxHold is the longest an event read from a ring waits for the events
+// that might precede it.
+const maxHold = 100 * time.Millisecond
+
+// sharedRing is the key of the shared ring in ringReader.last.
+const sharedRing = -1
+
+// stamped is an event and the time stamp counter of its record.
+type stamped struct {
+	tsc uint64
+	ev  Event
+}
+
+// heldKey is the counter of the event at index i of the events held.
+type heldKey struct {
+	tsc uint64
+	i   int
+}
+
 // ringReader turns one target's event records into Events.
 type ringReader struct {
 	tg   *target
 	view *trampoline.View
 
-	mu      sync.Mutex
-	buf     []trampoline.Event
-	out     []Event     // the batch of one drain, in time order
+	mu  sync.Mutex
+	buf []trampoline.Event
+	// held are the events read and not yet delivered, and evs the batch
+	// delivered.
+	held []stamped
+	evs  []Event
+	// order and spare are sortHeld's.
+	order []heldKey
+	spare []stamped
+	// last is the counter of the last record read from each ring (a
+	// stripe's slot, or sharedRing).
+	last    map[int]uint64
 	slotTid map[int]int // the thread id of each stripe's owner, until it is retired
 	tidOff  int         // offset of the thread id in the thread control block, -1 if unknown
 	tids    map[uint64]tidEntry
@@ -92,7 +136,7 @@ const tidSearch = 0x1000
 // newRingReader learns the thread-id offset from the stopped threads and
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
-	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1, slotTid: map[int]int{},
+	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1, slotTid: map[int]int{}, last: map[int]uint64{},
 		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
@@ -216,8 +260,9 @@ func (rr *ringReader) loop() {
 }
 
 // drain reads the complete records of the shared ring and of every
-// thread's ring, in batches, and delivers their events in time order
-// (Options.OnEvents, or the Events channel). It reads about one full ring
+// thread's ring, in batches, and delivers the events that no record still
+// to come can precede, in time order (Options.OnEvents, or the Events
+// channel). It reads about one full ring
 // of each at most, and holds the lock for one batch at a time: threads
 // that record faster than the tracer reads lose events (counted dropped),
 // and the tracer's work that waits for the lock (a thread that starts or
@@ -235,45 +280,98 @@ func (rr *ringReader) drain() {
 	}
 }
 
-// drainBatch reads and delivers one batch of records of each ring, and
-// reports whether a ring filled the batch (more may be waiting).
+// drainFinal drains the rings and delivers every event read, waiting for
+// nothing: no record is still to come (the process exited or exec'd).
+func (rr *ringReader) drainFinal() {
+	rr.drain()
+	rr.mu.Lock()
+	defer rr.mu.Unlock()
+	rr.release(len(rr.held))
+}
+
+// drainBatch reads one batch of records of each ring and delivers the
+// events that no record still to come can precede, and reports whether
+// a ring filled the batch (more may be waiting).
 func (rr *ringReader) drainBatch() (more bool) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	rr.out = rr.out[:0]
 	now, tsc := time.Now(), rdtsc()
 	perNs := 0.0
 	if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
 		perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
 	}
 	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
-	sources := 0
+	limit := tsc
 	if n := rr.view.Read(rr.buf); n > 0 {
-		sources++
 		more = more || n == len(rr.buf)
 		for _, rec := range rr.buf[:n] {
 			rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
 		}
+		rr.last[sharedRing] = rr.buf[n-1].TSC
+	}
+	if rr.view.Pending() > 0 {
+		limit = min(limit, rr.last[sharedRing])
 	}
 	for _, st := range rr.view.Stripes() {
-		n := rr.view.ReadThread(st.Slot, rr.buf)
-		if n == 0 {
-			continue
+		if n := rr.view.ReadThread(st.Slot, rr.buf); n > 0 {
+			more = more || n == len(rr.buf)
+			tid := rr.stripeTid(st)
+			for i := range rr.buf[:n] {
+				rr.emit(&rr.buf[i], tid, conv)
+			}
+			rr.last[st.Slot] = rr.buf[n-1].TSC
 		}
-		sources++
-		more = more || n == len(rr.buf)
-		tid := rr.stripeTid(st)
-		for i := range rr.buf[:n] {
-			rr.emit(&rr.buf[i], tid, conv)
+		if rr.view.ThreadPending(st.Slot) > 0 {
+			limit = min(limit, rr.last[st.Slot])
 		}
 	}
-	if sources > 1 {
-		slices.SortStableFunc(rr.out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	rr.sortHeld()
+	if hold := uint64(perNs * float64(maxHold.Nanoseconds())); perNs > 0 && tsc > hold {
+		limit = max(limit, tsc-hold)
 	}
-	if len(rr.out) > 0 {
-		rr.deliver(rr.out)
-	}
+	n, _ := slices.BinarySearchFunc(rr.held, limit+1, func(s stamped, t uint64) int { return cmp.Compare(s.tsc, t) })
+	rr.release(n)
 	return more
+}
+
+// sortHeld puts the events held in the order of their counters, events
+// of one record (and equal counters) in the order they were read (under
+// rr.mu). The rings' records are mostly in order already: one ring's are
+// in reservation order, which only a signal handler's hit during a
+// record's writing inverts.
+func (rr *ringReader) sortHeld() {
+	if slices.IsSortedFunc(rr.held, func(a, b stamped) int { return cmp.Compare(a.tsc, b.tsc) }) {
+		return
+	}
+	// Sort small keys and move each event once.
+	rr.order = rr.order[:0]
+	for i := range rr.held {
+		rr.order = append(rr.order, heldKey{rr.held[i].tsc, i})
+	}
+	slices.SortFunc(rr.order, func(a, b heldKey) int {
+		if c := cmp.Compare(a.tsc, b.tsc); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.i, b.i)
+	})
+	rr.spare = rr.spare[:0]
+	for _, k := range rr.order {
+		rr.spare = append(rr.spare, rr.held[k.i])
+	}
+	rr.held, rr.spare = rr.spare, rr.held
+}
+
+// release delivers the first n events held, in order (under rr.mu).
+func (rr *ringReader) release(n int) {
+	if n == 0 {
+		return
+	}
+	rr.evs = rr.evs[:0]
+	for i := range rr.held[:n] {
+		rr.evs = append(rr.evs, rr.held[i].ev)
+	}
+	rr.held = append(rr.held[:0], rr.held[n:]...)
+	rr.deliver(rr.evs)
 }
 
 // tscClock turns time stamp counter readings into wall-clock times: now
@@ -292,7 +390,7 @@ func (c tscClock) at(tsc uint64) time.Time {
 	return time.Unix(0, c.now-int64(float64(c.tsc-tsc)/c.perNs))
 }
 
-// emit appends the events of record rec (its thread tid) to the batch.
+// emit appends the events of record rec (its thread tid) to those held.
 func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 	site, ok := rr.ids[rec.Probe]
 	if !ok {
@@ -308,11 +406,11 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 		if ret {
 			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
 		}
-		rr.out = append(rr.out, ev)
+		rr.held = append(rr.held, stamped{rec.TSC, ev})
 	}
 	if !ret {
 		for _, id := range site.atRet {
-			rr.out = append(rr.out, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0]})
+			rr.held = append(rr.held, stamped{rec.TSC, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0]}})
 		}
 	}
 }
@@ -351,7 +449,10 @@ func (rr *ringReader) stripeTid(st trampoline.Stripe) int {
 }
 
 // retired forgets the owner of a stripe that was retired (under rr.mu).
-func (rr *ringReader) retired(slot int) { delete(rr.slotTid, slot) }
+func (rr *ringReader) retired(slot int) {
+	delete(rr.slotTid, slot)
+	delete(rr.last, slot)
+}
 
 // tid returns the thread id behind thread pointer tp in the record of
 // sequence number seq, 0 if unknown (under rr.mu).

@@ -51,6 +51,9 @@ type scaleEvents struct {
 	count map[[2]int]uint64 // probe, tid
 	arg0  map[[2]int][]int64
 	keep  bool
+	// order is the first argument of every event, in delivery order
+	// (when keep).
+	order []int64
 }
 
 func (s *scaleEvents) add(evs []probe.Event) {
@@ -61,6 +64,7 @@ func (s *scaleEvents) add(evs []probe.Event) {
 		s.count[k]++
 		if s.keep {
 			s.arg0[k] = append(s.arg0[k], int64(e.Args[0]))
+			s.order = append(s.order, int64(e.Args[0]))
 		}
 	}
 }
@@ -323,4 +327,34 @@ func TestScaleSignalInSlot(t *testing.T) {
 		t.Fatalf("%d signals, %d of them outside the program's text: the handler never interrupted a slot", sig, outside)
 	}
 	t.Logf("%d signal handler calls, %d interrupted the thread outside the program's text", sig, outside)
+}
+
+// TestEventsInCallOrder: two threads take turns calling hot (the k-th
+// call in the process is hot(k), made by thread k%2 once the other made
+// hot(k-1)), so the order of the calls across threads is the program's
+// own. Every event is delivered (rings of 2^20), and the events of both
+// threads' rings, read in many drains, arrive in that order.
+func TestEventsInCallOrder(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := fixture.Build(t, fixture.Scale)
+	const calls = 200_000
+	_, st, _, evs := traceScale(t, exe, 1<<20, true, "2", fmt.Sprint(calls), "turns")
+	if st.DroppedEvents != 0 {
+		t.Fatalf("%d events dropped with rings of 2^20", st.DroppedEvents)
+	}
+	if len(evs.order) != 2*calls {
+		t.Fatalf("%d events, %d calls", len(evs.order), 2*calls)
+	}
+	late := 0
+	for k, a := range evs.order {
+		if a != int64(k) {
+			if late < 5 {
+				t.Errorf("event %d: hot(%d) (the neighbours: %v)", k, a, evs.order[max(0, k-3):min(len(evs.order), k+4)])
+			}
+			late++
+		}
+	}
+	if late > 0 {
+		t.Errorf("%d of %d events out of the calls' order", late, len(evs.order))
+	}
 }

@@ -282,7 +282,7 @@ func (tg *target) sync(w *proc.World) bool {
 	tg.exe, tg.mapsKey = "", ""
 	tg.areas = nil
 	if tg.ts != nil && tg.ts.ring != nil {
-		tg.ts.ring.drain() // the former image's last events
+		tg.ts.ring.drainFinal() // the former image's last events
 	}
 	tg.ts, tg.retiredTramps = nil, nil
 	tg.live.Store(nil)

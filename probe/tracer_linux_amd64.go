@@ -1010,7 +1010,7 @@ func (t *Tracer) onGone(tg *target) {
 	}
 	t.mu.Unlock()
 	if ring != nil {
-		ring.drain() // the events recorded before the end
+		ring.drainFinal() // the events recorded before the end
 	}
 	if guard != nil {
 		// Exited, or detached (Detach releases it too): nothing to guard.

@@ -1,6 +1,6 @@
 // The thread-scaling workload.
 //
-//   scale THREADS CALLS [signal | RATE]
+//   scale THREADS CALLS [signal | turns | RATE]
 //
 // starts THREADS threads that each call hot() and hot2() CALLS times and
 // prints, per thread, its thread id, how often it called each and the CPU
@@ -16,6 +16,11 @@
 // (inside a probe's slot, when hot is probed by a trampoline: the loop
 // runs nothing else outside the text). Each thread prints those counts.
 //
+// With "turns", the threads take turns: the k-th call of hot in the whole
+// process, hot(k), is made by thread k % THREADS, after thread k-1 % THREADS
+// made hot(k-1), so that the order of the calls across threads is known
+// (hot2 is not called).
+//
 // With a RATE, each thread paces its loop to RATE iterations per second
 // (sleeping every 1024 iterations until the next is due).
 //
@@ -25,6 +30,7 @@
 // the threads start when it continues (SIGCONT).
 #define _GNU_SOURCE
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,7 +53,9 @@ __attribute__((noinline)) long hot2(long x) {
 extern char __executable_start[], etext[];
 
 static long calls, rate;
-static int with_signal;
+static int with_signal, turns;
+static long nthreads;
+static volatile long turn; // the next call of hot in "turns"
 static int stop_first;
 static pthread_barrier_t start;
 static __thread volatile long sig_calls, sig_outside;
@@ -65,7 +73,7 @@ static void on_prof(int sig, siginfo_t *si, void *ctx) {
 }
 
 struct result {
-	long tid, calls, sig_calls, sig_outside;
+	long idx, tid, calls, sig_calls, sig_outside;
 	long long cpu_ns; // the thread's CPU time in its loop
 };
 
@@ -100,7 +108,15 @@ static void *worker(void *arg) {
 	struct timespec t0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	long long c0 = cpu_now();
-	for (long i = 0; i < calls; i++) {
+	for (long i = 0; turns && i < calls; i++) {
+		long k = i * nthreads + r->idx;
+		for (int spins = 0; __atomic_load_n(&turn, __ATOMIC_ACQUIRE) != k; spins++)
+			if (spins > 1000)
+				sched_yield();
+		s += hot(k);
+		__atomic_store_n(&turn, k + 1, __ATOMIC_RELEASE);
+	}
+	for (long i = 0; !turns && i < calls; i++) {
 		s += hot(i);
 		s += hot2(i);
 		if (rate > 0 && (i & 1023) == 1023) {
@@ -125,13 +141,15 @@ static void *worker(void *arg) {
 
 int main(int argc, char **argv) {
 	if (argc < 3) {
-		fprintf(stderr, "usage: scale THREADS CALLS [signal]\n");
+		fprintf(stderr, "usage: scale THREADS CALLS [signal | turns | RATE]\n");
 		return 2;
 	}
 	int n = atoi(argv[1]);
 	calls = atol(argv[2]);
+	nthreads = n;
 	with_signal = argc > 3 && strcmp(argv[3], "signal") == 0;
-	if (argc > 3 && !with_signal)
+	turns = argc > 3 && strcmp(argv[3], "turns") == 0;
+	if (argc > 3 && !with_signal && !turns)
 		rate = atol(argv[3]);
 	if (n < 1 || n > 1024 || calls < 0) {
 		fprintf(stderr, "scale: bad arguments\n");
@@ -152,6 +170,7 @@ int main(int argc, char **argv) {
 		pthread_barrier_init(&start, NULL, n + 1);
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (int i = 0; i < n; i++) {
+		res[i].idx = i;
 		int err = pthread_create(&th[i], NULL, worker, &res[i]);
 		if (err != 0) {
 			fprintf(stderr, "scale: pthread_create: %s\n", strerror(err));

@@ -4,7 +4,12 @@ package proc
 
 import (
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -296,4 +301,127 @@ func TestHoldExec(t *testing.T) {
 	if st, _ := p.Wait(); st.Code != 7 {
 		t.Errorf("exit status %+v, want 7", st)
 	}
+}
+
+// TestWatchSyscalls watches the system calls of a new image from its exec
+// (Release sets WatchSyscalls): the handler sees, in order, the calls
+// strace -n reports for the same command, with the same results where
+// they are not addresses or ids; and once a handler clears WatchSyscalls, it
+// sees no more.
+func TestWatchSyscalls(t *testing.T) {
+	testenv.NeedPtrace(t)
+	strace := testenv.MustHaveTool(t, "strace")
+	cat, err := exec.LookPath("cat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	data := filepath.Join(dir, "data")
+	if err := os.WriteFile(data, []byte("some text\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argv := []string{cat, data, filepath.Join(dir, "missing")}
+	log := filepath.Join(dir, "strace")
+	_ = exec.Command(strace, append([]string{"-n", "-qq", "-o", log}, argv...)...).Run() // cat fails on the missing file
+	out, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want []SyscallExit
+	// "[ 257] openat(AT_FDCWD, ...) = 3", "[  12] brk(NULL)      = 0x5581...",
+	// "[  21] access(...) = -1 ENOENT (...)"; exit_group ends "= ?".
+	re := regexp.MustCompile(`^\[\s*(\d+)\] .*\)\s+= (-?\w+)(?: (E[A-Z0-9]+))?`)
+	for _, line := range strings.Split(string(out), "\n") {
+		m := re.FindStringSubmatch(line)
+		if m == nil {
+			continue
+		}
+		nr, _ := strconv.ParseUint(m[1], 10, 64)
+		ret, err := strconv.ParseInt(m[2], 0, 64)
+		if err != nil {
+			t.Fatalf("strace line %q", line)
+		}
+		if m[3] != "" {
+			ret = -int64(errnoNamed(t, m[3]))
+		}
+		want = append(want, SyscallExit{Nr: nr, Ret: ret})
+	}
+	if len(want) < 10 || want[0].Nr != unix.SYS_EXECVE {
+		t.Fatalf("strace gave %d calls, starting %v", len(want), want[:min(1, len(want))])
+	}
+	want = want[1:] // the exec's own end, which is watched from within
+
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stopAfter := range []int{0, 5} {
+		// The shell execs cat: its image is held at the exec.
+		p, err := Spawn([]string{sh, "-c", "exec " + strings.Join(argv, " ")}, &SpawnOptions{Options: Options{HoldExec: true}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []SyscallExit
+		if _, err := p.SetTrapHandler(func(ctx *TrapContext) TrapAction {
+			if ctx.Syscall == nil {
+				return TrapPass
+			}
+			got = append(got, *ctx.Syscall)
+			if len(got) == stopAfter {
+				ctx.WatchSyscalls = false
+			}
+			return TrapResume
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		for execd := false; !execd; {
+			select {
+			case ev := <-p.Events():
+				execd = ev.Kind == EventExec
+			case <-time.After(10 * time.Second):
+				p.Kill()
+				t.Fatal("no exec event")
+			}
+		}
+		if err := p.Release(func(ctx *TrapContext) bool { ctx.WatchSyscalls = true; return true }); err != nil {
+			t.Fatal(err)
+		}
+		if st, err := p.Wait(); err != nil || st.Code != 1 {
+			t.Fatalf("cat: %+v %v (it fails on the missing file)", st, err)
+		}
+		if stopAfter > 0 {
+			if len(got) != stopAfter {
+				t.Errorf("%d calls seen, the watch ended after %d", len(got), stopAfter)
+			}
+			continue
+		}
+		if len(got) != len(want) {
+			t.Errorf("%d calls watched, strace %d", len(got), len(want))
+		}
+		for i := range min(len(got), len(want)) {
+			g, w := got[i], want[i]
+			// Results compared but addresses and ids (set_tid_address's).
+			small := w.Ret > -4096 && w.Ret < 1<<16 && w.Nr != unix.SYS_SET_TID_ADDRESS
+			if g.Nr != w.Nr || small && g.Ret != w.Ret {
+				t.Logf("watched %v\nstrace %v", got, want)
+				t.Fatalf("call %d: nr %d = %d, strace nr %d = %d", i, g.Nr, g.Ret, w.Nr, w.Ret)
+			}
+		}
+		t.Logf("%d system calls watched, as strace reports them", len(got))
+	}
+}
+
+// errnoNamed returns the number of the errno strace names.
+func errnoNamed(t *testing.T, name string) unix.Errno {
+	t.Helper()
+	for e := unix.Errno(1); e < 4096; e++ {
+		if unix.ErrnoName(e) == name {
+			return e
+		}
+	}
+	t.Fatalf("errno %s unknown", name)
+	return 0
 }

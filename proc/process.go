@@ -102,8 +102,9 @@ func (p *Process) SetTrapHandler(h TrapHandler) (TrapHandler, error) { return p.
 
 // Release resumes threads held by a TrapHandler. fn, when not nil, is
 // called first for each of them on the tracer thread; it may change the
-// registers (written back before the thread runs) and returns whether to
-// release that thread (nil releases all). Released threads stay stopped
+// registers (written back before the thread runs) and whether the
+// thread's system calls are watched (TrapContext.WatchSyscalls), and
+// returns whether to release that thread (nil releases all). Released threads stay stopped
 // while the world is stopped and run when it resumes.
 func (p *Process) Release(fn func(ctx *TrapContext) bool) error { return p.b.Release(fn) }
 

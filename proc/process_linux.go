@@ -746,9 +746,11 @@ func (p *ptraceProcess) Release(fn func(ctx *TrapContext) bool) error {
 						firstErr = errors.Join(firstErr, err)
 					} else {
 						regs := th.regs
-						if !fn(&TrapContext{Pid: q.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs}) {
+						ctx := &TrapContext{Pid: q.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs, WatchSyscalls: th.watch}
+						if !fn(ctx) {
 							continue
 						}
+						th.watch = ctx.WatchSyscalls
 						if regs != th.regs {
 							if err := p.t.storeRegs(th, &regs); err != nil {
 								firstErr = errors.Join(firstErr, err)

@@ -68,6 +68,11 @@ type thread struct {
 	// kernel may still deliver that step's SIGTRAP later, which must not
 	// reach the tracee.
 	staleStep bool
+	// watch makes the thread stop at its system calls (PTRACE_SYSCALL:
+	// TrapContext.WatchSyscalls); entry is the call seen at its entry
+	// stop, whose exit stop comes next (nil between calls).
+	watch bool
+	entry *SyscallExit
 
 	regs   Regs
 	regsOK bool
@@ -142,7 +147,8 @@ func ptrace(req int, pid int, addr, data uintptr) error {
 // ptraceOptions returns the PTRACE_O_* options for opts.
 func ptraceOptions(opts *Options) uintptr {
 	o := unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK |
-		unix.PTRACE_O_TRACEVFORKDONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEEXIT
+		unix.PTRACE_O_TRACEVFORKDONE | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACEEXIT |
+		unix.PTRACE_O_TRACESYSGOOD
 	if opts.KillOnExit {
 		o |= unix.PTRACE_O_EXITKILL
 	}
@@ -394,6 +400,10 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 			th.staleStep = false
 		case th.staleStep && sig == int(unix.SIGTRAP) && isStepTrap(th.tid):
 			th.staleStep = false // the late trap of an interrupted step
+		case sig == int(unix.SIGTRAP)|0x80:
+			// A system call stop (PTRACE_O_TRACESYSGOOD) of a watched
+			// thread: no signal.
+			t.syscallStop(th)
 		case sig == int(unix.SIGTRAP) && p.trapHandler() != nil && t.trapStop(th):
 		default:
 			th.sig = sig
@@ -439,6 +449,77 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 	t.resumeThread(th)
 }
 
+// syscallStop handles a system call stop of a watched thread: the entry
+// is noted, the exit offered to the TrapHandler.
+func (t *tracer) syscallStop(th *thread) {
+	info, err := syscallInfo(th.tid)
+	if err != nil {
+		return
+	}
+	switch info.op {
+	case unix.PTRACE_SYSCALL_INFO_ENTRY:
+		th.entry = &SyscallExit{Nr: info.nr, Args: info.args}
+		return
+	case unix.PTRACE_SYSCALL_INFO_EXIT:
+	default:
+		return
+	}
+	sc := th.entry
+	th.entry = nil
+	h := th.p.trapHandler()
+	if sc == nil || h == nil {
+		return // watched from within the call: its entry was not seen
+	}
+	sc.Ret = info.ret
+	if err := t.loadRegs(th); err != nil {
+		return
+	}
+	regs := th.regs
+	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Regs: &regs, Syscall: sc, WatchSyscalls: th.watch}
+	act := h(ctx)
+	th.watch = ctx.WatchSyscalls
+	if act == TrapPass {
+		return
+	}
+	if regs != th.regs {
+		_ = t.storeRegs(th, &regs)
+	}
+	if act == TrapHold {
+		th.held = true
+	}
+}
+
+// syscallStop is what PTRACE_GET_SYSCALL_INFO says of a system call stop.
+type syscallStop struct {
+	op   uint8
+	nr   uint64
+	args [6]uint64
+	ret  int64
+}
+
+// syscallInfo reads the system call stop of a stopped thread.
+func syscallInfo(tid int) (syscallStop, error) {
+	// struct ptrace_syscall_info: op, 3 bytes of padding, arch, the
+	// instruction and stack pointers, then the entry's nr and args or the
+	// exit's rval and is_error.
+	b := new([88]byte)
+	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GET_SYSCALL_INFO, uintptr(tid), uintptr(len(b)), uintptr(unsafe.Pointer(b)), 0, 0)
+	if e != 0 {
+		return syscallStop{}, e
+	}
+	st := syscallStop{op: b[0]}
+	switch st.op {
+	case unix.PTRACE_SYSCALL_INFO_ENTRY:
+		st.nr = binary.LittleEndian.Uint64(b[24:])
+		for i := range st.args {
+			st.args[i] = binary.LittleEndian.Uint64(b[32+8*i:])
+		}
+	case unix.PTRACE_SYSCALL_INFO_EXIT:
+		st.ret = int64(binary.LittleEndian.Uint64(b[24:]))
+	}
+	return st, nil
+}
+
 // trapHandler returns the process's TrapHandler; a child that shares its
 // parent's address space (vfork) uses the parent's: it runs the same text,
 // with the same breakpoints.
@@ -460,8 +541,10 @@ func (t *tracer) trapStop(th *thread) bool {
 		return false
 	}
 	regs := th.regs
-	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs}
-	switch th.p.trapHandler()(ctx) {
+	ctx := &TrapContext{Pid: th.p.pid, Tid: th.tid, Addr: regs.PC() - hostArch.breakpointPCAdjust, Regs: &regs, WatchSyscalls: th.watch}
+	act := th.p.trapHandler()(ctx)
+	th.watch = ctx.WatchSyscalls
+	switch act {
 	case TrapResume:
 		if regs != th.regs {
 			if err := t.storeRegs(th, &regs); err != nil {
@@ -585,6 +668,7 @@ func (t *tracer) onExec(th *thread, former int) bool {
 		}
 	}
 	th.exiting, th.parked, th.gone = false, false, false
+	th.watch, th.entry = false, nil // the new image is not watched
 	p.execs++
 	p.sysSite = 0
 	if p.parent != nil {
@@ -652,7 +736,10 @@ func (t *tracer) resumeThread(th *thread) {
 		if err == unix.EIO {
 			err = ptrace(unix.PTRACE_CONT, th.tid, 0, 0)
 		}
+	} else if th.watch {
+		err = ptrace(unix.PTRACE_SYSCALL, th.tid, 0, uintptr(th.sig))
 	} else {
+		th.entry = nil
 		err = ptrace(unix.PTRACE_CONT, th.tid, 0, uintptr(th.sig))
 	}
 	// ESRCH: the thread left its stop on its own (SIGKILL wakes a stopped

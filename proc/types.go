@@ -197,16 +197,35 @@ const (
 type TrapContext struct {
 	Pid, Tid int
 	// Addr is the address of the trap instruction (for int3 on x86-64,
-	// the PC minus 1).
+	// the PC minus 1); 0 at the end of a system call (Syscall).
 	Addr uint64
 	// Regs are the thread's registers; changes are written back when the
 	// handler returns TrapResume.
 	Regs *Regs
+	// Syscall is set when the stop is not a trap but the end of a system
+	// call the thread made while it was watched (WatchSyscalls).
+	Syscall *SyscallExit
+	// WatchSyscalls is whether the thread stops at the end of each system
+	// call it makes (PTRACE_SYSCALL), calling the handler with Syscall
+	// set. The handler may change it, for any action it returns: set at a
+	// breakpoint that opens a phase of the program to watch, cleared at
+	// the one that closes it. Each watched system call costs the thread
+	// two stops.
+	WatchSyscalls bool
+}
+
+// SyscallExit is a system call a watched thread made, seen at its end.
+type SyscallExit struct {
+	Nr   uint64    // the system call's number
+	Args [6]uint64 // its arguments
+	Ret  int64     // its result (a negative errno for an error)
 }
 
 // TrapHandler is called on the tracer thread for every breakpoint trap
-// (int3 on x86-64, brk on arm64) that a running thread hits. The traps of
-// a child that shares its parent's address space (vfork) go to the
-// parent's handler when the child has none, with the child's Pid and Tid. It must not
-// call Process methods.
+// (int3 on x86-64, brk on arm64) that a running thread hits, and at the
+// end of every system call of a thread whose system calls are watched
+// (TrapContext.WatchSyscalls); TrapPass then means TrapResume. The traps
+// of a child that shares its parent's address space (vfork) go to the
+// parent's handler when the child has none, with the child's Pid and
+// Tid. It must not call Process methods.
 type TrapHandler func(ctx *TrapContext) TrapAction

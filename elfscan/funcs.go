@@ -127,6 +127,23 @@ type rawSym struct {
 	plt     bool
 }
 
+// ObjectAddr returns the address of the data object name, a symbol of
+// type STT_OBJECT in .symtab or .dynsym, and whether the file has one.
+func (f *File) ObjectAddr(name string) (uint64, bool) {
+	for _, dynamic := range []bool{false, true} {
+		syms, err := f.readSymbols(dynamic)
+		if err != nil {
+			continue
+		}
+		for _, s := range syms {
+			if s.Name == name && elf.ST_TYPE(s.Info) == elf.STT_OBJECT && s.Section != elf.SHN_UNDEF {
+				return s.Value, true
+			}
+		}
+	}
+	return 0, false
+}
+
 // readSymbols reads a symbol table, turning a parser panic into an error.
 func (f *File) readSymbols(dynamic bool) (syms []elf.Symbol, err error) {
 	defer func() {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -235,19 +236,32 @@ func setDiff(got, want map[string]bool) string {
 // "name@addr"; dynamic selects .dynsym. Symbol versions are dropped.
 func nmFuncs(t *testing.T, nm, path string, dynamic bool) map[string]bool {
 	t.Helper()
+	set := map[string]bool{}
+	for _, s := range nmSymbols(t, nm, path, dynamic, "FUNC", "<OS specific>: 10") {
+		set[fmt.Sprintf("%s@%#x", s.name, s.addr)] = true
+	}
+	return set
+}
+
+// nmSymbol is a symbol nm lists.
+type nmSymbol struct {
+	name string
+	addr uint64
+}
+
+// nmSymbols returns the defined symbols of the given types (nm's sysv
+// column) nm lists; dynamic selects .dynsym. Symbol versions are dropped.
+func nmSymbols(t *testing.T, nm, path string, dynamic bool, types ...string) []nmSymbol {
+	t.Helper()
 	args := []string{"--defined-only", "--format=sysv"}
 	if dynamic {
 		args = append(args, "-D")
 	}
 	out := run(t, nm, append(args, path)...)
-	set := map[string]bool{}
+	var syms []nmSymbol
 	for _, line := range strings.Split(out, "\n") {
 		f := strings.Split(line, "|")
-		if len(f) < 7 {
-			continue
-		}
-		typ := strings.TrimSpace(f[3])
-		if typ != "FUNC" && typ != "<OS specific>: 10" {
+		if len(f) < 7 || !slices.Contains(types, strings.TrimSpace(f[3])) {
 			continue
 		}
 		name := strings.TrimSpace(f[0])
@@ -258,9 +272,9 @@ func nmFuncs(t *testing.T, nm, path string, dynamic bool) map[string]bool {
 		if err != nil {
 			t.Fatalf("nm line %q", line)
 		}
-		set[fmt.Sprintf("%s@%#x", name, addr)] = true
+		syms = append(syms, nmSymbol{name, addr})
 	}
-	return set
+	return syms
 }
 
 // TestFuncsNm compares the function names and addresses with nm's FUNC and
@@ -600,5 +614,51 @@ func TestOffsetsObjdump(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestObjectAddrNm compares ObjectAddr with the defined OBJECT symbols nm
+// lists (names that name one address), in the dynamic linker and the C
+// library, and asks for a function's name and a missing one.
+func TestObjectAddrNm(t *testing.T) {
+	nm := testenv.MustHaveTool(t, "nm")
+	for _, path := range []string{"/lib64/ld-linux-x86-64.so.2", "/lib/x86_64-linux-gnu/libc.so.6"} {
+		if _, err := os.Stat(path); err != nil {
+			t.Skipf("no %s", path)
+		}
+		addrs := map[string]map[uint64]bool{}
+		for _, dyn := range []bool{false, true} {
+			for _, s := range nmSymbols(t, nm, path, dyn, "OBJECT") {
+				if addrs[s.name] == nil {
+					addrs[s.name] = map[uint64]bool{}
+				}
+				addrs[s.name][s.addr] = true
+			}
+		}
+		f, err := elfscan.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for name, as := range addrs {
+			if len(as) != 1 {
+				continue
+			}
+			got, ok := f.ObjectAddr(name)
+			if !ok || !as[got] {
+				t.Errorf("%s: %s at %#x, %v; nm %v", path, name, got, ok, as)
+			}
+			n++
+		}
+		for _, name := range []string{"malloc", "_dl_debug_state", "no_such_object"} {
+			if a, ok := f.ObjectAddr(name); ok {
+				t.Errorf("%s: %s is not a data object, got %#x", path, name, a)
+			}
+		}
+		f.Close()
+		if n == 0 {
+			t.Errorf("%s: nm lists no data object", path)
+		}
+		t.Logf("%s: %d data objects at nm's addresses", path, n)
 	}
 }

@@ -320,7 +320,10 @@ func TestKernelUprobeOverJump(t *testing.T) {
 	r.expect(t, "args on")
 	syscall.Kill(r.tr.Pid(), syscall.SIGINT)
 	calls := r.finish(t)
-	if after := siteOf(t, r.tr.Stats(), "cx_args"); after.Hits != s.Hits || after.Hits == 0 || after.Hits >= calls["cx_args"] {
+	// The worker thread may have been inside cx_args's slot, past the
+	// jump and before its count, when the main thread said "args off":
+	// one hit may land after the site was taken out; no more.
+	if after := siteOf(t, r.tr.Stats(), "cx_args"); after.Hits < s.Hits || after.Hits > s.Hits+1 || after.Hits == 0 || after.Hits >= calls["cx_args"] {
 		t.Errorf("cx_args: %d hits when lost, %d at the end, of %d calls", s.Hits, after.Hits, calls["cx_args"])
 	}
 }

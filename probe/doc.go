@@ -105,9 +105,11 @@
 // (proc.Options.HoldExec) until it is probed: no hit is missed. New
 // executable mappings
 // are found at the dynamic linker's rendezvous (an internal probe on
-// _dl_debug_state, which ld.so calls after every change to its list of
-// objects, before their code runs) and by a periodic look at
-// /proc/PID/maps.
+// _dl_debug_state, which ld.so calls before and after every change to its
+// list of objects), by watching the loading thread's system calls between
+// the two, so that a library's probes are in place from the mmap of its
+// code, before its relocation runs its IFUNC resolvers (see
+// startup_linux_amd64.go), and by a periodic look at /proc/PID/maps.
 //
 // # Trampolines
 //

@@ -168,6 +168,9 @@ type target struct {
 	mem   atomic.Pointer[os.File] // /proc/PID/mem of the current image
 	snap  atomic.Pointer[mapSnap]
 	multi atomic.Bool
+	// rdebug is the address of the dynamic linker's r_debug, 0 if unknown
+	// (see startup_linux_amd64.go).
+	rdebug atomic.Uint64
 
 	// Under Tracer.mu.
 	modules map[string]*module
@@ -280,6 +283,7 @@ func (tg *target) sync(w *proc.World) bool {
 	}
 	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
 	tg.exe, tg.mapsKey = "", ""
+	tg.rdebug.Store(0)
 	tg.areas = nil
 	if tg.ts != nil && tg.ts.ring != nil {
 		tg.ts.ring.drainFinal() // the former image's last events
@@ -400,6 +404,9 @@ func (tg *target) addRendezvous(next map[uint64]*liveSite, mod *module) {
 		return
 	}
 	siteFor(next, ps, mod).rendezvous = true
+	if a, ok := mod.fi.f.ObjectAddr(rdebugSymbol); ok {
+		tg.rdebug.Store(a + mod.bias)
+	}
 }
 
 // internalPlan resolves function name in mod, for an internal probe, and

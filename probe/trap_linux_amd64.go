@@ -49,11 +49,17 @@ var emptyTable = &table{entries: map[uint64]*entry{}, retired: map[uint64]byte{}
 // trap is the TrapHandler of a target. It runs on the ptrace thread and
 // must not call Process methods (see proc.TrapHandler).
 func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
+	if ctx.Syscall != nil {
+		return tg.watchedSyscall(ctx)
+	}
 	t := tg.t
 	tab := tg.tab.Load()
 	e := tab.entries[ctx.Addr]
 	if e == nil {
 		return tg.stray(ctx, tab)
+	}
+	if e.rendezvous {
+		ctx.WatchSyscalls = tg.addingObjects()
 	}
 	switch b, ok := tg.textByte(ctx.Addr); {
 	case !ok:

@@ -60,6 +60,16 @@ func TestBenchCompare(t *testing.T) {
 		}
 	}
 
+	// Code a library runs while the dynamic linker loads it, before
+	// its initialisers: an IFUNC resolver (once) and the function it
+	// calls (twice: the constructor calls it too), counted as the kernel
+	// counts them, from the moment the library is mapped.
+	lib := fixture.Build(t, fixture.Startup)
+	rep, code = runCompare(t, "libstartup.so:choose", "libstartup.so:resolve_pick", "--", "env", "LD_PRELOAD="+lib, "true")
+	if code != exitOK || rep.Differ != 0 || rep.Probeopt != 3 || rep.Kernel != 3 {
+		t.Errorf("start-up: exit %d, %d of %d sites differ, hits %d and %d; want 2 of choose and 1 of resolve_pick", code, rep.Differ, rep.Compared, rep.Probeopt, rep.Kernel)
+	}
+
 	gort := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
 	rep, code = runCompare(t, "runtime.schedule", "runtime.findRunnable", "runtime.mallocgc", "runtime.lock2", "--", gort, "20")
 	if code != exitFailed || rep.Differ == 0 || !rep.SameOutput {

@@ -18,8 +18,7 @@ import (
 // runs (proc.Options.OnVfork), and again when the thread is released,
 // before it runs: the difference is the child's, taken off the parent's
 // counts (excluded). Hits that a thread without a stripe of its own made
-// (the shared words, return probes) are not told apart: they stay the
-// parent's.
+// (the shared words) are not told apart: they stay the parent's.
 
 // vforkWatch passes proc's vfork events to the tracer, which exists only
 // once its first process is traced.

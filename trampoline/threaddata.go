@@ -33,7 +33,9 @@ import (
 //	+16  rdi rsi rdx rcx r8 r9
 //
 // Only entry events go to the per-thread rings; return events stay in the
-// shared ring.
+// shared ring. Return counts go to the stripes as entry counts do: the
+// return trampoline looks the thread's stripe up when the entry's counter
+// is a per-thread one (returnCount in x86slot.go).
 //
 // A stripe (each group on a cache line of its own):
 //

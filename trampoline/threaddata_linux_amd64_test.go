@@ -347,3 +347,40 @@ func TestNativeEventArgRegs(t *testing.T) {
 		})
 	}
 }
+
+// TestNativeThreadReturns: N threads return through a return probe's
+// trampoline; a per-thread counter counts each thread's returns in its own
+// stripe (no lock prefix, no shared line), the shared word none; with one
+// stripe for four threads the others count in the shared word, and the
+// totals are exact either way.
+func TestNativeThreadReturns(t *testing.T) {
+	for _, stripes := range []int{8, 1} {
+		t.Run(fmt.Sprintf("stripes=%d", stripes), func(t *testing.T) {
+			e := threadEnv(t, stripes, 1<<10)
+			const entries, returns = 5, 6
+			e.install(e.site("bench_target", nil), trampoline.Handler{ID: 9, Count: true, Counter: entries,
+				Return: &trampoline.ReturnHandler{Count: true, Counter: returns}})
+			prev := runtime.GOMAXPROCS(stripeThreads + 1)
+			defer runtime.GOMAXPROCS(prev)
+			tps := hitFromThreads(t, e)
+			const total = stripeThreads * stripeHits
+			if got, ret := e.view.Counter(entries), e.view.Counter(returns); got != total || ret != total {
+				t.Fatalf("entries %d, returns %d; want %d of each", got, ret, total)
+			}
+			var inStripes uint64
+			for _, s := range e.view.Stripes() {
+				if _, ok := tps.Load(s.Key); !ok {
+					t.Errorf("stripe %d held by %#x, not a thread pointer of the test's threads", s.Slot, s.Key)
+				}
+				n := e.view.ThreadCounter(s.Slot, returns)
+				if n != stripeHits || e.view.ThreadCounter(s.Slot, entries) != stripeHits {
+					t.Errorf("stripe %d: %d entries, %d returns; want %d", s.Slot, e.view.ThreadCounter(s.Slot, entries), n, stripeHits)
+				}
+				inStripes += n
+			}
+			if want := uint64(min(stripes, stripeThreads) * stripeHits); inStripes != want {
+				t.Errorf("%d returns counted in stripes, want %d (the rest in the shared word)", inStripes, want)
+			}
+		})
+	}
+}

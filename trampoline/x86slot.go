@@ -1059,6 +1059,42 @@ func GenerateReturnX86(addr uint64, cfg *Config) ([]byte, error) {
 	return a.Bytes(), nil
 }
 
+// returnCount counts a return at the counter word in rdx (the entry's).
+// A per-thread counter (Data.SetThreads) is incremented in the thread's
+// stripe, without a lock prefix, like an entry's; a shared one, or any
+// counter of a thread without a stripe, in the shared word with one. It
+// clobbers rdx, r10, r11 and the flags, and reloads r10 with the address
+// of S (the return address's slot).
+func (g *x86Gen) returnCount() {
+	a := g.a
+	d := g.cfg.Data
+	if d == nil || d.ThreadSlots == 0 || d.ThreadCounters == 0 {
+		a.LockIncMem(x86enc.S64, x86enc.At(rdx, 0))
+		return
+	}
+	shared, noStripe, done := a.NewLabel(), a.NewLabel(), a.NewLabel()
+	// rdx - the first counter's address: the counter's offset, per-thread
+	// below 8*ThreadCounters (unsigned: a counter elsewhere is above).
+	a.Mov(x86enc.S64, r11, rdx)
+	g.addr(r10, d.CounterAddr(0))
+	a.ALU(x86enc.Sub, x86enc.S64, r11, r10)
+	a.ALUImm32(x86enc.Cmp, x86enc.S64, r11, int32(8*d.ThreadCounters))
+	a.Jcc(x86enc.CondAE, shared)
+	a.Push(r11)
+	g.stripeLookup(noStripe)
+	a.Pop(rdx)
+	a.IncMem(x86enc.S64, x86enc.Indexed(r11, rdx, 1, stripeData))
+	a.Jmp(done)
+	a.Bind(noStripe)
+	a.Pop(rdx)
+	g.addr(r10, d.CounterAddr(0))
+	a.ALU(x86enc.Add, x86enc.S64, rdx, r10)
+	a.Bind(shared)
+	a.LockIncMem(x86enc.S64, x86enc.At(rdx, 0))
+	a.Bind(done)
+	a.Lea(r10, x86enc.At(rsp, int32(g.spOff()-8)))
+}
+
 // generateReturnInto generates the return trampoline with a and checks it
 // (finishX86).
 func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
@@ -1118,7 +1154,7 @@ func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
 	}
 	a.Test(x86enc.S64, rdx, rdx)
 	a.Jcc(x86enc.CondE, nocount)
-	a.LockIncMem(x86enc.S64, x86enc.At(rdx, 0))
+	g.returnCount()
 	a.Bind(nocount)
 	if ring {
 		a.TestMemImm32(x86enc.S32, x86enc.Indexed(rsi, rcx, 1, entFlags), entFlagEvent)

@@ -89,29 +89,35 @@ func BenchmarkProbeHit(b *testing.B) {
 // threads' own times in native code, the ring reads between chunks left
 // out); cpu-ns/hit the same in the threads' CPU time, which other work on
 // the machine does not inflate; Mhit/s the hits of all threads per second
-// of the slowest.
+// of the slowest. The return rows probe bench_target's entry and return:
+// a call is two hits.
 //
 //	go test ./trampoline -run '^$' -bench ThreadHit
 func BenchmarkThreadHit(b *testing.B) {
 	for _, mode := range []string{"shared", "thread"} {
-		for _, kind := range []string{"counter", "event"} {
+		for _, kind := range []string{"counter", "event", "return"} {
 			for _, threads := range []int{1, 2} {
 				b.Run(fmt.Sprintf("%s/%s/threads=%d", mode, kind, threads), func(b *testing.B) {
-					benchThreadHit(b, mode == "thread", kind == "event", threads)
+					benchThreadHit(b, mode == "thread", kind, threads)
 				})
 			}
 		}
 	}
 }
 
-func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
+func benchThreadHit(b *testing.B, perThread bool, kind string, threads int) {
+	event := kind == "event"
 	const chunk = 1 << 12
 	o := envOptions{ring: 1 << 16, tp: trampoline.ThreadTCB}
 	if perThread {
 		o.stripes, o.stripeCounters, o.threadRing = 16, 8, 1<<13
 	}
 	e := newEnv(b, o)
-	e.install(e.site("bench_target", nil), trampoline.Handler{ID: 1, Count: true, Counter: 0, Event: event})
+	h := trampoline.Handler{ID: 1, Count: true, Counter: 0, Event: event}
+	if kind == "return" {
+		h.Return = &trampoline.ReturnHandler{Count: true, Counter: 1}
+	}
+	e.install(e.site("bench_target", nil), h)
 	prev := runtime.GOMAXPROCS(max(threads, prev0()))
 	defer runtime.GOMAXPROCS(prev)
 	elapsed := make([]time.Duration, threads)
@@ -164,6 +170,9 @@ func benchThreadHit(b *testing.B, perThread, event bool, threads int) {
 	b.StopTimer()
 	if got := e.view.Counter(0); got != uint64(threads*b.N) {
 		b.Fatalf("counter %d after %d calls", got, threads*b.N)
+	}
+	if got := e.view.Counter(1); h.Return != nil && got != uint64(threads*b.N) {
+		b.Fatalf("returns %d after %d calls", got, threads*b.N)
 	}
 	var sum, slowest time.Duration
 	for _, d := range elapsed {

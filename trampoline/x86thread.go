@@ -128,7 +128,7 @@ func (g *x86Gen) threadEvent(id uint32, ctr int, regs ArgRegs) {
 		}
 		a.Store(x86enc.S64, m, r)
 	}
-	a.Rdtsc()
+	g.timestamp()
 	a.Shl(x86enc.S64, rdx, 32)
 	a.ALU(x86enc.Or, x86enc.S64, rax, rdx)
 	a.Store(x86enc.S64, x86enc.At(rcx, trecTime), rax)

@@ -130,6 +130,7 @@ var objdumpVectors = []struct {
 	{(*Asm).Ret, "c3", "ret"},
 	{(*Asm).Ud2, "0f0b", "ud2"},
 	{(*Asm).Rdtsc, "0f31", "rdtsc"},
+	{(*Asm).Lfence, "0faee8", "lfence"},
 	{(*Asm).Cpuid, "0fa2", "cpuid"},
 	{(*Asm).Syscall, "0f05", "syscall"},
 	{(*Asm).Int3, "cc", "int3"},

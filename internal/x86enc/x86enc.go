@@ -550,6 +550,7 @@ func (a *Asm) Sahf()     { a.one(0x9E) }
 func (a *Asm) Ret()      { a.one(0xC3) }
 func (a *Asm) Ud2()      { a.one(0x0F, 0x0B) }
 func (a *Asm) Rdtsc()    { a.one(0x0F, 0x31) }
+func (a *Asm) Lfence()   { a.one(0x0F, 0xAE, 0xE8) }
 func (a *Asm) Cpuid()    { a.one(0x0F, 0xA2) }
 func (a *Asm) Syscall()  { a.one(0x0F, 0x05) }
 func (a *Asm) Int3()     { a.one(0xCC) }

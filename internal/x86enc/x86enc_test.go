@@ -434,6 +434,10 @@ func (fs *formSet) fixedForms() {
 	o.target = testBase
 	emit(func(a *Asm) { l := a.NewLabel(); a.Bind(l); a.CallLabel(l) }, o)
 	emit((*Asm).Pause, n("pause", S32))
+	// 0f ae /5 with a register form: the decoder names the ModRM fields.
+	lf := n("lfence", S32)
+	lf.reg, lf.rm = 5, 0
+	emit((*Asm).Lfence, lf)
 	emit((*Asm).RepStosb, n("stos", S32))
 	for _, f := range []struct {
 		mn   string

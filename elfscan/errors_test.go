@@ -12,24 +12,6 @@ import (
 	"github.com/probeopt/probeopt/internal/fixture"
 )
 
-// elfHeader returns a 64-byte ELF file header with no sections or segments.
-func elfHeader(class elf.Class, data elf.Data, typ elf.Type, machine elf.Machine) []byte {
-	h := make([]byte, 64)
-	copy(h, elf.ELFMAG)
-	h[elf.EI_CLASS] = byte(class)
-	h[elf.EI_DATA] = byte(data)
-	h[elf.EI_VERSION] = byte(elf.EV_CURRENT)
-	var bo binary.ByteOrder = binary.LittleEndian
-	if data == elf.ELFDATA2MSB {
-		bo = binary.BigEndian
-	}
-	bo.PutUint16(h[0x10:], uint16(typ))
-	bo.PutUint16(h[0x12:], uint16(machine))
-	bo.PutUint32(h[0x14:], uint32(elf.EV_CURRENT))
-	bo.PutUint16(h[0x34:], 64)
-	return h
-}
-
 func readFixture(t *testing.T, arch, name string) []byte {
 	t.Helper()
 	b, err := os.ReadFile(fixture.Path(t, arch, name))
@@ -69,14 +51,14 @@ func TestBadInput(t *testing.T) {
 		{"empty", nil, elfscan.ErrNotELF, false, 0},
 		{"script", []byte("#!/bin/sh\necho hi\n"), elfscan.ErrNotELF, false, 0},
 		{"magic-only", []byte("\x7fELF"), elfscan.ErrTruncated, true, 0},
-		{"elf32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_386), elfscan.ErrUnsupported, false, 0},
-		{"big-endian", elfHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.ET_EXEC, elf.EM_PPC64), elfscan.ErrUnsupported, false, 0},
-		{"bad-class", elfHeader(7, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_X86_64), nil, true, 0},
-		{"bad-byte-order", elfHeader(elf.ELFCLASS64, 9, elf.ET_EXEC, elf.EM_X86_64), nil, true, 0},
-		{"riscv", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_RISCV), elfscan.ErrUnsupported, false, elf.EM_RISCV},
-		{"relocatable", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_REL, elf.EM_X86_64), elfscan.ErrUnsupported, false, 0},
-		{"core", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_CORE, elf.EM_X86_64), elfscan.ErrUnsupported, false, 0},
-		{"header-cut", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_X86_64)[:40], elfscan.ErrTruncated, true, 0},
+		{"elf32", fixture.ELFHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_386), elfscan.ErrUnsupported, false, 0},
+		{"big-endian", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.ET_EXEC, elf.EM_PPC64), elfscan.ErrUnsupported, false, 0},
+		{"bad-class", fixture.ELFHeader(7, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_X86_64), nil, true, 0},
+		{"bad-byte-order", fixture.ELFHeader(elf.ELFCLASS64, 9, elf.ET_EXEC, elf.EM_X86_64), nil, true, 0},
+		{"riscv", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_RISCV), elfscan.ErrUnsupported, false, elf.EM_RISCV},
+		{"relocatable", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_REL, elf.EM_X86_64), elfscan.ErrUnsupported, false, 0},
+		{"core", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_CORE, elf.EM_X86_64), elfscan.ErrUnsupported, false, 0},
+		{"header-cut", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_X86_64)[:40], elfscan.ErrTruncated, true, 0},
 		{"truncated", good[:4096], elfscan.ErrTruncated, true, 0},
 		{"phdrs-past-end", patched(good, 0x20, 8, uint64(len(good))), elfscan.ErrTruncated, true, 0},
 		{"phentsize", patched(good, 0x36, 2, 40), nil, true, 0},

@@ -23,24 +23,6 @@ import (
 	"github.com/probeopt/probeopt/trampoline"
 )
 
-// elfHeader returns a 64-byte ELF file header with no sections or segments.
-func elfHeader(class elf.Class, data elf.Data, machine elf.Machine) []byte {
-	h := make([]byte, 64)
-	copy(h, elf.ELFMAG)
-	h[elf.EI_CLASS] = byte(class)
-	h[elf.EI_DATA] = byte(data)
-	h[elf.EI_VERSION] = byte(elf.EV_CURRENT)
-	var bo binary.ByteOrder = binary.LittleEndian
-	if data == elf.ELFDATA2MSB {
-		bo = binary.BigEndian
-	}
-	bo.PutUint16(h[0x10:], uint16(elf.ET_EXEC))
-	bo.PutUint16(h[0x12:], uint16(machine))
-	bo.PutUint32(h[0x14:], uint32(elf.EV_CURRENT))
-	bo.PutUint16(h[0x34:], 64)
-	return h
-}
-
 func writeFile(t *testing.T, dir, name string, b []byte) string {
 	t.Helper()
 	p := filepath.Join(dir, name)
@@ -85,10 +67,10 @@ func TestScanBadFiles(t *testing.T) {
 	}{
 		{"script", []byte("#!/bin/sh\necho hello\n"), "not an ELF file"},
 		{"empty", nil, "not an ELF file"},
-		{"elf32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_386), "32-bit"},
-		{"big-endian", elfHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.EM_PPC64), "big-endian"},
-		{"riscv", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_RISCV), "EM_RISCV"},
-		{"cut", elfHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.EM_X86_64)[:40], "truncated"},
+		{"elf32", fixture.ELFHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_386), "32-bit"},
+		{"big-endian", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2MSB, elf.ET_EXEC, elf.EM_PPC64), "big-endian"},
+		{"riscv", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_RISCV), "EM_RISCV"},
+		{"cut", fixture.ELFHeader(elf.ELFCLASS64, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_X86_64)[:40], "truncated"},
 	} {
 		p := writeFile(t, dir, tt.name, tt.data)
 		_, stderr, code := runCLI(t, "scan", p)
@@ -361,7 +343,7 @@ func TestScanDirectory(t *testing.T) {
 	b, _ := os.ReadFile(fixture.Path(t, "aarch64", "usdt-pie"))
 	writeFile(t, sub, "arm64", b)
 	writeFile(t, sub, "script.sh", []byte("#!/bin/sh\n"))
-	writeFile(t, dir, "old32", elfHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.EM_386))
+	writeFile(t, dir, "old32", fixture.ELFHeader(elf.ELFCLASS32, elf.ELFDATA2LSB, elf.ET_EXEC, elf.EM_386))
 	if err := os.Symlink(filepath.Join(dir, "funcs-pie"), filepath.Join(dir, "link")); err != nil {
 		t.Fatal(err)
 	}

@@ -364,39 +364,10 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 			}
 		}
 		take, index, planned := takeUnits(ps, &queue, sizer.pages(), sizer.patches())
-		batch := make([]Patch, len(index))
-		pos := make(map[int]int, len(index))
-		for k, i := range index {
-			batch[k] = ps[i]
-			pos[i] = k
-		}
-		cut := sizer.cut(opts.MaxPause)
-		if cut != nil {
-			if opts.hooks != nil {
-				cut.clock = opts.hooks.paused
-			}
-			for _, u := range take {
-				local := make([]int, len(u.idx))
-				for k, i := range u.idx {
-					local[k] = pos[i]
-				}
-				cut.units = append(cut.units, local)
-			}
-		}
-		var pr *Result
-		var fn time.Duration
-		stats, err := p.Stopped(func(w *proc.World) error {
-			var err error
-			t0 := time.Now()
-			pr, err = applyStopped(w, batch, index, opts, cut)
-			fn = time.Since(t0)
-			return err
-		})
-		st := PassStats{Pause: stats.Total}
-		pr.finish(batch)
+		batch, pos := passBatch(ps, index)
+		cut := passCutFor(sizer, opts, take, pos)
+		pr, stats, st, err := runPass(p, batch, index, opts, cut)
 		if pr != nil {
-			st.Patches, st.Units, st.Refused, st.Steps, st.Pages = len(pr.Applied), countUnits(pr.Applied), len(pr.Refused), pr.Steps, pr.Writes
-			st.fill(pr.phases, stats, fn)
 			res.Steps += pr.Steps
 			res.Writes += pr.Writes
 			res.Bytes += pr.Bytes
@@ -404,56 +375,14 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		sizer.measured(planned, st)
 		refusedPass := err != nil && opts.AllOrNothing && errors.Is(err, ErrBlocked)
 		if pr == nil || (err != nil && !refusedPass) {
-			res.Passes = append(res.Passes, st)
-			if stats.Total >= res.Stop.Total {
-				res.Stop = stats
-			}
+			res.addPass(st, stats)
 			Sort(res.Applied)
 			return res, fmt.Errorf("pass %d (%d patches): %w", pass+1, len(batch), err)
 		}
-		// Units a thread held back go to the end of the queue, a few
-		// times, then are refused. With AllOrNothing a held-back unit
-		// held back the whole pass: the others go back to the front, as
-		// do the units the pass's clock left.
-		held := map[int]*BlockedError{}
-		for _, b := range pr.Refused {
-			for k, q := range batch {
-				if q.Addr == b.Addr {
-					held[index[k]] = b
-				}
-			}
-		}
-		late := map[int]bool{}
-		for _, k := range pr.deferred {
-			late[index[k]] = true
-		}
 		var again []*unit
-		for _, u := range take {
-			switch {
-			case late[u.idx[0]] && held[u.idx[0]] == nil:
-				again = append(again, u)
-				st.Deferred++
-				continue
-			case held[u.idx[0]] == nil:
-				if refusedPass {
-					again = append(again, u)
-				}
-				continue
-			}
-			u.tries++
-			if u.tries > passRetries {
-				for _, i := range u.idx {
-					refused[i] = held[i]
-				}
-				continue
-			}
-			queue = append(queue, u)
-		}
+		again, queue = requeue(pr, batch, index, take, queue, refusedPass, refused, &st)
 		queue = append(again, queue...)
-		res.Passes = append(res.Passes, st)
-		if stats.Total >= res.Stop.Total {
-			res.Stop = stats
-		}
+		res.addPass(st, stats)
 		if refusedPass {
 			continue
 		}
@@ -462,6 +391,120 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 			opts.OnPass(st, pr.Applied)
 		}
 	}
+	return finishPasses(res, refused, opts)
+}
+
+// passBatch returns the patches of ps at index, in that order, and the
+// position in the batch of each index.
+func passBatch(ps []Patch, index []int) ([]Patch, map[int]int) {
+	batch := make([]Patch, len(index))
+	pos := make(map[int]int, len(index))
+	for k, i := range index {
+		batch[k] = ps[i]
+		pos[i] = k
+	}
+	return batch, pos
+}
+
+// passCutFor returns the clock that may close a pass early under the bound
+// (nil without one), with the units taken named by their positions in
+// the pass's batch (pos).
+func passCutFor(sizer *passSizer, opts *Options, take []*unit, pos map[int]int) *passCut {
+	cut := sizer.cut(opts.MaxPause)
+	if cut == nil {
+		return nil
+	}
+	if opts.hooks != nil {
+		cut.clock = opts.hooks.paused
+	}
+	for _, u := range take {
+		local := make([]int, len(u.idx))
+		for k, i := range u.idx {
+			local[k] = pos[i]
+		}
+		cut.units = append(cut.units, local)
+	}
+	return cut
+}
+
+// runPass stops the process, applies batch in that stop and resumes it.
+// It returns the pass's result (nil when the stop itself failed), the
+// stop's timings and the pass's figures.
+func runPass(p *proc.Process, batch []Patch, index []int, opts *Options, cut *passCut) (*Result, proc.StopStats, PassStats, error) {
+	var pr *Result
+	var fn time.Duration
+	stats, err := p.Stopped(func(w *proc.World) error {
+		var err error
+		t0 := time.Now()
+		pr, err = applyStopped(w, batch, index, opts, cut)
+		fn = time.Since(t0)
+		return err
+	})
+	st := PassStats{Pause: stats.Total}
+	pr.finish(batch)
+	if pr != nil {
+		st.Patches, st.Units, st.Refused, st.Steps, st.Pages = len(pr.Applied), countUnits(pr.Applied), len(pr.Refused), pr.Steps, pr.Writes
+		st.fill(pr.phases, stats, fn)
+	}
+	return pr, stats, st, err
+}
+
+// requeue sorts the units a pass took by what became of them. Units a
+// thread held back go to the end of the queue, a few times, then are
+// refused (into refused, by index in ps). With AllOrNothing
+// (refusedPass) a held-back unit held back the whole pass: the others go
+// back to the front, as do the units the pass's clock left (counted in
+// st.Deferred). It returns the units for the front and the queue.
+func requeue(pr *Result, batch []Patch, index []int, take, queue []*unit, refusedPass bool, refused map[int]*BlockedError, st *PassStats) ([]*unit, []*unit) {
+	held := map[int]*BlockedError{}
+	for _, b := range pr.Refused {
+		for k, q := range batch {
+			if q.Addr == b.Addr {
+				held[index[k]] = b
+			}
+		}
+	}
+	late := map[int]bool{}
+	for _, k := range pr.deferred {
+		late[index[k]] = true
+	}
+	var again []*unit
+	for _, u := range take {
+		switch {
+		case late[u.idx[0]] && held[u.idx[0]] == nil:
+			again = append(again, u)
+			st.Deferred++
+			continue
+		case held[u.idx[0]] == nil:
+			if refusedPass {
+				again = append(again, u)
+			}
+			continue
+		}
+		u.tries++
+		if u.tries > passRetries {
+			for _, i := range u.idx {
+				refused[i] = held[i]
+			}
+			continue
+		}
+		queue = append(queue, u)
+	}
+	return again, queue
+}
+
+// addPass records a pass's figures, and its stop as the result's Stop
+// when it was the longest so far.
+func (r *Result) addPass(st PassStats, stop proc.StopStats) {
+	r.Passes = append(r.Passes, st)
+	if stop.Total >= r.Stop.Total {
+		r.Stop = stop
+	}
+}
+
+// finishPasses sorts what the passes applied and refused into res, and
+// returns the error of a batch refused under AllOrNothing.
+func finishPasses(res *Result, refused map[int]*BlockedError, opts *Options) (*Result, error) {
 	Sort(res.Applied)
 	for _, b := range refused {
 		res.Refused = append(res.Refused, b)

@@ -1,7 +1,6 @@
 package emulate
 
 import (
-	"errors"
 	"fmt"
 	"math/bits"
 
@@ -406,25 +405,11 @@ func a64Split(addr uint64, size int) []a64Access {
 	return []a64Access{{addr, size}}
 }
 
-// a64Fault turns an error of the memory into a *Fault.
-func a64Fault(err error, a uint64, size int, acc Access) error {
-	var f *Fault
-	if errors.As(err, &f) {
-		g := *f
-		if g.Size == 0 {
-			g.Size = size
-		}
-		g.Access, g.Kind = acc, FaultPage
-		return &g
-	}
-	return &Fault{Addr: a, Size: size, Access: acc, Kind: FaultPage, Err: err}
-}
-
 // read reads size bytes (1-8) at the untagged address a.
 func (e *a64Exec) read(a uint64, size int) (uint64, error) {
 	v, err := e.mem.Read(a, size)
 	if err != nil {
-		return 0, a64Fault(err, a, size, AccessRead)
+		return 0, memFault(err, a, size, AccessRead)
 	}
 	if size < 8 {
 		v &= 1<<(8*uint(size)) - 1
@@ -462,13 +447,13 @@ func (e *a64Exec) storeVals(st []a64Store) error {
 	for i := range st {
 		if wc != nil {
 			if err := wc.CheckWrite(st[i].addr, st[i].size); err != nil {
-				return a64Fault(err, st[i].addr, st[i].size, AccessWrite)
+				return memFault(err, st[i].addr, st[i].size, AccessWrite)
 			}
 			continue
 		}
 		old, err := e.mem.Read(st[i].addr, st[i].size)
 		if err != nil {
-			return a64Fault(err, st[i].addr, st[i].size, AccessWrite)
+			return memFault(err, st[i].addr, st[i].size, AccessWrite)
 		}
 		st[i].old = old
 	}
@@ -481,7 +466,7 @@ func (e *a64Exec) storeVals(st []a64Store) error {
 					_ = e.mem.Write(st[j].addr, st[j].size, st[j].old)
 				}
 			}
-			return a64Fault(err, st[i].addr, st[i].size, AccessWrite)
+			return memFault(err, st[i].addr, st[i].size, AccessWrite)
 		}
 	}
 	return nil

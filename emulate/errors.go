@@ -91,3 +91,18 @@ func (f *Fault) Error() string {
 
 // Unwrap returns the cause.
 func (f *Fault) Unwrap() error { return f.Err }
+
+// memFault turns an error of the memory at a (size bytes, access acc)
+// into a *Fault of kind FaultPage, keeping what a *Fault it wraps says.
+func memFault(err error, a uint64, size int, acc Access) error {
+	var f *Fault
+	if errors.As(err, &f) {
+		g := *f
+		if g.Size == 0 {
+			g.Size = size
+		}
+		g.Access, g.Kind = acc, FaultPage
+		return &g
+	}
+	return &Fault{Addr: a, Size: size, Access: acc, Kind: FaultPage, Err: err}
+}

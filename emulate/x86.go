@@ -1,10 +1,6 @@
 package emulate
 
-import (
-	"errors"
-
-	"github.com/probeopt/probeopt/decode"
-)
+import "github.com/probeopt/probeopt/decode"
 
 // X86 executes decoded x86-64 instructions on an X86State and a Memory,
 // exactly as a 64-bit-mode user process on the CPU would, or refuses them
@@ -132,20 +128,6 @@ func (e *x86Exec) checkMem(l x86Loc, size int, acc Access) error {
 		}
 	}
 	return e.checkAddr(l.addr, size, l.stack, acc)
-}
-
-// memFault turns an error of the memory into a *Fault.
-func memFault(err error, a uint64, size int, acc Access) error {
-	var f *Fault
-	if errors.As(err, &f) {
-		g := *f
-		if g.Size == 0 {
-			g.Size = size
-		}
-		g.Access, g.Kind = acc, FaultPage
-		return &g
-	}
-	return &Fault{Addr: a, Size: size, Access: acc, Kind: FaultPage, Err: err}
 }
 
 // load reads size bytes of memory. acc is AccessRead, or AccessWrite for

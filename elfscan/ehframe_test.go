@@ -115,15 +115,7 @@ func TestExceptionTablesGCC(t *testing.T) {
 	}
 
 	// Landing pads against the assembly's labels.
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := ef.Symbols()
-	ef.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, syms := fixture.OpenELF(t, exe)
 	addrOf := map[string]uint64{}
 	for _, s := range syms {
 		addrOf[s.Name] = s.Value

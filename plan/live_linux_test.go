@@ -4,7 +4,6 @@ package plan_test
 
 import (
 	"bufio"
-	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/elfscan"
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/plan"
@@ -135,15 +135,7 @@ func orDash(s plan.Strategy) string {
 // readKinds lists the p_NAME and need_NAME symbols of the fixture.
 func readKinds(t *testing.T, path string) []kind {
 	t.Helper()
-	ef, err := elf.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
-	syms, err := ef.Symbols()
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, syms := fixture.OpenELF(t, path)
 	byName := map[string]*kind{}
 	get := func(n string) *kind {
 		if byName[n] == nil {

@@ -16,12 +16,7 @@ import (
 // (TestBPFAgainstKernel).
 func TestCallsGenerate(t *testing.T) {
 	const site, slot = 0x401000, 0x401000 + 0x100000
-	for sname, sb := range genSites {
-		code := append(mustHex(t, sb), 0xC3, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC)
-		s, err := AnalyzeX86(site, code, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", sname, err)
-		}
+	for sname, s := range analyzedGenSites(t, site) {
 		for cname, cfg := range genConfigs(t, slot) {
 			c := *cfg
 			d := *cfg.Data

@@ -82,18 +82,29 @@ var genSites = map[string]string{
 	"loop-last":   "4889f8 48ffc1 e2f8 c3",
 }
 
+// analyzedGenSites analyzes every site of genSites at addr, followed by a
+// ret and int3 padding, and fails the test if one takes no trampoline.
+func analyzedGenSites(t testing.TB, addr uint64) map[string]*Site {
+	t.Helper()
+	sites := make(map[string]*Site, len(genSites))
+	for name, sb := range genSites {
+		code := append(mustHex(t, sb), 0xC3, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC)
+		s, err := AnalyzeX86(addr, code, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		sites[name] = s
+	}
+	return sites
+}
+
 // TestGeneratedCodeDecodes generates a slot for every site shape, handler
 // and configuration, and decodes the whole slot with the project decoder
 // and with objdump: the same instruction boundaries, no invalid bytes,
 // and the emitter's own instruction starts among them.
 func TestGeneratedCodeDecodes(t *testing.T) {
 	const site, slot = 0x401000, 0x401000 + 0x100000
-	for sname, sb := range genSites {
-		code := append(mustHex(t, sb), 0xC3, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC, 0xCC)
-		s, err := AnalyzeX86(site, code, nil)
-		if err != nil {
-			t.Fatalf("%s: %v", sname, err)
-		}
+	for sname, s := range analyzedGenSites(t, site) {
 		for cname, cfg := range genConfigs(t, slot) {
 			for hname, h := range genHandlers {
 				if cfg.Data.RingRecords == 0 && (h.Event || h.Return != nil && h.Return.Event) {

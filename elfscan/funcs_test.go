@@ -89,11 +89,7 @@ func TestKindsAndSources(t *testing.T) {
 }
 
 func TestAddressesAndCode(t *testing.T) {
-	f := open(t, fixture.Path(t, "x86_64", "funcs-nopie"))
-	funcs, err := f.Funcs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, funcs := openFuncs(t, fixture.Path(t, "x86_64", "funcs-nopie"))
 	var leaf *elfscan.Func
 	for i := range funcs {
 		if funcs[i].Name == "leaf" {

@@ -76,6 +76,17 @@ func open(t *testing.T, path string) *elfscan.File {
 	return f
 }
 
+// openFuncs opens path for the test and returns it with its functions.
+func openFuncs(t *testing.T, path string) (*elfscan.File, []elfscan.Func) {
+	t.Helper()
+	f := open(t, path)
+	funcs, err := f.Funcs()
+	if err != nil {
+		t.Fatalf("%s: Funcs: %v", path, err)
+	}
+	return f, funcs
+}
+
 func run(t *testing.T, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
@@ -308,11 +319,7 @@ func TestFuncsNm(t *testing.T) {
 			for k := range nmFuncs(t, nm, path, true) {
 				want[k] = true
 			}
-			f := open(t, path)
-			funcs, err := f.Funcs()
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, funcs := openFuncs(t, path)
 			got := map[string]bool{}
 			for _, fn := range funcs {
 				if fn.PLT {
@@ -371,11 +378,7 @@ func TestDemangleNm(t *testing.T) {
 					want[rn] = dn
 				}
 			}
-			f := open(t, tg.path)
-			funcs, err := f.Funcs()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, funcs := openFuncs(t, tg.path)
 			compared, rust, bad := 0, 0, 0
 			for _, fn := range funcs {
 				d, ok := want[fn.Name]
@@ -560,11 +563,7 @@ func TestPLTObjdump(t *testing.T) {
 					want[fmt.Sprintf("%s@%#x", m[2], addr)] = true
 				}
 			}
-			f := open(t, path)
-			funcs, err := f.Funcs()
-			if err != nil {
-				t.Fatal(err)
-			}
+			_, funcs := openFuncs(t, path)
 			got := map[string]bool{}
 			for _, fn := range funcs {
 				if fn.PLT {

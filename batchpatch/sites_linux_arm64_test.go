@@ -4,22 +4,13 @@ package batchpatch
 // instruction words little-endian).
 
 import (
-	"encoding/binary"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/proc"
 )
-
-// words returns the little-endian bytes of instruction words.
-func words(ws ...uint32) []byte {
-	b := make([]byte, 0, 4*len(ws))
-	for _, w := range ws {
-		b = binary.LittleEndian.AppendUint32(b, w)
-	}
-	return b
-}
 
 // Instruction words of the patches.
 const (
@@ -40,8 +31,8 @@ func aPatch(f *fixture, i int) Patch {
 	k, m := uint32(i&63), uint32(64+i&63)
 	return Patch{
 		Addr: f.A + 16*uint64(i),
-		Old:  words(insnMovW8W0, insnAddW0W8|k<<10),
-		New:  words(insnAddW0W0|m<<10, insnNop),
+		Old:  decode.ARM64Code(insnMovW8W0, insnAddW0W8|k<<10),
+		New:  decode.ARM64Code(insnAddW0W0|m<<10, insnNop),
 	}
 }
 
@@ -49,7 +40,7 @@ func aPatch(f *fixture, i int) Patch {
 // mov w1, #M.
 func bPatch(f *fixture, i int) Patch {
 	k, m := uint32(i&63), uint32(64+i&63)
-	return Patch{Addr: f.B + 16*uint64(i), Old: words(insnMovW1 | k<<5), New: words(insnMovW1 | m<<5)}
+	return Patch{Addr: f.B + 16*uint64(i), Old: decode.ARM64Code(insnMovW1 | k<<5), New: decode.ARM64Code(insnMovW1 | m<<5)}
 }
 
 // parkPatch covers the park thread's system call: mov x8, #73 before
@@ -59,8 +50,8 @@ func bPatch(f *fixture, i int) Patch {
 func parkPatch(f *fixture) Patch {
 	return Patch{
 		Addr: f.Park - 4,
-		Old:  words(insnMovX8_73, insnSvc0, insnNop),
-		New:  words(insnMovX8_73, insnSvc0, insnMovX16),
+		Old:  decode.ARM64Code(insnMovX8_73, insnSvc0, insnNop),
+		New:  decode.ARM64Code(insnMovX8_73, insnSvc0, insnMovX16),
 	}
 }
 

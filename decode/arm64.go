@@ -234,6 +234,16 @@ type ARM64Inst struct {
 // arm64AllRegs is x0..x30 and sp.
 const arm64AllRegs RegSet = 1<<32 - 1
 
+// ARM64Code returns arm64 instruction words as they lie in memory: each
+// word little-endian, in order. DecodeARM64 reads them back.
+func ARM64Code(words ...uint32) []byte {
+	b := make([]byte, 4*len(words))
+	for i, w := range words {
+		binary.LittleEndian.PutUint32(b[4*i:], w)
+	}
+	return b
+}
+
 // DecodeARM64 decodes the little-endian arm64 instruction word at the start
 // of b, located at address addr. Only the first 4 bytes are used.
 //

@@ -18,7 +18,7 @@ func FuzzDecodeARM64(f *testing.F) {
 		0xd503201f, 0xd503233f, 0xd65f0bff, 0x54000051, 0xb0000000, 0x9c000040,
 		0xc85f7c20, 0x48207c82, 0xb820003f, 0xa9bf7bfd, 0xd53b4220, 0x00000000,
 	} {
-		f.Add(arm64Word(w), uint64(0x400000))
+		f.Add(ARM64Code(w), uint64(0x400000))
 	}
 	f.Add([]byte{0x1f, 0x20}, uint64(0))
 	f.Fuzz(func(t *testing.T, b []byte, addr uint64) {

@@ -3,6 +3,7 @@ package decode
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -10,21 +11,16 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"golang.org/x/arch/arm64/arm64asm"
 )
-
-// arm64Word returns the memory bytes of an instruction word.
-func arm64Word(w uint32) []byte {
-	var b [4]byte
-	binary.LittleEndian.PutUint32(b[:], w)
-	return b[:]
-}
 
 func TestDecodeARM64Errors(t *testing.T) {
 	for _, b := range [][]byte{nil, {}, {0x1f}, {0x1f, 0x20, 0x03}} {
@@ -35,7 +31,7 @@ func TestDecodeARM64Errors(t *testing.T) {
 	}
 	// udf #imm16: the permanently undefined encodings.
 	for _, w := range []uint32{0x00000000, 0x00000001, 0x0000ffff} {
-		inst, err := DecodeARM64(arm64Word(w), 0x1000)
+		inst, err := DecodeARM64(ARM64Code(w), 0x1000)
 		if !errors.Is(err, ErrInvalid) || inst.Len != 0 {
 			t.Errorf("DecodeARM64(%#08x) = Len %d, %v; want ErrInvalid", w, inst.Len, err)
 		}
@@ -49,7 +45,7 @@ func TestDecodeARM64Errors(t *testing.T) {
 		t.Errorf("nop with trailing bytes: %+v, %v", inst, err)
 	}
 	// A word just above the udf space is not an error.
-	if _, err := DecodeARM64(arm64Word(0x00010000), 0); err != nil {
+	if _, err := DecodeARM64(ARM64Code(0x00010000), 0); err != nil {
 		t.Errorf("0x00010000: %v", err)
 	}
 }
@@ -136,7 +132,7 @@ func TestDecodeARM64Table(t *testing.T) {
 		{0x8b020020, ARM64ClassOther, "", BranchNone, 0, arm64AllRegs, arm64AllRegs, "add x0, x1, x2"},
 	}
 	for _, tt := range tests {
-		inst, err := DecodeARM64(arm64Word(tt.word), addr)
+		inst, err := DecodeARM64(ARM64Code(tt.word), addr)
 		if err != nil {
 			t.Errorf("%#08x: %v", tt.word, err)
 			continue
@@ -162,7 +158,7 @@ func TestDecodeARM64Table(t *testing.T) {
 func TestDecodeARM64Fields(t *testing.T) {
 	dec := func(w uint32, addr uint64) ARM64Inst {
 		t.Helper()
-		inst, err := DecodeARM64(arm64Word(w), addr)
+		inst, err := DecodeARM64(ARM64Code(w), addr)
 		if err != nil {
 			t.Fatalf("%#08x: %v", w, err)
 		}
@@ -669,11 +665,11 @@ func TestARM64AgainstArm64asm(t *testing.T) {
 	}
 	known := map[string]int{}
 	for _, w := range words {
-		inst, err := DecodeARM64(arm64Word(w), 0x400000)
+		inst, err := DecodeARM64(ARM64Code(w), 0x400000)
 		if err != nil {
 			continue
 		}
-		a, aerr := arm64asm.Decode(arm64Word(w))
+		a, aerr := arm64asm.Decode(ARM64Code(w))
 		if aerr != nil {
 			continue
 		}
@@ -706,4 +702,59 @@ func TestARM64AgainstArm64asm(t *testing.T) {
 	}
 	sort.Strings(ks)
 	t.Logf("%d words; understood disagreements: %s", len(words), strings.Join(ks, " "))
+}
+
+// TestARM64CodeAgainstObjdump checks ARM64Code against the file's own
+// bytes: the words objdump prints for a committed fixture's .text, laid out
+// by ARM64Code, are that section's bytes, and DecodeARM64 reads every word
+// back.
+func TestARM64CodeAgainstObjdump(t *testing.T) {
+	objdump := testenv.MustHaveTool(t, "aarch64-linux-gnu-objdump")
+	path := fixture.Path(t, "aarch64", "funcs-pie")
+	out, err := exec.Command(objdump, "-d", "-j", ".text", path).Output()
+	if err != nil {
+		t.Fatalf("%s: %v", objdump, err)
+	}
+	line := regexp.MustCompile(`^\s*([0-9a-f]+):\t([0-9a-f]{8}) `)
+	var first uint64
+	var words []uint32
+	for _, l := range strings.Split(string(out), "\n") {
+		m := line.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		a, _ := strconv.ParseUint(m[1], 16, 64)
+		w, _ := strconv.ParseUint(m[2], 16, 32)
+		if len(words) == 0 {
+			first = a
+		}
+		if a != first+4*uint64(len(words)) {
+			t.Fatalf("objdump's words are not contiguous at %#x", a)
+		}
+		words = append(words, uint32(w))
+	}
+	if len(words) < 100 {
+		t.Fatalf("objdump printed %d words", len(words))
+	}
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	text := f.Section(".text")
+	data, err := text.Data()
+	if err != nil {
+		t.Fatal(err)
+	}
+	code := ARM64Code(words...)
+	off := first - text.Addr
+	if !bytes.Equal(code, data[off:off+uint64(len(code))]) {
+		t.Fatalf("ARM64Code of objdump's %d words differs from the file's .text", len(words))
+	}
+	for i, w := range words {
+		inst, err := DecodeARM64(code[4*i:], first+4*uint64(i))
+		if err == nil && inst.Word != w {
+			t.Fatalf("word %d: decoded %#08x, objdump %#08x", i, inst.Word, w)
+		}
+	}
 }

@@ -396,10 +396,10 @@ func TestBranchIndexQueries(t *testing.T) {
 // branch from another function must not reach.
 func TestBranchIndexARM64BTI(t *testing.T) {
 	// bti c; stp x29, x30, [sp,#-16]!; ret
-	code := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0xD65F03C0})
+	code := decode.ARM64Code(0xD503245F, 0xA9BF7BFD, 0xD65F03C0)
 	// At 0x2000: b 0x1004; at 0x3000: b 0x1000.
-	into := armCode([]uint32{0x17FFFC01})
-	onto := armCode([]uint32{0x17FFF800})
+	into := decode.ARM64Code(0x17FFFC01)
+	onto := decode.ARM64Code(0x17FFF800)
 	for _, tc := range []struct {
 		what   string
 		region plan.CodeRegion

@@ -205,20 +205,12 @@ func TestLinuxARM64Facts(t *testing.T) {
 //	0x1010 ret
 var exclusiveLoop = []uint32{0xC85F7C20, 0x91000400, 0xC8027C20, 0x35FFFFA2, 0xD65F03C0}
 
-func armCode(words []uint32) []byte {
-	b := make([]byte, 4*len(words))
-	for i, w := range words {
-		binary.LittleEndian.PutUint32(b[4*i:], w)
-	}
-	return b
-}
-
 // TestExclusiveWindow checks both policies inside and outside an
 // ldxr...stxr sequence: Linux probes inside it (and livelocks), probeopt
 // refuses; after the sequence Linux emulates the branches and probeopt
 // detours them through a trampoline.
 func TestExclusiveWindow(t *testing.T) {
-	code := armCode(exclusiveLoop)
+	code := decode.ARM64Code(exclusiveLoop...)
 	fn := plan.AnalyzeARM64(0x1000, code)
 	for _, tc := range []struct {
 		addr          uint64

@@ -121,7 +121,7 @@ func TestBoundaries(t *testing.T) {
 		t.Errorf("after the sweep stopped: %s (%s)", d.Strategy, d.Reason)
 	}
 	// arm64: alignment.
-	arm := armCode([]uint32{0xD503201F, 0xD65F03C0})
+	arm := decode.ARM64Code(0xD503201F, 0xD65F03C0)
 	afn := plan.AnalyzeARM64(0x3000, arm)
 	if d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x3002, Code: arm[2:], Func: afn, Branches: plan.NoBranches}, nil); d.Reason != plan.ReasonMisaligned {
 		t.Errorf("arm64 misaligned: %s (%s)", d.Strategy, d.Reason)
@@ -248,7 +248,7 @@ func TestProbeoptARM64AsksTrampoline(t *testing.T) {
 		// blr x30 needs x16 or x17 to run from the slot: emulated.
 		{"blr x30", []uint32{0xD63F03C0, ret}, 0, false, plan.Emulate},
 	} {
-		code := armCode(tc.words)
+		code := decode.ARM64Code(tc.words...)
 		addr := 0x1000 + uint64(4*tc.at)
 		fn := plan.AnalyzeARM64(0x1000, code)
 		site := &plan.Site{Arch: decode.ARM64, Addr: addr, Code: code[4*tc.at:], Func: fn, Branches: plan.NoBranches}
@@ -342,13 +342,13 @@ func TestProbeoptARM64AsksTrampoline(t *testing.T) {
 // there (it would enter the slot without passing the probe address).
 func TestProbeoptARM64BTI(t *testing.T) {
 	// bti c; stp x29, x30, [sp,#-16]!; ret
-	code := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0xD65F03C0})
+	code := decode.ARM64Code(0xD503245F, 0xA9BF7BFD, 0xD65F03C0)
 	d := plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: code, Func: plan.AnalyzeARM64(0x1000, code), Branches: plan.NoBranches}, &plan.Options{Rules: true})
 	if d.Strategy != plan.TrampolineDetour || !strings.Contains(d.Detail, "at 0x1004 (the bti at 0x1000 stays)") {
 		t.Errorf("bti; stp: %s (%s) %s", d.Strategy, d.Reason, d.Detail)
 	}
 	// bti c; stp x29, x30, [sp,#-16]!; b 0x1004
-	loop := armCode([]uint32{0xD503245F, 0xA9BF7BFD, 0x17FFFFFF})
+	loop := decode.ARM64Code(0xD503245F, 0xA9BF7BFD, 0x17FFFFFF)
 	d = plan.Decide(plan.Probeopt, &plan.Site{Arch: decode.ARM64, Addr: 0x1000, Code: loop, Func: plan.AnalyzeARM64(0x1000, loop), Branches: plan.NoBranches}, &plan.Options{Rules: true})
 	if r := ruleOf(d, "trampoline"); d.Strategy != plan.Emulate || r.Outcome != plan.Fail || !strings.Contains(r.Detail, "lands at 0x1004") {
 		t.Errorf("bti; stp with a branch to the stp: %s (%s), rule %+v", d.Strategy, d.Reason, r)

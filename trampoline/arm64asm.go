@@ -393,10 +393,7 @@ func (e *a64Emitter) finish() ([]byte, error) {
 		e.texts[f.at] = fmt.Sprintf("%s%#x", f.text, e.base+4*uint64(to))
 	}
 	e.fixes = nil
-	b := make([]byte, 4*len(e.words))
-	for i, w := range e.words {
-		binary.LittleEndian.PutUint32(b[4*i:], w)
-	}
+	b := decode.ARM64Code(e.words...)
 	for i := range e.words {
 		if e.kinds[i] == a64Data {
 			continue

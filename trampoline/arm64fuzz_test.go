@@ -21,9 +21,9 @@ func FuzzBuildARM64(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, word uint32, delta int64, sel uint8, bti bool) {
 		const addr = 0x10_0000_0000
-		code := a64Bytes(word)
+		code := decode.ARM64Code(word)
 		if bti {
-			code = a64Bytes(0xD503245F, word)
+			code = decode.ARM64Code(0xD503245F, word)
 		}
 		s, err := AnalyzeARM64(addr, code, nil)
 		if err != nil {

@@ -11,14 +11,6 @@ import (
 	"github.com/probeopt/probeopt/xol"
 )
 
-func a64Bytes(words ...uint32) []byte {
-	b := make([]byte, 0, 4*len(words))
-	for _, w := range words {
-		b = binary.LittleEndian.AppendUint32(b, w)
-	}
-	return b
-}
-
 // a64Words are instructions of every relocation kind, for the generator
 // tests and the fuzz seeds.
 var a64Words = []struct {
@@ -141,24 +133,24 @@ func TestAnalyzeARM64(t *testing.T) {
 		calls  bool
 		refuse reason.Code // refusal code, "" for a site
 	}{
-		{name: "nop", code: a64Bytes(0xD503201F), kind: SiteNop, patch: addr},
-		{name: "stp", code: a64Bytes(0xA9BD7BFD), kind: SiteDetour, patch: addr},
-		{name: "bl", code: a64Bytes(0x94000010), kind: SiteDetour, patch: addr, calls: true},
-		{name: "blr", code: a64Bytes(0xD63F00E0), kind: SiteDetour, patch: addr, calls: true},
-		{name: "bti-kept", code: a64Bytes(0xD503245F, 0xA9BD7BFD), kind: SiteDetour, patch: addr + 4},
-		{name: "bti-nop", code: a64Bytes(0xD503249F, 0xD503201F), kind: SiteNop, patch: addr + 4},
-		{name: "bti-replaced", code: a64Bytes(0xD503245F), opts: &SiteOptions{ReplaceEndbr: true}, kind: SiteDetour, patch: addr},
-		{name: "bti-short", code: a64Bytes(0xD503245F), refuse: RefuseShort},
+		{name: "nop", code: decode.ARM64Code(0xD503201F), kind: SiteNop, patch: addr},
+		{name: "stp", code: decode.ARM64Code(0xA9BD7BFD), kind: SiteDetour, patch: addr},
+		{name: "bl", code: decode.ARM64Code(0x94000010), kind: SiteDetour, patch: addr, calls: true},
+		{name: "blr", code: decode.ARM64Code(0xD63F00E0), kind: SiteDetour, patch: addr, calls: true},
+		{name: "bti-kept", code: decode.ARM64Code(0xD503245F, 0xA9BD7BFD), kind: SiteDetour, patch: addr + 4},
+		{name: "bti-nop", code: decode.ARM64Code(0xD503249F, 0xD503201F), kind: SiteNop, patch: addr + 4},
+		{name: "bti-replaced", code: decode.ARM64Code(0xD503245F), opts: &SiteOptions{ReplaceEndbr: true}, kind: SiteDetour, patch: addr},
+		{name: "bti-short", code: decode.ARM64Code(0xD503245F), refuse: RefuseShort},
 		{name: "short", code: []byte{0x1F, 0x20}, refuse: RefuseShort},
-		{name: "udf", code: a64Bytes(0x00000000), refuse: RefuseUndecodable},
-		{name: "nop-only", code: a64Bytes(0xA9BD7BFD), opts: &SiteOptions{NopOnly: true}, refuse: RefuseNoDetour},
-		{name: "ldxr", code: a64Bytes(0xC85F7C20), refuse: RefuseNotRelocatable},
-		{name: "stxr", code: a64Bytes(0xC8027C20), refuse: RefuseNotRelocatable},
-		{name: "svc", code: a64Bytes(0xD4000001), refuse: RefuseNotRelocatable},
-		{name: "brk", code: a64Bytes(0xD4200000), refuse: RefuseNotRelocatable},
-		{name: "msr-daif", code: a64Bytes(0xD51B4220), refuse: RefuseNotRelocatable},
-		{name: "eret", code: a64Bytes(0xD69F03E0), refuse: RefuseNotRelocatable},
-		{name: "blr-x30", code: a64Bytes(0xD63F03C0), refuse: RefuseNotBoostable},
+		{name: "udf", code: decode.ARM64Code(0x00000000), refuse: RefuseUndecodable},
+		{name: "nop-only", code: decode.ARM64Code(0xA9BD7BFD), opts: &SiteOptions{NopOnly: true}, refuse: RefuseNoDetour},
+		{name: "ldxr", code: decode.ARM64Code(0xC85F7C20), refuse: RefuseNotRelocatable},
+		{name: "stxr", code: decode.ARM64Code(0xC8027C20), refuse: RefuseNotRelocatable},
+		{name: "svc", code: decode.ARM64Code(0xD4000001), refuse: RefuseNotRelocatable},
+		{name: "brk", code: decode.ARM64Code(0xD4200000), refuse: RefuseNotRelocatable},
+		{name: "msr-daif", code: decode.ARM64Code(0xD51B4220), refuse: RefuseNotRelocatable},
+		{name: "eret", code: decode.ARM64Code(0xD69F03E0), refuse: RefuseNotRelocatable},
+		{name: "blr-x30", code: decode.ARM64Code(0xD63F03C0), refuse: RefuseNotBoostable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,7 +170,7 @@ func TestAnalyzeARM64(t *testing.T) {
 			}
 		})
 	}
-	if _, err := AnalyzeARM64(addr+2, a64Bytes(0xD503201F), nil); !errors.Is(err, ErrNotSite) {
+	if _, err := AnalyzeARM64(addr+2, decode.ARM64Code(0xD503201F), nil); !errors.Is(err, ErrNotSite) {
 		t.Errorf("unaligned address: %v", err)
 	}
 }
@@ -192,7 +184,7 @@ func TestGenerateARM64(t *testing.T) {
 		d    int64
 	}{{"next", 0x1000}, {"2MiB", 2 << 20}, {"below-100MiB", -100 << 20}, {"max", MaxReachARM64 - 0x10000}}
 	for _, w := range a64Words {
-		s, err := AnalyzeARM64(addr, a64Bytes(w.word), &SiteOptions{ReplaceEndbr: true})
+		s, err := AnalyzeARM64(addr, decode.ARM64Code(w.word), &SiteOptions{ReplaceEndbr: true})
 		if err != nil {
 			t.Errorf("%s: %v", w.name, err)
 			continue
@@ -228,7 +220,7 @@ func TestGenerateARM64(t *testing.T) {
 
 func TestGenerateARM64Errors(t *testing.T) {
 	const addr = 0x4000_0000
-	s, err := AnalyzeARM64(addr, a64Bytes(0x14000010), nil) // b +64
+	s, err := AnalyzeARM64(addr, decode.ARM64Code(0x14000010), nil) // b +64
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +264,7 @@ func TestGenerateARM64Errors(t *testing.T) {
 
 func TestBuildARM64(t *testing.T) {
 	const addr = 0x40_2000
-	s, err := AnalyzeARM64(addr, a64Bytes(0x54000083), nil) // b.lo +16
+	s, err := AnalyzeARM64(addr, decode.ARM64Code(0x54000083), nil) // b.lo +16
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +287,7 @@ func TestBuildARM64(t *testing.T) {
 		if err != nil || b.Branch != decode.BranchJmp || b.Target != tr.Slot {
 			t.Fatalf("install %s, want b %#x", b.Text(), tr.Slot)
 		}
-		if tr.Install.Addr != addr || string(tr.Install.Old) != string(a64Bytes(0x54000083)) ||
+		if tr.Install.Addr != addr || string(tr.Install.Old) != string(decode.ARM64Code(0x54000083)) ||
 			tr.Remove.Addr != addr || string(tr.Remove.Old) != string(tr.Install.New) || string(tr.Remove.New) != string(tr.Install.Old) ||
 			len(tr.Remove.Guard) != 1 || tr.Remove.Guard[0] != (Range{tr.Slot, tr.Slot + uint64(len(tr.Code))}) {
 			t.Fatalf("patches %+v %+v", tr.Install, tr.Remove)
@@ -335,7 +327,7 @@ func TestPlaceARM64(t *testing.T) {
 // exclusive loop, the relocated instruction and the jump back.
 func TestARM64SlotLayout(t *testing.T) {
 	const addr, slot = 0x40_0000, 0x41_0000
-	s, err := AnalyzeARM64(addr, a64Bytes(0xB4000080), nil) // cbz x0, +16
+	s, err := AnalyzeARM64(addr, decode.ARM64Code(0xB4000080), nil) // cbz x0, +16
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -374,7 +366,7 @@ func TestARM64SlotLayout(t *testing.T) {
 // TestARM64RelocRefusal checks that a relocation refusal that only more
 // reach would cure is ErrOutOfReach, not a site refusal.
 func TestARM64RelocRefusal(t *testing.T) {
-	s, err := AnalyzeARM64(0x40_0000, a64Bytes(0xD63F00E0), nil) // blr x7
+	s, err := AnalyzeARM64(0x40_0000, decode.ARM64Code(0xD63F00E0), nil) // blr x7
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
 package xol
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 
@@ -629,9 +628,6 @@ func (r *a64Reloc) emit() *ARM64Relocation {
 		rel.Scratch |= r.scratchSet()
 	}
 	words = append(words, ret...)
-	rel.Code = make([]byte, 4*len(words))
-	for i, w := range words {
-		binary.LittleEndian.PutUint32(rel.Code[4*i:], w)
-	}
+	rel.Code = decode.ARM64Code(words...)
 	return rel
 }

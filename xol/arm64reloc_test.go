@@ -12,15 +12,6 @@ import (
 	"github.com/probeopt/probeopt/internal/reason"
 )
 
-// a64Words packs words little-endian.
-func a64Words(ws ...uint32) []byte {
-	b := make([]byte, 4*len(ws))
-	for i, w := range ws {
-		binary.LittleEndian.PutUint32(b[4*i:], w)
-	}
-	return b
-}
-
 // a64Space is a flat test memory: code at two places, one data page.
 type a64Space struct {
 	b map[uint64]byte
@@ -278,7 +269,7 @@ func TestRelocateARM64Forms(t *testing.T) {
 					c.setup(&s)
 				}
 				opt := &ARM64RelocOptions{Return: ret}
-				rel, ok := checkByEmulation(t, a64Words(c.w), relFrom, c.to, opt, s)
+				rel, ok := checkByEmulation(t, decode.ARM64Code(c.w), relFrom, c.to, opt, s)
 				if !ok {
 					t.Errorf("not emulated")
 				}
@@ -299,22 +290,22 @@ func TestRelocateARM64Refusals(t *testing.T) {
 		want reason.Code
 	}
 	for _, c := range []tc{
-		{"far b without scratch", a64Words(0x14000010), relFar, ARM64RelocOptions{NoScratch: true}, RefuseNoScratch},
-		{"far b into a BTI page", a64Words(0x14000010), relFar, ARM64RelocOptions{BTIGuarded: true}, RefuseBTI},
-		{"far return without scratch", a64Words(0x91000421), relFar, ARM64RelocOptions{Return: true, NoScratch: true}, RefuseNoScratch},
-		{"both scratch registers used", a64Words(0x91000610, 0x91000631, 0x14000010), relFar, ARM64RelocOptions{}, RefuseNoScratch},
-		{"bl before the end", a64Words(0x94000010, 0x91000421), relNear, ARM64RelocOptions{Return: true}, RefuseCallInRun},
-		{"blr before the end", a64Words(0xd63f00e0, 0x91000421), relNear, ARM64RelocOptions{Return: true}, RefuseCallInRun},
-		{"svc before the end of a live detour", a64Words(0xd4000001, 0x91000421), relNear, ARM64RelocOptions{Return: true, Live: true}, RefuseSyscallInRun},
-		{"svc single-stepped", a64Words(0xd4000001), relNear, ARM64RelocOptions{}, RefuseSyscall},
-		{"brk", a64Words(0xd4200000), relNear, ARM64RelocOptions{}, RefuseTrap},
-		{"ldxr", a64Words(0xc85f7c20), relNear, ARM64RelocOptions{}, RefuseExclusive},
-		{"after an ldxr", a64Words(0x91000421), relNear, ARM64RelocOptions{Before: a64Words(0xc85f7c20, 0xd503201f)}, RefuseExclusiveWindow},
-		{"udf", a64Words(0x00000000), relNear, ARM64RelocOptions{}, RefuseUnknown},
-		{"unknown branch-space word", a64Words(0x74000000), relNear, ARM64RelocOptions{}, RefuseUnknown},
-		{"blraa x30", a64Words(0xd73f0bc1), relNear, ARM64RelocOptions{}, RefuseLinkRegister},
-		{"blraa x7 into a BTI page", a64Words(0xd73f08e1), relNear, ARM64RelocOptions{BTIGuarded: true}, RefuseBTI},
-		{"far fp literal without scratch", a64Words(0x9c000106), relFar, ARM64RelocOptions{NoScratch: true}, RefuseNoScratch},
+		{"far b without scratch", decode.ARM64Code(0x14000010), relFar, ARM64RelocOptions{NoScratch: true}, RefuseNoScratch},
+		{"far b into a BTI page", decode.ARM64Code(0x14000010), relFar, ARM64RelocOptions{BTIGuarded: true}, RefuseBTI},
+		{"far return without scratch", decode.ARM64Code(0x91000421), relFar, ARM64RelocOptions{Return: true, NoScratch: true}, RefuseNoScratch},
+		{"both scratch registers used", decode.ARM64Code(0x91000610, 0x91000631, 0x14000010), relFar, ARM64RelocOptions{}, RefuseNoScratch},
+		{"bl before the end", decode.ARM64Code(0x94000010, 0x91000421), relNear, ARM64RelocOptions{Return: true}, RefuseCallInRun},
+		{"blr before the end", decode.ARM64Code(0xd63f00e0, 0x91000421), relNear, ARM64RelocOptions{Return: true}, RefuseCallInRun},
+		{"svc before the end of a live detour", decode.ARM64Code(0xd4000001, 0x91000421), relNear, ARM64RelocOptions{Return: true, Live: true}, RefuseSyscallInRun},
+		{"svc single-stepped", decode.ARM64Code(0xd4000001), relNear, ARM64RelocOptions{}, RefuseSyscall},
+		{"brk", decode.ARM64Code(0xd4200000), relNear, ARM64RelocOptions{}, RefuseTrap},
+		{"ldxr", decode.ARM64Code(0xc85f7c20), relNear, ARM64RelocOptions{}, RefuseExclusive},
+		{"after an ldxr", decode.ARM64Code(0x91000421), relNear, ARM64RelocOptions{Before: decode.ARM64Code(0xc85f7c20, 0xd503201f)}, RefuseExclusiveWindow},
+		{"udf", decode.ARM64Code(0x00000000), relNear, ARM64RelocOptions{}, RefuseUnknown},
+		{"unknown branch-space word", decode.ARM64Code(0x74000000), relNear, ARM64RelocOptions{}, RefuseUnknown},
+		{"blraa x30", decode.ARM64Code(0xd73f0bc1), relNear, ARM64RelocOptions{}, RefuseLinkRegister},
+		{"blraa x7 into a BTI page", decode.ARM64Code(0xd73f08e1), relNear, ARM64RelocOptions{BTIGuarded: true}, RefuseBTI},
+		{"far fp literal without scratch", decode.ARM64Code(0x9c000106), relFar, ARM64RelocOptions{NoScratch: true}, RefuseNoScratch},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := RelocateARM64(c.code, relFrom, c.to, &c.opt)
@@ -330,10 +321,10 @@ func TestRelocateARM64Refusals(t *testing.T) {
 	// Accepted: svc as the last instruction of a live detour; after a
 	// completed exclusive sequence; blr with x16.
 	for _, c := range []tc{
-		{"svc last in a live detour", a64Words(0x91000421, 0xd4000001), relNear, ARM64RelocOptions{Return: true, Live: true}, ""},
-		{"after a store-exclusive", a64Words(0x91000421), relNear, ARM64RelocOptions{Before: a64Words(0xc85f7c20, 0xc8027c20)}, ""},
-		{"blr x16 into a BTI page", a64Words(0xd63f0200), relFar, ARM64RelocOptions{BTIGuarded: true}, ""},
-		{"blraa x7", a64Words(0xd73f08e1), relFar, ARM64RelocOptions{}, ""},
+		{"svc last in a live detour", decode.ARM64Code(0x91000421, 0xd4000001), relNear, ARM64RelocOptions{Return: true, Live: true}, ""},
+		{"after a store-exclusive", decode.ARM64Code(0x91000421), relNear, ARM64RelocOptions{Before: decode.ARM64Code(0xc85f7c20, 0xc8027c20)}, ""},
+		{"blr x16 into a BTI page", decode.ARM64Code(0xd63f0200), relFar, ARM64RelocOptions{BTIGuarded: true}, ""},
+		{"blraa x7", decode.ARM64Code(0xd73f08e1), relFar, ARM64RelocOptions{}, ""},
 	} {
 		if _, err := RelocateARM64(c.code, relFrom, c.to, &c.opt); err != nil {
 			t.Errorf("%s: %v", c.name, err)
@@ -342,7 +333,7 @@ func TestRelocateARM64Refusals(t *testing.T) {
 	for _, bad := range []struct {
 		code     []byte
 		from, to uint64
-	}{{nil, relFrom, relNear}, {[]byte{1, 2, 3}, relFrom, relNear}, {a64Words(0xd503201f), relFrom + 2, relNear}, {make([]byte, 4*65), relFrom, relNear}} {
+	}{{nil, relFrom, relNear}, {[]byte{1, 2, 3}, relFrom, relNear}, {decode.ARM64Code(0xd503201f), relFrom + 2, relNear}, {make([]byte, 4*65), relFrom, relNear}} {
 		if _, err := RelocateARM64(bad.code, bad.from, bad.to, nil); !errors.Is(err, ErrBadRun) {
 			t.Errorf("%d bytes from %#x: %v, want ErrBadRun", len(bad.code), bad.from, err)
 		}
@@ -352,7 +343,7 @@ func TestRelocateARM64Refusals(t *testing.T) {
 // TestRelocateARM64Run relocates a run with an internal branch, a literal
 // load and a call at the end, and checks the map back to the original.
 func TestRelocateARM64Run(t *testing.T) {
-	code := a64Words(
+	code := decode.ARM64Code(
 		0xb4000063, // cbz x3, +12 (to the bl, inside the run)
 		0x58000106, // ldr x6, literal
 		0x91000421, // add x1, x1, #1
@@ -378,7 +369,7 @@ func TestRelocateARM64Run(t *testing.T) {
 	}
 	// A branch back to the first instruction goes to the original site
 	// (the probe fires again); one to a later instruction stays inside.
-	rel, err := RelocateARM64(a64Words(0x91000421, 0x17ffffff), relFrom, relNear, &ARM64RelocOptions{Return: true})
+	rel, err := RelocateARM64(decode.ARM64Code(0x91000421, 0x17ffffff), relFrom, relNear, &ARM64RelocOptions{Return: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -408,7 +399,7 @@ func fuzzRelocateARM64(t *testing.T, w0, w1 uint32, n uint8, dist uint64, flags 
 	}
 	to := relFrom + dist
 	opt := &ARM64RelocOptions{Return: flags&1 != 0, NoScratch: flags&2 != 0, BTIGuarded: flags&4 != 0, Live: flags&8 != 0}
-	code := a64Words(words...)
+	code := decode.ARM64Code(words...)
 	rel, err := RelocateARM64(code, relFrom, to, opt)
 	if err != nil {
 		var re *RefusalError
@@ -471,7 +462,7 @@ func checkFails(t *testing.T, check func(testing.TB)) bool {
 // the branch (and a wrong block still fails), other loops are recognized
 // and skipped, and a forward branch is no loop.
 func TestRelocateARM64LoopCheck(t *testing.T) {
-	loop := a64Words(0x91000421, 0x17ffffff) // add x1, x1, #1; b .-4
+	loop := decode.ARM64Code(0x91000421, 0x17ffffff) // add x1, x1, #1; b .-4
 	for _, flags := range []uint8{0, 1, 2, 3, 8, 9} {
 		for _, dist := range []uint64{0x4000, 0x20_0000, 0x2_0000_0000} {
 			fuzzRelocateARM64(t, 0x91000421, 0x17ffffff, 1, dist, flags, 0)
@@ -482,13 +473,13 @@ func TestRelocateARM64LoopCheck(t *testing.T) {
 	if !loops || pc != relFrom || want.X[1] != 1 || want.PC != relFrom {
 		t.Errorf("add; b .-4: a64Loops = %#x, x1=%#x pc=%#x, %v; want a loop to %#x with x1=1", pc, want.X[1], want.PC, loops, uint64(relFrom))
 	}
-	if pc, _, _, loops := a64Loops(a64Words(0x91000421, 0x14000000), relFrom, st); !loops || pc != relFrom+4 {
+	if pc, _, _, loops := a64Loops(decode.ARM64Code(0x91000421, 0x14000000), relFrom, st); !loops || pc != relFrom+4 {
 		t.Errorf("add; b .: a64Loops = %#x, %v; want a loop to %#x", pc, loops, uint64(relFrom+4))
 	}
 	for _, code := range [][]byte{
-		a64Words(0x91000421, 0x14000001), // add; b .+4
-		a64Words(0xb4000043, 0x91000421), // cbz x3, .+8; add
-		a64Words(0xb5ffffe3, 0x91000421), // cbnz x3, .-4 (not taken, x3 = 0)
+		decode.ARM64Code(0x91000421, 0x14000001), // add; b .+4
+		decode.ARM64Code(0xb4000043, 0x91000421), // cbz x3, .+8; add
+		decode.ARM64Code(0xb5ffffe3, 0x91000421), // cbnz x3, .-4 (not taken, x3 = 0)
 	} {
 		if _, _, _, loops := a64Loops(code, relFrom, st); loops {
 			t.Errorf("%s: a loop", code2text(code, relFrom))

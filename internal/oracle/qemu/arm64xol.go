@@ -267,10 +267,7 @@ func (c *ARM64XOLCampaign) Run(r ARM64Runner) (*ARM64Report, error) {
 // a64Relocate relocates a generated run and builds the oracle case; skip
 // is the refusal code when the relocator refused.
 func a64Relocate(words []uint32, from, to uint64, opt xol.ARM64RelocOptions, st emulate.ARM64State, class string, idx int) (a64XOLItem, string) {
-	code := make([]byte, 4*len(words))
-	for i, w := range words {
-		binary.LittleEndian.PutUint32(code[4*i:], w)
-	}
+	code := decode.ARM64Code(words...)
 	it := a64XOLItem{class: class, index: idx, words: words, opt: opt}
 	rel, err := xol.RelocateARM64(code, from, to, &opt)
 	if err != nil {

@@ -1,15 +1,5 @@
 package decode
 
-// Register sources of an entry's srcR/srcW/srcByte masks (generated from
-// the operands by internal/x86map).
-const (
-	srcReg  = 1 << iota // ModRM.reg
-	srcRM               // ModRM.rm when mod == 3
-	srcVVVV             // VEX/EVEX/XOP vvvv
-	srcZ                // the opcode's low three bits
-	srcMem              // base and index of the memory operand (read)
-)
-
 // addSrc adds register r, named by source src of entry e, to the read and
 // written sets as the entry's masks say; without any REX prefix a byte
 // operand's registers 4-7 are ah, ch, dh and bh (registers 0-3).

@@ -2,6 +2,15 @@
 
 package decode
 
+// Register sources of an entry's srcR/srcW/srcByte masks.
+const (
+	srcReg  = 0x1  // ModRM.reg
+	srcRM   = 0x2  // ModRM.rm when mod == 3
+	srcVVVV = 0x4  // VEX/EVEX/XOP vvvv
+	srcZ    = 0x8  // the opcode's low three bits
+	srcMem  = 0x10 // base and index of the memory operand (read)
+)
+
 // x86Entries holds the leaves (instruction forms) and selector nodes of
 // the opcode decision trees; entry 0 means "no such opcode".
 var x86Entries = [...]x86Entry{

@@ -715,14 +715,10 @@ func TestARM64CodeAgainstObjdump(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", objdump, err)
 	}
-	line := regexp.MustCompile(`^\s*([0-9a-f]+):\t([0-9a-f]{8}) `)
+	line := regexp.MustCompile(`(?m)^\s*([0-9a-f]+):\t([0-9a-f]{8}) `)
 	var first uint64
 	var words []uint32
-	for _, l := range strings.Split(string(out), "\n") {
-		m := line.FindStringSubmatch(l)
-		if m == nil {
-			continue
-		}
+	for _, m := range line.FindAllStringSubmatch(string(out), -1) {
 		a, _ := strconv.ParseUint(m[1], 16, 64)
 		w, _ := strconv.ParseUint(m[2], 16, 32)
 		if len(words) == 0 {

@@ -132,10 +132,14 @@ func spawnPatchTarget(args, env []string, nice, sites int, old, new func(int) []
 	if err := p.Resume(); err != nil {
 		return fail(err)
 	}
-	line, err := readTargetLine(r, 10*time.Second)
-	if err != nil {
-		return fail(fmt.Errorf("target: %w", err))
+	if err := r.SetReadDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return fail(err)
 	}
+	line, err := bufio.NewReader(r).ReadString('\n')
+	if err != nil {
+		return fail(fmt.Errorf("target's first line: %w", err))
+	}
+	line = strings.TrimSpace(line)
 	var n int
 	if _, err := fmt.Sscanf(line, "target base=%v n=%d bad=%v stall=%v", &t.base, &n, &t.bad, &t.stall); err != nil || n != sites {
 		return fail(fmt.Errorf("target said %q", line))
@@ -283,23 +287,4 @@ func median(ds []time.Duration) time.Duration {
 	s := slices.Clone(ds)
 	slices.Sort(s)
 	return s[len(s)/2]
-}
-
-// readTargetLine reads the target's first line, with a deadline.
-func readTargetLine(r io.Reader, d time.Duration) (string, error) {
-	type res struct {
-		s   string
-		err error
-	}
-	c := make(chan res, 1)
-	go func() {
-		s, err := bufio.NewReader(r).ReadString('\n')
-		c <- res{strings.TrimSpace(s), err}
-	}()
-	select {
-	case x := <-c:
-		return x.s, x.err
-	case <-time.After(d):
-		return "", fmt.Errorf("no line within %v", d)
-	}
 }

@@ -50,6 +50,7 @@ var Helpers = []asm.BuiltinFunc{
 	asm.FnKtimeGetNs, asm.FnKtimeGetBootNs, asm.FnGetCurrentPidTgid,
 	asm.FnGetCurrentUidGid, asm.FnGetCurrentComm, asm.FnGetSmpProcessorId, asm.FnGetPrandomU32,
 	asm.FnProbeReadUser, asm.FnProbeRead, asm.FnProbeReadUserStr, asm.FnProbeReadStr,
+	asm.FnProbeReadKernel,
 	asm.FnRingbufOutput, asm.FnRingbufReserve, asm.FnRingbufSubmit, asm.FnRingbufDiscard,
 	asm.FnGetFuncIp, asm.FnGetAttachCookie, asm.FnGetStack, asm.FnTracePrintk,
 	asm.FnPerfEventOutput,
@@ -150,6 +151,7 @@ const (
 	eEXIST = -maps.EEXIST
 	eINVAL = -maps.EINVAL
 	eAGAIN = -11
+	eRANGE = -34
 )
 
 // Registers by their System V names, for the helpers.
@@ -217,7 +219,9 @@ func (c *compiler) emitHelpers() error {
 		case asm.FnGetPrandomU32:
 			c.prandom()
 		case asm.FnProbeReadUser, asm.FnProbeRead:
-			c.probeRead()
+			c.probeRead(false)
+		case asm.FnProbeReadKernel:
+			c.probeRead(true)
 		case asm.FnProbeReadUserStr, asm.FnProbeReadStr:
 			c.probeReadStr()
 		case asm.FnRingbufReserve:
@@ -272,6 +276,9 @@ func (c *compiler) retImm(v int64) {
 	c.a.MovImm(rax, uint64(v))
 	c.a.Ret()
 }
+
+// movNeg sets r to the negative error v (as retImm returns it).
+func (c *compiler) movNeg(r x86enc.Reg, v int64) { c.a.MovImm(r, uint64(v)) }
 
 // retZero returns 0 (xor eax, eax; ret).
 func (c *compiler) retZero() {
@@ -841,7 +848,15 @@ func (c *compiler) readSelf() {
 // probeRead: probe_read_user(dst, size, src) -> 0, or -EFAULT with dst
 // zeroed. The copy is the kernel's own (process_vm_readv on this
 // process), so a bad pointer faults in the kernel, never here.
-func (c *compiler) probeRead() {
+//
+// With kernel, probe_read_kernel: the same copy, since the memory a
+// program reads as the kernel's (its context, struct pt_regs, and its
+// stack) lies in the process here; a failed copy returns what the
+// kernel's returns for that address, -ERANGE below the canonical upper
+// half of a 48-bit address space (the kernel refuses a user address
+// before it reads) and -EFAULT in it, with dst zeroed. A readable user
+// address, which the kernel refuses with -ERANGE, is read.
+func (c *compiler) probeRead(kernel bool) {
 	a := c.a
 	ok, fail := a.NewLabel(), a.NewLabel()
 	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
@@ -863,8 +878,20 @@ func (c *compiler) probeRead() {
 	a.Load(s64, rcx, x86enc.At(rsp, 8))
 	a.ALU(x86enc.Xor, s32, rax, rax)
 	a.RepStosb()
+	if !kernel {
+		a.ALUImm8(x86enc.Add, s64, rsp, 32)
+		c.retImm(eFAULT)
+		return
+	}
+	done := a.NewLabel()
+	a.MovImm(rcx, 0xffff_8000_0000_0000)
+	a.ALULoad(x86enc.Cmp, s64, rcx, x86enc.At(rsp, 16))
+	c.movNeg(rax, eRANGE)
+	a.Jcc(x86enc.CondA, done)
+	c.movNeg(rax, eFAULT)
+	a.Bind(done)
 	a.ALUImm8(x86enc.Add, s64, rsp, 32)
-	c.retImm(eFAULT)
+	a.Ret()
 }
 
 // probeReadStr: probe_read_user_str(dst, size, src) -> the length copied

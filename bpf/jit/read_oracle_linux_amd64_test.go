@@ -256,3 +256,100 @@ func TestCommOracle(t *testing.T) {
 		}
 	}
 }
+
+// TestReadKernelOracle compares probe_read_kernel with the kernel's on
+// what a program may read as the kernel's memory, its own stack (at
+// every offset and size within 24 bytes of known words), and on the
+// addresses whose reads fail: NULL and an unmapped low address (the
+// kernel's -ERANGE for an address below the kernel's half) and the
+// unmapped start of the kernel's half (-EFAULT), dst zeroed each time.
+func TestReadKernelOracle(t *testing.T) {
+	newOracle(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	type kcase struct {
+		off, size int   // a read of the stack at fp-32+off
+		src       int64 // else a read of src (off < 0)
+	}
+	var cases []kcase
+	for off := 0; off < 24; off += 5 {
+		for size := 1; size <= 24-off; size += 3 {
+			cases = append(cases, kcase{off: off, size: size})
+		}
+	}
+	for _, src := range []int64{0, 4096, -1 << 47} {
+		cases = append(cases, kcase{off: -1, size: 8, src: src})
+	}
+	gen := func() asm.Instructions {
+		insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
+		for i, w := range []int64{0x0706050403020100, 0x0f0e0d0c0b0a0908, 0x1716151413121110, 0x1f1e1d1c1b1a1918} {
+			insns = append(insns, asm.LoadImm(asm.R1, w, asm.DWord), asm.StoreMem(asm.RFP, int16(-32+8*i), asm.R1, asm.DWord))
+		}
+		for i, c := range cases {
+			insns = append(insns, asm.LoadImm(asm.R1, int64(0xa5a5a5a5a5a5a5a5-1<<64), asm.DWord))
+			for off := -64; off < -32; off += 8 {
+				insns = append(insns, asm.StoreMem(asm.RFP, int16(off), asm.R1, asm.DWord))
+			}
+			insns = append(insns, asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -64), asm.Mov.Imm(asm.R2, int32(c.size)))
+			if c.off >= 0 {
+				insns = append(insns, asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, int32(-32+c.off)))
+			} else {
+				insns = append(insns, asm.LoadImm(asm.R3, c.src, asm.DWord))
+			}
+			insns = append(insns, asm.FnProbeReadKernel.Call(), asm.StoreMem(asm.R6, int16(40*i), asm.R0, asm.DWord))
+			for off := 0; off < 32; off += 8 {
+				insns = append(insns, asm.LoadMem(asm.R1, asm.RFP, int16(-64+off), asm.DWord),
+					asm.StoreMem(asm.R6, int16(40*i+8+off), asm.R1, asm.DWord))
+			}
+		}
+		return append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
+	}
+	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(40 * len(cases)), MaxEntries: 1}
+	kmap, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kmap.Close()
+	kins := gen()
+	if err := kins.AssociateMap("o", kmap); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	var kout []byte
+	if err := kmap.Lookup(uint32(0), &kout); err != nil {
+		t.Fatal(err)
+	}
+	m, err := maps.New(testArena(t), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jitRun(gen(), map[string]*maps.Map{"o": m}, 0); err != nil {
+		t.Fatal(err)
+	}
+	jout, err := m.Lookup([]byte{0, 0, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for i, c := range cases {
+		k, j := kout[40*i:40*i+40], jout[40*i:40*i+40]
+		if c.off < 0 && int64(binary.LittleEndian.Uint64(k)) == 0 {
+			t.Errorf("%+v: the kernel's read succeeded; the case must fail", c)
+		}
+		if c.off < 0 && int64(binary.LittleEndian.Uint64(k)) != 0 {
+			failed++
+		}
+		if !bytes.Equal(k, j) {
+			t.Errorf("%+v: kernel r0 %d %x, JIT r0 %d %x", c, int64(binary.LittleEndian.Uint64(k)), k[8:],
+				int64(binary.LittleEndian.Uint64(j)), j[8:])
+		}
+	}
+	t.Logf("%d probe_read_kernel calls compared (%d failing)", len(cases), failed)
+}

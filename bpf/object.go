@@ -35,8 +35,10 @@ type Program struct {
 
 // Open reads a BPF ELF object and parses its programs' sections. A
 // program in a section that is not a probe is refused with ErrSection.
+// The maps and the kconfig extern of libbpf's usdt.bpf.h are read (see
+// usdt.go and prepare.go).
 func Open(path string) (*Object, error) {
-	spec, err := ebpf.LoadCollectionSpec(path)
+	spec, err := loadSpec(path)
 	if err != nil {
 		return nil, fmt.Errorf("read BPF object %s: %w", path, err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/plan"
 )
 
@@ -57,6 +58,11 @@ var ErrBPF = errors.New("BPF program not usable at probes")
 // BPF program that cannot take a trampoline: programs run in slots only.
 const ReasonNeedsTrampoline plan.Reason = "bpf-needs-trampoline"
 
+// ReasonUSDTArg is the Reason of a RejectedError for a site of a program
+// written with libbpf's usdt.bpf.h whose note has an argument libbpf
+// refuses (the detail says which; see bpf.ErrUSDTArg).
+const ReasonUSDTArg plan.Reason = "bpf-usdt-argument"
+
 // BPFOptions tune LoadBPF; nil means the defaults.
 type BPFOptions struct {
 	// ArenaSize is the size in bytes of the memory holding the maps (in
@@ -77,6 +83,10 @@ type BPF struct {
 	// bytes is each program's code, to check that a process has it.
 	bytes map[string][]byte
 
+	// usdt hands out the spec IDs of USDT attachments of a program
+	// written with libbpf's usdt.bpf.h, nil without its maps.
+	usdt *bpf.USDTSpecs
+
 	mu    sync.Mutex
 	links []*Link
 	state bpfState // the platform's resources
@@ -89,6 +99,7 @@ type Link struct {
 	Spec    string // the spec its sites come from
 	probe   *Probe
 	closed  bool
+	usdt    *bpf.USDTLink // the spec IDs of a usdt.bpf.h program's attachment
 }
 
 // LoadBPF loads obj into the traced process (verifying its programs in
@@ -143,7 +154,10 @@ func (b *BPF) CodeAddr(name string) uint64 { return b.code[name] }
 // AttachOptions tune Attach; nil means the defaults.
 type AttachOptions struct {
 	// Cookie is what the program's get_attach_cookie returns at these
-	// sites (link.UprobeOptions.Cookie of cilium/ebpf).
+	// sites (link.UprobeOptions.Cookie of cilium/ebpf). For a usdt
+	// program of an object with libbpf's usdt.bpf.h, it is what
+	// bpf_usdt_cookie returns (bpf_usdt_opts.usdt_cookie of libbpf), and
+	// get_attach_cookie returns the spec ID of each site's note.
 	Cookie uint64
 }
 
@@ -152,6 +166,14 @@ type AttachOptions struct {
 // uretprobe/PATH:SYM; a bare section needs a spec). A uretprobe program
 // attaches to the returns of the functions spec names (the spec may say
 // %return or not). The error is the probe's, as for Tracer.Add.
+//
+// A usdt program of an object written with libbpf's usdt.bpf.h attaches
+// to USDT probes only: each site's note gets its argument specs in the
+// map __bpf_usdt_specs, and the site's cookie is their ID, as libbpf's
+// bpf_program__attach_usdt does (see package bpf, usdt.go). The notes of a
+// file are given their IDs when its first site is installed; a note
+// whose arguments libbpf refuses refuses the file's sites of the spec
+// (the error wraps bpf.ErrUSDTArg).
 func (b *BPF) Attach(prog, spec string, opts *AttachOptions) (*Link, error) {
 	var o AttachOptions
 	if opts != nil {
@@ -176,11 +198,25 @@ func (b *BPF) Attach(prog, spec string, opts *AttachOptions) (*Link, error) {
 	if p.Section.Kind != bpf.Uretprobe && strings.HasSuffix(spec, "%return") {
 		return nil, fmt.Errorf("program %s of section %s at the return probe %q: %w", prog, p.Section, spec, ErrBPF)
 	}
-	pr, err := attachBPF(b, prog, spec, o.Cookie)
+	var ul *bpf.USDTLink
+	if p.Section.Kind == bpf.USDT && b.usdt != nil {
+		sp, err := parseSpec(spec)
+		if err != nil {
+			return nil, &SpecError{Spec: spec, Err: err}
+		}
+		if sp.es.Kind != elfscan.SpecUSDT {
+			return nil, fmt.Errorf("program %s reads USDT arguments (usdt.bpf.h): %q is not a USDT probe: %w", prog, spec, ErrBPF)
+		}
+		ul = b.usdt.NewLink(o.Cookie)
+	}
+	pr, err := attachBPF(b, prog, spec, o.Cookie, ul)
 	if pr == nil {
+		if ul != nil {
+			ul.Release()
+		}
 		return nil, err
 	}
-	l := &Link{b: b, Program: prog, Spec: spec, probe: pr}
+	l := &Link{b: b, Program: prog, Spec: spec, probe: pr, usdt: ul}
 	b.mu.Lock()
 	b.links = append(b.links, l)
 	b.mu.Unlock()
@@ -232,7 +268,11 @@ func (l *Link) Close() error {
 	}
 	l.closed = true
 	l.b.mu.Unlock()
-	return l.b.t.Remove(l.probe)
+	err := l.b.t.Remove(l.probe)
+	if l.usdt != nil {
+		l.usdt.Release()
+	}
+	return err
 }
 
 // SectionSpec returns the probe spec of a section's target: a path

@@ -4,6 +4,7 @@ package probe
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -11,6 +12,7 @@ import (
 
 	"github.com/probeopt/probeopt/bpf"
 	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/trampoline"
 )
@@ -28,6 +30,76 @@ type bpfProg struct {
 	addr   uint64 // its code in the process
 	code   []byte
 	cookie uint64 // what its get_attach_cookie returns (AttachOptions)
+	// usdt is the spec IDs of the attachment of a usdt.bpf.h program,
+	// nil for any other; sp is its spec. usdtIDs is the ID of each note
+	// of the files seen, by file and address, given with the first site
+	// of a file (usdtErr: why a file's notes have none). Under Tracer.mu.
+	usdt    *bpf.USDTLink
+	sp      spec
+	usdtIDs map[usdtSite]uint64
+	usdtErr map[string]error
+}
+
+// usdtSite is a USDT note's address in a file.
+type usdtSite struct {
+	path  string
+	vaddr uint64
+}
+
+// siteCookie returns the cookie of the program's call at site s: the
+// attachment's, or the spec ID of the site's note for a usdt.bpf.h
+// program (the file's notes get theirs, and their specs are written to
+// the map, on its first site).
+func (bp *bpfProg) siteCookie(s *liveSite) (uint64, error) {
+	if bp.usdt == nil {
+		return bp.cookie, nil
+	}
+	fi := s.mod.fi
+	err, done := bp.usdtErr[fi.path]
+	if !done {
+		err = bp.usdtSpecs(fi)
+		bp.usdtErr[fi.path] = err
+	}
+	if err != nil {
+		return 0, err
+	}
+	id, ok := bp.usdtIDs[usdtSite{fi.path, s.ps.vaddr}]
+	if !ok {
+		return 0, fmt.Errorf("no USDT note of %s at %#x in %s: %w", bp.sp.text, s.ps.vaddr, fi.path, bpf.ErrUSDTArg)
+	}
+	return id, nil
+}
+
+// usdtSpecs gives the notes of the spec in file fi their spec IDs, in
+// note order, and writes the new specs to __bpf_usdt_specs.
+func (bp *bpfProg) usdtSpecs(fi *fileInfo) error {
+	sites, err := fi.resolve(&bp.sp)
+	if err != nil {
+		return err
+	}
+	var notes []*elfscan.USDTProbe
+	var addrs []uint64
+	for i := range sites {
+		if sites[i].USDT != nil {
+			notes = append(notes, sites[i].USDT)
+			addrs = append(addrs, sites[i].Addr)
+		}
+	}
+	ids, err := bp.usdt.Specs(notes)
+	if err != nil {
+		return fmt.Errorf("%s: %w", fi.path, err)
+	}
+	m := bp.b.inst.Maps[bpf.USDTSpecsMap]
+	for i, id := range ids {
+		if id.Spec != nil {
+			key := binary.LittleEndian.AppendUint32(nil, uint32(id.ID))
+			if err := m.Update(key, id.Spec, maps.UpdateAny); err != nil {
+				return fmt.Errorf("write USDT spec %d: %w", id.ID, err)
+			}
+		}
+		bp.usdtIDs[usdtSite{fi.path, addrs[i]}] = uint64(id.ID)
+	}
+	return nil
 }
 
 // threadStripes is the number of per-thread stripes of a target's data
@@ -63,7 +135,12 @@ func loadBPF(t *Tracer, obj *bpf.Object, o *BPFOptions) (*BPF, error) {
 	}
 	tg := t.root
 	b := &BPF{t: t, obj: obj, code: map[string]uint64{}, bytes: map[string][]byte{}}
-	_, err := tg.p.Stopped(func(w *proc.World) error {
+	usdt, err := obj.USDTSpecs()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBPF, err)
+	}
+	b.usdt = usdt
+	_, err = tg.p.Stopped(func(w *proc.World) error {
 		return b.place(w, tg, o)
 	})
 	if err != nil {
@@ -135,8 +212,16 @@ func (b *BPF) place(w *proc.World, tg *target, o *BPFOptions) error {
 	return nil
 }
 
-func attachBPF(b *BPF, prog, spec string, cookie uint64) (*Probe, error) {
+func attachBPF(b *BPF, prog, spec string, cookie uint64, usdt *bpf.USDTLink) (*Probe, error) {
 	bp := &bpfProg{b: b, name: prog, addr: b.code[prog], code: b.bytes[prog], cookie: cookie}
+	if usdt != nil {
+		sp, err := parseSpec(spec)
+		if err != nil {
+			return nil, &SpecError{Spec: spec, Err: err}
+		}
+		bp.usdt, bp.sp = usdt, sp
+		bp.usdtIDs, bp.usdtErr = map[usdtSite]uint64{}, map[string]error{}
+	}
 	out, err := b.t.addProbes([]string{spec}, bp)
 	if len(out) == 0 {
 		return nil, err
@@ -156,7 +241,10 @@ func (s *liveSite) calls(ret bool) []trampoline.Call {
 	slices.SortFunc(rs, func(a, b ref) int { return a.p.ID - b.p.ID })
 	var out []trampoline.Call
 	for _, r := range rs {
-		out = append(out, trampoline.Call{Addr: r.p.prog.addr, Cookie: r.p.prog.cookie})
+		// A site whose cookie has an error is refused before its slot
+		// is built (checkPrograms).
+		cookie, _ := r.p.prog.siteCookie(s)
+		out = append(out, trampoline.Call{Addr: r.p.prog.addr, Cookie: cookie})
 	}
 	return out
 }
@@ -183,14 +271,25 @@ func (tg *target) checkPrograms(w *proc.World, s *liveSite) error {
 		if err := w.ReadMemory(bp.addr, got); err != nil || !bytes.Equal(got, bp.code) {
 			return fmt.Errorf("the process does not hold the code of program %s (its image is not the one the object was loaded into)", bp.name)
 		}
+		if _, err := bp.siteCookie(s); err != nil {
+			return fmt.Errorf("program %s: %w", bp.name, err)
+		}
 	}
 	return nil
 }
 
 // dropNeedTrampoline refuses the probes of site s that need a trampoline
-// it does not have: return probes and programs.
+// it does not have: return probes and programs (a usdt.bpf.h program
+// whose note's arguments are refused, with that reason).
 func (b *staged) dropNeedTrampoline(s *liveSite, why string) {
 	b.dropReturns(s, why)
+	for _, r := range s.refs {
+		if bp := r.p.prog; bp != nil && bp.usdt != nil {
+			if _, err := bp.siteCookie(s); err != nil {
+				b.refuseRefs(s, func(o ref) bool { return o.p == r.p }, ReasonUSDTArg, err.Error())
+			}
+		}
+	}
 	b.refuseRefs(s, func(r ref) bool { return r.p.prog != nil }, ReasonNeedsTrampoline, why)
 }
 
@@ -205,7 +304,11 @@ func (b *staged) dropMissingPrograms(s *liveSite, why string) {
 		have[c] = true
 	}
 	b.refuseRefs(s, func(r ref) bool {
-		return r.p.prog != nil && !have[trampoline.Call{Addr: r.p.prog.addr, Cookie: r.p.prog.cookie}]
+		if r.p.prog == nil {
+			return false
+		}
+		cookie, _ := r.p.prog.siteCookie(s)
+		return !have[trampoline.Call{Addr: r.p.prog.addr, Cookie: cookie}]
 	}, ReasonPatchFailed,
 		"the trampoline could not be rebuilt with the program: "+why)
 }

@@ -1,0 +1,232 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bufio"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/bpf"
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+	"github.com/probeopt/probeopt/probe"
+)
+
+// usdtAttach is one attachment of libbpf's bpf_program__attach_usdt:
+// a program, a probe PROVIDER:NAME of the workload, and the USDT cookie.
+type usdtAttach struct {
+	Prog, Probe string
+	Cookie      uint64
+}
+
+// libbpfUSDTRun runs the workload exe with args, attaches the object's
+// programs with libbpf's own USDT loader (testdata/bpf/usdtload.c) and
+// returns every map of the object (a per-CPU map's values summed as
+// 64-bit words) and the attachments libbpf refused, with their errno.
+func libbpfUSDTRun(t *testing.T, objPath, exe string, args []string, attach []usdtAttach) (bpfDump, map[string]int) {
+	t.Helper()
+	loader := fixture.Build(t, fixture.USDTLoader)
+	cmd := exec.Command(exe, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := fixture.Pipe(t)
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
+	w.waitLine(t, "ready")
+
+	largs := []string{objPath, strconv.Itoa(cmd.Process.Pid), exe}
+	for _, a := range attach {
+		largs = append(largs, fmt.Sprintf("%s:%s:%d", a.Prog, a.Probe, a.Cookie))
+	}
+	lc := exec.Command(loader, largs...)
+	lin, err := lc.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	lr, lw := fixture.Pipe(t)
+	lc.Stdout = lw
+	var lerr strings.Builder
+	lc.Stderr = &lerr
+	if err := lc.Start(); err != nil {
+		t.Fatal(err)
+	}
+	lw.Close()
+	defer lc.Wait()
+	defer lc.Process.Kill()
+	out := bufio.NewReader(lr)
+	refused := map[string]int{}
+	for {
+		line, err := fixture.ReadLine(out, time.Minute)
+		if err != nil {
+			t.Fatalf("libbpf's loader: %v (%s)", err, lerr.String())
+		}
+		f := strings.Fields(line)
+		if len(f) == 3 && f[0] == "refused" {
+			refused[f[1]], _ = strconv.Atoi(f[2])
+			continue
+		}
+		if len(f) != 1 || f[0] != "attached" {
+			t.Fatalf("libbpf's loader: %q (%s)", line, lerr.String())
+		}
+		break
+	}
+	w.start(t)
+	if _, err := lin.Write([]byte("dump\n")); err != nil {
+		t.Fatal(err)
+	}
+	d := bpfDump{Maps: map[string]map[string]string{}, Records: map[string][]string{}}
+	for {
+		line, err := fixture.ReadLine(out, time.Minute)
+		if err != nil {
+			t.Fatalf("libbpf's loader: %v (%s)", err, lerr.String())
+		}
+		f := strings.Fields(line)
+		if len(f) == 1 && f[0] == "end" {
+			break
+		}
+		if len(f) != 3 {
+			t.Fatalf("libbpf's loader: %q", line)
+		}
+		if d.Maps[f[0]] == nil {
+			d.Maps[f[0]] = map[string]string{}
+		}
+		d.Maps[f[0]][f[1]] = f[2]
+	}
+	in.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	if err := lc.Wait(); err != nil {
+		t.Fatalf("libbpf's loader: %v (%s)", err, lerr.String())
+	}
+	return d, refused
+}
+
+// usdtHit is the key of testdata/bpf/usdt.bpf.c's map hits.
+func usdtHit(cookie uint64, vals ...int64) string {
+	b := make([]byte, 208)
+	binary.LittleEndian.PutUint64(b, cookie)
+	binary.LittleEndian.PutUint64(b[8:], uint64(len(vals)))
+	for i := 0; i < 12; i++ {
+		ret := int64(-2) // -ENOENT past the note's arguments
+		if i < len(vals) {
+			ret = 0
+			binary.LittleEndian.PutUint64(b[112+8*i:], uint64(vals[i]))
+		}
+		binary.LittleEndian.PutUint64(b[16+8*i:], uint64(ret))
+	}
+	return hex.EncodeToString(b)
+}
+
+func word(v int64) string {
+	return hex.EncodeToString(binary.LittleEndian.AppendUint64(nil, uint64(v)))
+}
+
+// TestBPFUSDTArgs runs a program written with libbpf's usdt.bpf.h
+// (bpf_usdt_arg, bpf_usdt_arg_cnt, bpf_usdt_cookie, BPF_USDT) on the USDT
+// workload, attached by libbpf's own loader (bpf_program__attach_usdt on
+// the kernel's uprobes) and by probeopt: every map of the object is
+// equal, __bpf_usdt_specs (the specs and their IDs) and the empty
+// __bpf_usdt_ip_to_spec_id included; the arguments the program read are
+// the values the workload computed (constants, registers of 1, 2, 4 and 8
+// bytes signed and unsigned, memory off %rbp and %rsp, a probe with a
+// semaphore); and the probe whose argument is rip-relative is refused by
+// both, with the text left as the file's.
+func TestBPFUSDTArgs(t *testing.T) {
+	needBPF(t)
+	exe := fixture.Build(t, fixture.USDTWorkload)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "usdt"))
+	const rounds, threads = 2000, 2
+	args := []string{strconv.Itoa(rounds), strconv.Itoa(threads)}
+	attach := []usdtAttach{
+		{"on_usdt", "usdtwork:regs", 11}, {"on_usdt", "usdtwork:consts", 12},
+		{"on_usdt", "usdtwork:mem", 13}, {"on_usdt", "usdtwork:guarded", 14},
+		{"three", "usdtwork:mem", 15},
+	}
+	kernel, refused := libbpfUSDTRun(t, obj, exe, args, append(attach, usdtAttach{"on_usdt", "usdtwork:global", 16}))
+	if len(refused) != 1 || refused["on_usdt:usdtwork:global"] != 22 {
+		t.Errorf("libbpf refused %v; want on_usdt:usdtwork:global with EINVAL (its argument -1@gsc(%%rip))", refused)
+	}
+	var ba []bpfAttach
+	for _, a := range attach {
+		ba = append(ba, bpfAttach{Prog: a.Prog, Symbol: "usdt:" + a.Probe, Cookie: a.Cookie})
+	}
+	ours, st := bpfProbeoptRun(t, obj, exe, args, ba)
+	if st.Traps != 0 {
+		t.Errorf("%d traps: the programs must run in trampoline slots", st.Traps)
+	}
+
+	// The workload's construction: every round hits each probe once per
+	// thread with k = round % 8.
+	per := fmt.Sprintf("%016x", swap64(rounds/8*threads))
+	hits := map[string]string{usdtHit(12, 5, -1, 70000, -9): fmt.Sprintf("%016x", swap64(rounds*threads))}
+	byArgs := map[string]string{}
+	for k := int64(0); k < 8; k++ {
+		hits[usdtHit(11, -100-k, 200+k, -1000-k, 60000+k, -100000-k, 4000000000+k, -5000000000-k, int64(-0x0123456789abcdf0+k))] = per
+		hits[usdtHit(13, -7-k, 123456789*k, k-4)] = per
+		hits[usdtHit(13, -70-k, -123456789*k, k-40)] = per
+		hits[usdtHit(14, k, 1)] = per
+		byArgs[word(-7-k)] = word(rounds / 8 * threads * (123456789*k + k - 4))
+		byArgs[word(-70-k)] = word(rounds / 8 * threads * (-123456789*k + k - 40))
+	}
+	for name, d := range map[string]bpfDump{"libbpf": kernel, "probeopt": ours} {
+		for m, want := range map[string]map[string]string{"hits": hits, "by_args": byArgs} {
+			got := d.Maps[m]
+			if len(got) != len(want) {
+				t.Errorf("%s: map %s has %d entries, want %d", name, m, len(got), len(want))
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("%s: map %s key %.64s...: %q, want %q", name, m, k, got[k], v)
+				}
+			}
+		}
+		// The per-CPU scratch value is the last hit's key, of some CPU.
+		delete(d.Maps, "scratch")
+	}
+	entries, _ := compareDumps(t, kernel, ours, nil)
+	t.Logf("%d map entries compared (%d spec IDs used)", entries, countNonZero(kernel.Maps[bpf.USDTSpecsMap]))
+
+	// The rip-relative argument: refused, as libbpf refuses it.
+	tr, w, b := spawnLoaded(t, obj, exe, []string{"8", "1"}, nil)
+	defer w.in.Close()
+	l, err := b.Attach("on_usdt", "usdt:usdtwork:global", &probe.AttachOptions{Cookie: 16})
+	var re *probe.RejectedError
+	if l != nil || !errors.As(err, &re) || re.Reason != probe.ReasonUSDTArg || !strings.Contains(err.Error(), "gsc(%rip)") {
+		t.Fatalf("attach at usdtwork:global: %v, %v; want a %s refusal naming -1@gsc(%%rip)", l, err, probe.ReasonUSDTArg)
+	}
+	t.Logf("refused: %v", err)
+	testenv.TextEqualsFile(t, tr.Pid(), exe)
+	// A usdt.bpf.h program at a function is refused at once.
+	if _, err := b.Attach("on_usdt", "regs", nil); !errors.Is(err, probe.ErrBPF) {
+		t.Errorf("attach of a USDT program at a function: %v", err)
+	}
+}
+
+// countNonZero counts the entries of m whose value is not all zeros.
+func countNonZero(m map[string]string) int {
+	n := 0
+	for _, v := range m {
+		if strings.Trim(v, "0") != "" {
+			n++
+		}
+	}
+	return n
+}

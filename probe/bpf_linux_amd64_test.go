@@ -635,6 +635,36 @@ func TestBPFExamples(t *testing.T) {
 			t.Logf("%s: %d map entries compared", tc.name, entries)
 		})
 	}
+	// pyfunc reads USDT arguments with usdt.bpf.h: its peer is libbpf's
+	// own loader, on CPython's probe in the pyentry fixture.
+	t.Run("pyfunc", func(t *testing.T) {
+		obj := fixture.Build(t, fixture.BPFObject(filepath.Join("..", "examples", "pyfunc"), "pyfunc"))
+		exe := fixture.Build(t, fixture.PyEntry)
+		kernel, refused := libbpfUSDTRun(t, obj, exe, args, []usdtAttach{{"entry", "python:function__entry", 0}})
+		if len(refused) != 0 {
+			t.Fatalf("libbpf refused %v", refused)
+		}
+		ours, _ := bpfProbeoptRun(t, obj, exe, args, []bpfAttach{{Prog: "entry", Symbol: "usdt:python:function__entry"}})
+		// Per round and thread: main, mid, leaf twice and the library's
+		// helper, whose file name the 64-byte buffer cuts to 63 bytes.
+		const longFile = "/usr/lib/python3.11/site-packages/a/rather/long/package/path/module.py"
+		want := map[string]uint64{"calls.py main": 5000 * 3, "calls.py mid": 5000 * 3, "calls.py leaf": 2 * 5000 * 3,
+			longFile[:63] + " helper": 5000 * 3}
+		for name, d := range map[string]bpfDump{"libbpf": kernel, "probeopt": ours} {
+			got := map[string]uint64{}
+			for k, v := range d.Maps["calls"] {
+				b, _ := hex.DecodeString(k)
+				c, _ := hex.DecodeString(v)
+				cut := func(s []byte) string { return strings.TrimRight(string(s), "\x00") }
+				got[cut(b[:64])+" "+cut(b[64:])] = binary.LittleEndian.Uint64(c)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s: calls %v, want %v", name, got, want)
+			}
+		}
+		entries, _ := compareDumps(t, kernel, ours, nil)
+		t.Logf("pyfunc: %d map entries compared", entries)
+	})
 }
 
 // TestBPFNeedsTrampoline: a program is never run at a trap. With

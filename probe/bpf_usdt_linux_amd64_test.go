@@ -10,12 +10,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/probeopt/probeopt/bpf"
+	"github.com/probeopt/probeopt/elfscan"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
@@ -229,4 +231,40 @@ func countNonZero(m map[string]string) int {
 		}
 	}
 	return n
+}
+
+// TestBPFUSDTPython attaches the pyfunc example to the python3 of the
+// system (/usr/bin/python3.11, which carries CPython's USDT notes): its
+// function__entry site is a 1-byte nop in a function that only the file's
+// .dynsym could name, and it has none, so the site takes no trampoline
+// and the program is refused (bpf-needs-trampoline), the text left as
+// the file's.
+func TestBPFUSDTPython(t *testing.T) {
+	needBPF(t)
+	const python = "/usr/bin/python3.11"
+	f, err := elfscan.Open(python)
+	if err != nil {
+		testenv.Unavailable(t, "%s: %v", python, err)
+		return
+	}
+	notes, err := f.USDT()
+	f.Close()
+	found := false
+	for _, n := range notes {
+		found = found || n.Provider == "python" && n.Name == "function__entry"
+	}
+	if err != nil || !found {
+		testenv.Unavailable(t, "%s has no python:function__entry note (%v)", python, err)
+		return
+	}
+	obj := fixture.Build(t, fixture.BPFObject(filepath.Join("..", "examples", "pyfunc"), "pyfunc"))
+	tr, w, b := spawnLoaded(t, obj, python, []string{"-c", `import sys; print("ready", flush=True); sys.stdin.readline()`}, nil)
+	defer w.in.Close()
+	l, err := b.Attach("entry", "usdt:python:function__entry", nil)
+	var re *probe.RejectedError
+	if l != nil || !errors.As(err, &re) || re.Reason != probe.ReasonNeedsTrampoline {
+		t.Fatalf("attach at python:function__entry: %v, %v; want a %s refusal", l, err, probe.ReasonNeedsTrampoline)
+	}
+	t.Logf("refused: %v", err)
+	testenv.TextEqualsFile(t, tr.Pid(), python)
 }

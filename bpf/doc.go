@@ -24,4 +24,13 @@
 // kernel's copies are closed at once: the instructions kept for the JIT
 // are those the kernel accepted, with their map references by name, which
 // Instantiate resolves to the tracer's own maps.
+//
+// # USDT arguments
+//
+// Programs written with libbpf's usdt.bpf.h read without change: Open
+// reads the header's weak maps, hidden helpers and LINUX_HAS_BPF_COOKIE
+// extern as libbpf does (prepare.go), and USDTSpecs, NewUSDTSpec and
+// USDTLink.Specs give each note's argument specs and their ID by libbpf's
+// rules (usdt.go), for package probe to write to __bpf_usdt_specs and to
+// pass as the site's cookie.
 package bpf

@@ -13,6 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
+	"github.com/probeopt/probeopt/bpf/maps"
 	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 )
@@ -149,5 +150,41 @@ func TestPermission(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "PASS") {
 		t.Fatalf("child:\n%s", out)
+	}
+}
+
+// TestOpenUSDTHeader reads an object written with libbpf's usdt.bpf.h,
+// which cilium/ebpf alone refuses (the header's weak maps), verifies it
+// in the kernel (its hidden helpers static, as libbpf loads them) and
+// compiles it: the specs map has the layout of usdt.bpf.h's struct, and
+// the LINUX_HAS_BPF_COOKIE extern reads 1.
+func TestOpenUSDTHeader(t *testing.T) {
+	path := bpfObject(t, "usdt")
+	if _, err := ebpf.LoadCollectionSpec(path); err == nil || !strings.Contains(err.Error(), "STB_WEAK") {
+		t.Logf("cilium/ebpf reads the object alone now (%v): globalWeakMaps may go", err)
+	}
+	o, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, err := o.USDTSpecs()
+	if err != nil || specs == nil {
+		t.Fatalf("USDTSpecs: %v, %v", specs, err)
+	}
+	kc := o.Spec.Maps[kconfigMap]
+	if kc == nil || len(kc.Contents) != 1 || kc.Contents[0].Value.([]byte)[0] != 1 {
+		t.Fatalf(".kconfig: %+v", kc)
+	}
+	needBPF(t)
+	if err := o.Verify(); err != nil {
+		t.Fatal(err)
+	}
+	arena, err := maps.NewArena(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer arena.Close()
+	if _, err := o.Instantiate(arena, &InstanceOptions{Stripes: 4}); err != nil {
+		t.Fatal(err)
 	}
 }

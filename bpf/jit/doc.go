@@ -81,7 +81,10 @@
 // probe_read_user and probe_read_user_str, and the old probe_read and
 // probe_read_str, which copy through process_vm_readv on the process
 // itself, so that a bad pointer fails in the kernel with -EFAULT (dst
-// zeroed) and never faults the process; ringbuf_output, reserve, submit
+// zeroed) and never faults the process; probe_read_kernel, the same copy
+// (what a program reads as the kernel's, its context and its stack, lies
+// in the process), a failed read returning the kernel's error for that
+// address (-ERANGE below the kernel's half, -EFAULT in it); ringbuf_output, reserve, submit
 // and discard on the ring layout of package bpf/maps.
 //
 // # Memory

@@ -49,12 +49,22 @@ in memory probeopt shares with the process. A site that cannot take a
 trampoline is refused with its reason: programs never run at a trap.
 
 Each program attaches where its section says (uprobe/PATH:SYM[+OFF],
-uretprobe/PATH:SYM, as libbpf reads them: a PATH that does not start with
-"/" or "." names a library by its base name, "libc.so.6"), or where
---attach PROG=SPEC says, SPEC being what trace takes ("work",
-"libc.so.6:malloc", "uprobe:/path/prog:parse"); a uretprobe program attaches
-to the returns of the functions SPEC names. A program in a bare "uprobe" or
-"uretprobe" section needs --attach. A program that cannot be attached (an
+uretprobe/PATH:SYM, usdt/PATH:PROVIDER:NAME, as libbpf reads them: a PATH
+that does not start with "/" or "." names a library by its base name,
+"libc.so.6"), or where --attach PROG=SPEC says, SPEC being what trace takes
+("work", "libc.so.6:malloc", "uprobe:/path/prog:parse",
+"usdt:python:function__entry"); a uretprobe program attaches to the returns
+of the functions SPEC names. A program in a bare "uprobe", "uretprobe" or
+"usdt" section needs --attach.
+
+A usdt program written with libbpf's usdt.bpf.h (BPF_USDT, bpf_usdt_arg,
+bpf_usdt_arg_cnt, bpf_usdt_cookie) reads the arguments of the USDT probe it
+runs at: probeopt fills the header's map __bpf_usdt_specs from each note's
+argument string as libbpf's loader does, the site's cookie being the ID
+of its note's specs, and raises the probe's semaphore. An argument libbpf
+does not read (a symbol, "8@counter(%rip)"; an index register; a segment)
+refuses the probe's sites in that file (bpf-usdt-argument), as libbpf
+refuses the attachment. A program that cannot be attached (an
 unknown program or symbol, every site refused) is an error: probeopt then
 detaches from PID, or kills CMD, leaving no probe behind, and exits with
 status 1.
@@ -64,10 +74,13 @@ and perf_event_array (one ring for every thread); a per-CPU map has one value pe
 programs at once, 128). The helpers: map lookup, update and delete,
 ktime_get_ns, ktime_get_boot_ns, get_current_pid_tgid, get_current_uid_gid,
 get_current_comm, get_smp_processor_id, get_prandom_u32, probe_read_user(_str)
-and probe_read(_str), ringbuf_output, reserve, submit and discard,
+and probe_read(_str), probe_read_kernel (of the context and the program's
+stack, which lie in the process here; a failed read returns the kernel's
+error for the address), ringbuf_output, reserve, submit and discard,
 perf_event_output (BPF_F_CURRENT_CPU),
 get_func_ip (the probe's address; a uretprobe's function) and
-get_attach_cookie (0: run sets no cookie), get_stack (user stacks by
+get_attach_cookie (0: run sets no cookie; a usdt.bpf.h program's spec
+ID), get_stack (user stacks by
 frame pointers, as the kernel walks them), trace_printk (returns 0, not
 the length of the line). A program
 calling another helper is refused when it is compiled, naming it.

@@ -287,3 +287,57 @@ func TestBenchBPF(t *testing.T) {
 		}
 	}
 }
+
+// TestRunUSDT runs an object whose usdt/PATH:PROVIDER:NAME sections name
+// the USDT workload's probes, written with libbpf's usdt.bpf.h: the
+// arguments the programs read (a signed byte, an unsigned byte and an
+// unsigned 64-bit register; a probe's semaphore, raised by probeopt) are
+// the workload's construction.
+func TestRunUSDT(t *testing.T) {
+	needRun(t)
+	probeoptBinary(t)
+	exe := fixture.Build(t, fixture.USDTWorkload)
+	p := fixture.BPFObject("bpf", "usdtrun")
+	p.Flags = append(p.Flags, `-DUSDT_PATH="`+exe+`"`)
+	obj := fixture.Build(t, p)
+	const rounds, threads = 800, 2
+	out := filepath.Join(t.TempDir(), "maps.json")
+	stdout, stderr, code := runBinary(t, "run", "--json", "-o", out, obj, "--", exe, strconv.Itoa(rounds), strconv.Itoa(threads), "now")
+	if code != 0 || stdout != "ready\ndone\n" {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	byC, byK := map[string]string{}, map[string]string{}
+	for k := int64(0); k < 8; k++ {
+		byC[le64(uint64(-100-k))] = le64(rounds/8*threads) + le64(uint64(200+k)) + le64(0xfedcba9876543210+uint64(k))
+		byK[le64(uint64(k))] = le64(1)
+	}
+	b, err := os.ReadFile(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var m struct {
+			Map     string
+			Entries []struct{ Key, Value string }
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		want, ok := map[string]map[string]string{"by_c": byC, "by_k": byK}[m.Map]
+		if !ok {
+			continue
+		}
+		seen[m.Map] = true
+		got := map[string]string{}
+		for _, e := range m.Entries {
+			got[e.Key] = e.Value
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("map %s: %v, want %v", m.Map, got, want)
+		}
+	}
+	if !seen["by_c"] || !seen["by_k"] {
+		t.Errorf("maps printed: %v", seen)
+	}
+}

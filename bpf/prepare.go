@@ -199,5 +199,40 @@ func resolveCookieKconfig(spec *ebpf.CollectionSpec) error {
 	return nil
 }
 
+// SetUSDTCookie sets what the object's LINUX_HAS_BPF_COOKIE extern reads:
+// true (Open's choice), usdt.bpf.h's programs find their specs by the
+// attachment's cookie; false, by the probe's address in
+// __bpf_usdt_ip_to_spec_id, as on a kernel without BPF cookies. A change
+// discards the verified instructions: the kernel's verifier knows the
+// value (a read-only map) and checks only the path it selects, so the
+// programs must be verified again (Verify). An object without the extern
+// is left alone.
+func (o *Object) SetUSDTCookie(on bool) {
+	kc := o.Spec.Maps[kconfigMap]
+	if kc == nil || len(kc.Contents) != 1 {
+		return
+	}
+	var ds *btf.Datasec
+	if o.Spec.Types == nil || o.Spec.Types.TypeByName(kconfigMap, &ds) != nil {
+		return
+	}
+	value, _ := kc.Contents[0].Value.([]byte)
+	for _, v := range ds.Vars {
+		if v.Type.TypeName() != cookieKconfig || int(v.Offset) >= len(value) {
+			continue
+		}
+		want := byte(0)
+		if on {
+			want = 1
+		}
+		if value[v.Offset] != want {
+			value[v.Offset] = want
+			for _, p := range o.Programs {
+				p.Insns = nil
+			}
+		}
+	}
+}
+
 // bpfFRdonlyProg is BPF_F_RDONLY_PROG: the map is read-only for programs.
 const bpfFRdonlyProg = 1 << 7

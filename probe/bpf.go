@@ -69,6 +69,13 @@ type BPFOptions struct {
 	// the traced process and the tracer, memory used as the maps fill);
 	// 0 means 64 MiB.
 	ArenaSize int
+	// USDTByAddress makes the programs written with libbpf's usdt.bpf.h
+	// find their argument specs by the probe's address, in the map
+	// __bpf_usdt_ip_to_spec_id that Attach fills (LINUX_HAS_BPF_COOKIE
+	// reads 0), as libbpf's loader arranges on a kernel without BPF
+	// cookies; get_attach_cookie then returns 0. By default they find
+	// them by the cookie, as on a kernel with cookies.
+	USDTByAddress bool
 }
 
 // BPF is a BPF object loaded into a traced process. Its methods are safe
@@ -85,7 +92,8 @@ type BPF struct {
 
 	// usdt hands out the spec IDs of USDT attachments of a program
 	// written with libbpf's usdt.bpf.h, nil without its maps.
-	usdt *bpf.USDTSpecs
+	usdt   *bpf.USDTSpecs
+	byAddr bool // BPFOptions.USDTByAddress
 
 	mu    sync.Mutex
 	links []*Link
@@ -100,6 +108,7 @@ type Link struct {
 	probe   *Probe
 	closed  bool
 	usdt    *bpf.USDTLink // the spec IDs of a usdt.bpf.h program's attachment
+	detach  func()        // what is left to undo once the probe is removed, or nil
 }
 
 // LoadBPF loads obj into the traced process (verifying its programs in
@@ -209,14 +218,14 @@ func (b *BPF) Attach(prog, spec string, opts *AttachOptions) (*Link, error) {
 		}
 		ul = b.usdt.NewLink(o.Cookie)
 	}
-	pr, err := attachBPF(b, prog, spec, o.Cookie, ul)
+	pr, detach, err := attachBPF(b, prog, spec, o.Cookie, ul)
 	if pr == nil {
 		if ul != nil {
 			ul.Release()
 		}
 		return nil, err
 	}
-	l := &Link{b: b, Program: prog, Spec: spec, probe: pr, usdt: ul}
+	l := &Link{b: b, Program: prog, Spec: spec, probe: pr, usdt: ul, detach: detach}
 	b.mu.Lock()
 	b.links = append(b.links, l)
 	b.mu.Unlock()
@@ -269,6 +278,9 @@ func (l *Link) Close() error {
 	l.closed = true
 	l.b.mu.Unlock()
 	err := l.b.t.Remove(l.probe)
+	if l.detach != nil {
+		l.detach()
+	}
 	if l.usdt != nil {
 		l.usdt.Release()
 	}

@@ -38,6 +38,11 @@ type bpfProg struct {
 	sp      spec
 	usdtIDs map[usdtSite]uint64
 	usdtErr map[string]error
+	// byAddr: the programs find their specs by the probe's address
+	// (BPFOptions.USDTByAddress); ips are the addresses written to
+	// __bpf_usdt_ip_to_spec_id, removed when the link closes.
+	byAddr bool
+	ips    map[uint64]bool
 }
 
 // usdtSite is a USDT note's address in a file.
@@ -48,12 +53,34 @@ type usdtSite struct {
 
 // siteCookie returns the cookie of the program's call at site s: the
 // attachment's, or the spec ID of the site's note for a usdt.bpf.h
-// program (the file's notes get theirs, and their specs are written to
-// the map, on its first site).
+// program; by address (BPFOptions.USDTByAddress), 0, the ID written to
+// __bpf_usdt_ip_to_spec_id under the site's address.
 func (bp *bpfProg) siteCookie(s *liveSite) (uint64, error) {
 	if bp.usdt == nil {
 		return bp.cookie, nil
 	}
+	id, err := bp.siteSpec(s)
+	if err != nil || !bp.byAddr {
+		return id, err
+	}
+	if !bp.ips[s.addr] {
+		m := bp.b.inst.Maps[bpf.USDTIPMap]
+		if m == nil {
+			return 0, fmt.Errorf("no map %s in the object: %w", bpf.USDTIPMap, bpf.ErrUSDTLayout)
+		}
+		key := binary.LittleEndian.AppendUint64(nil, s.addr)
+		if err := m.Update(key, binary.LittleEndian.AppendUint32(nil, uint32(id)), maps.UpdateNoExist); err != nil {
+			return 0, fmt.Errorf("USDT %s at %#x: spec %d by address (another attachment has it): %w", bp.sp.text, s.addr, id, err)
+		}
+		bp.ips[s.addr] = true
+	}
+	return 0, nil
+}
+
+// siteSpec returns the spec ID of the note of a usdt.bpf.h program's
+// site s (the file's notes get theirs, and their specs are written to
+// the map, on its first site).
+func (bp *bpfProg) siteSpec(s *liveSite) (uint64, error) {
 	fi := s.mod.fi
 	err, done := bp.usdtErr[fi.path]
 	if !done {
@@ -68,6 +95,16 @@ func (bp *bpfProg) siteCookie(s *liveSite) (uint64, error) {
 		return 0, fmt.Errorf("no USDT note of %s at %#x in %s: %w", bp.sp.text, s.ps.vaddr, fi.path, bpf.ErrUSDTArg)
 	}
 	return id, nil
+}
+
+// dropAddresses removes the program's addresses from
+// __bpf_usdt_ip_to_spec_id (its link closed).
+func (bp *bpfProg) dropAddresses() {
+	m := bp.b.inst.Maps[bpf.USDTIPMap]
+	for ip := range bp.ips {
+		_ = m.Delete(binary.LittleEndian.AppendUint64(nil, ip))
+	}
+	clear(bp.ips)
 }
 
 // usdtSpecs gives the notes of the spec in file fi their spec IDs, in
@@ -118,6 +155,7 @@ func (t *Tracer) threadStripes() int {
 }
 
 func loadBPF(t *Tracer, obj *bpf.Object, o *BPFOptions) (*BPF, error) {
+	obj.SetUSDTCookie(!o.USDTByAddress)
 	for _, p := range obj.Programs {
 		if p.Insns == nil {
 			if err := obj.Verify(); err != nil {
@@ -139,7 +177,7 @@ func loadBPF(t *Tracer, obj *bpf.Object, o *BPFOptions) (*BPF, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBPF, err)
 	}
-	b.usdt = usdt
+	b.usdt, b.byAddr = usdt, o.USDTByAddress
 	_, err = tg.p.Stopped(func(w *proc.World) error {
 		return b.place(w, tg, o)
 	})
@@ -212,21 +250,31 @@ func (b *BPF) place(w *proc.World, tg *target, o *BPFOptions) error {
 	return nil
 }
 
-func attachBPF(b *BPF, prog, spec string, cookie uint64, usdt *bpf.USDTLink) (*Probe, error) {
+func attachBPF(b *BPF, prog, spec string, cookie uint64, usdt *bpf.USDTLink) (*Probe, func(), error) {
 	bp := &bpfProg{b: b, name: prog, addr: b.code[prog], code: b.bytes[prog], cookie: cookie}
+	var detach func()
 	if usdt != nil {
 		sp, err := parseSpec(spec)
 		if err != nil {
-			return nil, &SpecError{Spec: spec, Err: err}
+			return nil, nil, &SpecError{Spec: spec, Err: err}
+		}
+		detach = func() {
+			b.t.mu.Lock()
+			defer b.t.mu.Unlock()
+			bp.dropAddresses()
 		}
 		bp.usdt, bp.sp = usdt, sp
 		bp.usdtIDs, bp.usdtErr = map[usdtSite]uint64{}, map[string]error{}
+		bp.byAddr, bp.ips = b.byAddr, map[uint64]bool{}
 	}
 	out, err := b.t.addProbes([]string{spec}, bp)
 	if len(out) == 0 {
-		return nil, err
+		if detach != nil {
+			detach()
+		}
+		return nil, nil, err
 	}
-	return out[0], err
+	return out[0], detach, err
 }
 
 // calls returns the code addresses of the programs the site's probes
@@ -285,7 +333,7 @@ func (b *staged) dropNeedTrampoline(s *liveSite, why string) {
 	b.dropReturns(s, why)
 	for _, r := range s.refs {
 		if bp := r.p.prog; bp != nil && bp.usdt != nil {
-			if _, err := bp.siteCookie(s); err != nil {
+			if _, err := bp.siteSpec(s); err != nil {
 				b.refuseRefs(s, func(o ref) bool { return o.p == r.p }, ReasonUSDTArg, err.Error())
 			}
 		}

@@ -50,6 +50,8 @@ type bpfDump struct {
 	Records map[string][]string
 	// Printk are the trace_printk lines, sorted (with printk only).
 	Printk []string
+	// Mappings is the process's /proc/PID/maps at the end of the work.
+	Mappings string
 }
 
 // kernelPrintk mounts a tracefs of the test's own (the top-level
@@ -312,6 +314,7 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		d.Maps[name] = entries
 	}
 	symbolize(&d, mappings)
+	d.Mappings = mappings
 	if printkLines != nil {
 		d.Printk = printkLines()
 	}
@@ -355,6 +358,12 @@ func sumWords(vals [][]byte) string {
 // objPath into it. The tracer is killed at the end of the test.
 func spawnLoaded(t *testing.T, objPath, exe string, args []string, opts *probe.Options) (*probe.Tracer, *workloadRun, *probe.BPF) {
 	t.Helper()
+	return spawnLoadedBPF(t, objPath, exe, args, opts, nil)
+}
+
+// spawnLoadedBPF is spawnLoaded with the object loaded with bopts.
+func spawnLoadedBPF(t *testing.T, objPath, exe string, args []string, opts *probe.Options, bopts *probe.BPFOptions) (*probe.Tracer, *workloadRun, *probe.BPF) {
+	t.Helper()
 	inR, inW := fixture.Pipe(t)
 	outR, outW := fixture.Pipe(t)
 	so := &probe.SpawnOptions{Stdin: inR, Stdout: outW}
@@ -377,7 +386,7 @@ func spawnLoaded(t *testing.T, objPath, exe string, args []string, opts *probe.O
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := tr.LoadBPF(obj, nil)
+	b, err := tr.LoadBPF(obj, bopts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,7 +397,13 @@ func spawnLoaded(t *testing.T, objPath, exe string, args []string, opts *probe.O
 // probeopt and returns the maps and records, and the tracer's stats.
 func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []bpfAttach) (bpfDump, probe.Stats) {
 	t.Helper()
-	tr, w, b := spawnLoaded(t, objPath, exe, args, nil)
+	return bpfProbeoptRunBPF(t, objPath, exe, args, attach, nil)
+}
+
+// bpfProbeoptRunBPF is bpfProbeoptRun with the object loaded with bopts.
+func bpfProbeoptRunBPF(t *testing.T, objPath, exe string, args []string, attach []bpfAttach, bopts *probe.BPFOptions) (bpfDump, probe.Stats) {
+	t.Helper()
+	tr, w, b := spawnLoadedBPF(t, objPath, exe, args, nil, bopts)
 	for _, a := range attach {
 		spec := a.Symbol
 		if a.Module != "" {
@@ -442,6 +457,7 @@ func bpfProbeoptRun(t *testing.T, objPath, exe string, args []string, attach []b
 		d.Maps[name] = entries
 	}
 	symbolize(&d, mappings)
+	d.Mappings = mappings
 	pr, err := b.Printk()
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,6 @@ func loadBPF(t *Tracer, obj *bpf.Object, o *BPFOptions) (*BPF, error) {
 	return nil, fmt.Errorf("load BPF: %w", ErrNotSupported)
 }
 
-func attachBPF(b *BPF, prog, spec string, cookie uint64, usdt *bpf.USDTLink) (*Probe, error) {
-	return nil, fmt.Errorf("attach BPF: %w", ErrNotSupported)
+func attachBPF(b *BPF, prog, spec string, cookie uint64, usdt *bpf.USDTLink) (*Probe, func(), error) {
+	return nil, nil, fmt.Errorf("attach BPF: %w", ErrNotSupported)
 }

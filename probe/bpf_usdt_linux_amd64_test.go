@@ -206,6 +206,45 @@ func TestBPFUSDTArgs(t *testing.T) {
 	entries, _ := compareDumps(t, kernel, ours, nil)
 	t.Logf("%d map entries compared (%d spec IDs used)", entries, countNonZero(kernel.Maps[bpf.USDTSpecsMap]))
 
+	// By address (BPFOptions.USDTByAddress), as libbpf's loader does on a
+	// kernel without cookies: the same hits; the specs of on_usdt's
+	// attachments, with the IDs libbpf gave them; and each note's
+	// run-time address (readelf's location plus the executable's load
+	// address) mapped to its spec's ID. A second program at the same
+	// notes is refused, as libbpf refuses an IP collision.
+	t.Run("by-address", func(t *testing.T) {
+		addr, _ := bpfProbeoptRunBPF(t, obj, exe, args, ba[:4], &probe.BPFOptions{USDTByAddress: true})
+		if got := addr.Maps["hits"]; fmt.Sprint(got) != fmt.Sprint(hits) {
+			t.Errorf("hits: %d entries, want the construction's %d (%v)", len(got), len(hits), got)
+		}
+		for k, v := range kernel.Maps[bpf.USDTSpecsMap] {
+			if id := binary.LittleEndian.Uint32(mustHex(t, k)); id >= 5 {
+				v = strings.Repeat("0", len(v)) // the attachment of three
+			}
+			if addr.Maps[bpf.USDTSpecsMap][k] != v {
+				t.Errorf("spec %s: %s, libbpf's %s", k, addr.Maps[bpf.USDTSpecsMap][k], v)
+			}
+		}
+		base := loadAddress(t, addr.Mappings, exe)
+		want := map[string]string{}
+		for i, loc := range readelfLocations(t, exe, "regs", "consts", "mem", "guarded") {
+			want[word(int64(base+loc))] = hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, uint32(i)))
+		}
+		if got := addr.Maps[bpf.USDTIPMap]; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s: %v, want %v", bpf.USDTIPMap, got, want)
+		}
+		_, w, b := spawnLoadedBPF(t, obj, exe, []string{"8", "1"}, nil, &probe.BPFOptions{USDTByAddress: true})
+		defer w.in.Close()
+		if _, err := b.Attach("on_usdt", "usdt:usdtwork:mem", nil); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := b.Attach("three", "usdt:usdtwork:mem", nil); err == nil {
+			t.Errorf("a second program at the same notes by address: %v, %v; want a refusal", l, err)
+		} else {
+			t.Logf("refused: %v", err)
+		}
+	})
+
 	// The rip-relative argument: refused, as libbpf refuses it.
 	tr, w, b := spawnLoaded(t, obj, exe, []string{"8", "1"}, nil)
 	defer w.in.Close()
@@ -220,6 +259,65 @@ func TestBPFUSDTArgs(t *testing.T) {
 	if _, err := b.Attach("on_usdt", "regs", nil); !errors.Is(err, probe.ErrBPF) {
 		t.Errorf("attach of a USDT program at a function: %v", err)
 	}
+}
+
+func mustHex(t *testing.T, s string) []byte {
+	t.Helper()
+	b, err := hex.DecodeString(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// loadAddress returns the address at which mappings (/proc/PID/maps) map
+// file exe's offset 0.
+func loadAddress(t *testing.T, mappings, exe string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(mappings, "\n") {
+		f := strings.Fields(line)
+		if len(f) == 6 && f[5] == exe && strings.Trim(f[2], "0") == "" {
+			lo, _, _ := strings.Cut(f[0], "-")
+			v, err := strconv.ParseUint(lo, 16, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+	}
+	t.Fatalf("%s not mapped at offset 0", exe)
+	return 0
+}
+
+// readelfLocations returns the locations of exe's usdtwork notes named
+// names, in that order of names and then in note order, as readelf -n
+// prints them.
+func readelfLocations(t *testing.T, exe string, names ...string) []uint64 {
+	t.Helper()
+	out, err := exec.Command(testenv.MustHaveTool(t, "readelf"), "-n", exe).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	byName := map[string][]uint64{}
+	var name string
+	for _, line := range strings.Split(string(out), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 2 && f[0] == "Name:":
+			name = f[1]
+		case len(f) >= 2 && f[0] == "Location:":
+			v, err := strconv.ParseUint(strings.TrimSuffix(f[1], ","), 0, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			byName[name] = append(byName[name], v)
+		}
+	}
+	var locs []uint64
+	for _, n := range names {
+		locs = append(locs, byName[n]...)
+	}
+	return locs
 }
 
 // countNonZero counts the entries of m whose value is not all zeros.

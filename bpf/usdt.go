@@ -21,7 +21,9 @@ import (
 // kernel with BPF cookies: the header's extern LINUX_HAS_BPF_COOKIE is 1
 // here, since every probeopt attachment has a cookie, and the map
 // __bpf_usdt_ip_to_spec_id of the cookie-less path stays empty, as libbpf
-// leaves it on such a kernel.
+// leaves it on such a kernel. Object.SetUSDTCookie(false) selects that
+// path instead (package probe then fills the map with each site's
+// address).
 //
 // The specs are libbpf's (src/usdt.c): each argument of the note's
 // string is a constant ("-4@$5"), a register ("-4@%edi", read from

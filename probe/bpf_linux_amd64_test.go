@@ -168,6 +168,30 @@ func (w *workloadRun) start(t *testing.T) {
 	w.waitLine(t, "done")
 }
 
+// startWorkload starts exe with args, untraced, and waits for its
+// "ready"; it is killed at the end of the test if it still runs.
+func startWorkload(t *testing.T, exe string, args []string) (*exec.Cmd, *workloadRun) {
+	t.Helper()
+	cmd := exec.Command(exe, args...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	outR, outW := fixture.Pipe(t)
+	cmd.Stdout = outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	outW.Close()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
+	w.waitLine(t, "ready")
+	return cmd, w
+}
+
 // needBPF skips (fails under CI) without root: loading programs and
 // kernel uprobes need it.
 func needBPF(t *testing.T) {
@@ -196,21 +220,8 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		t.Fatal(err)
 	}
 	defer coll.Close()
-	cmd := exec.Command(exe, args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW := fixture.Pipe(t)
-	cmd.Stdout = outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outW.Close()
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
-	w.waitLine(t, "ready")
+	cmd, w := startWorkload(t, exe, args)
+	in := w.in
 	for _, a := range attach {
 		path := exe
 		if a.Module != "" {

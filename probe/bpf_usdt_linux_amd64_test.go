@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -37,21 +36,8 @@ type usdtAttach struct {
 func libbpfUSDTRun(t *testing.T, objPath, exe string, args []string, attach []usdtAttach) (bpfDump, map[string]int) {
 	t.Helper()
 	loader := fixture.Build(t, fixture.USDTLoader)
-	cmd := exec.Command(exe, args...)
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outR, outW := fixture.Pipe(t)
-	cmd.Stdout = outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	outW.Close()
-	defer cmd.Wait()
-	defer cmd.Process.Kill()
-	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
-	w.waitLine(t, "ready")
+	cmd, w := startWorkload(t, exe, args)
+	in := w.in
 
 	largs := []string{objPath, strconv.Itoa(cmd.Process.Pid), exe}
 	for _, a := range attach {

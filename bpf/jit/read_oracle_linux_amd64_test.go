@@ -212,39 +212,7 @@ func TestCommOracle(t *testing.T) {
 			}
 		}
 		insns = append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
-		spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: 32 * 24, MaxEntries: 1}
-		kmap, err := ebpf.NewMap(spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer kmap.Close()
-		kins := slices.Clone(insns)
-		if err := kins.AssociateMap("o", kmap); err != nil {
-			t.Fatal(err)
-		}
-		prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer prog.Close()
-		if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
-			t.Fatal(err)
-		}
-		var kout []byte
-		if err := kmap.Lookup(uint32(0), &kout); err != nil {
-			t.Fatal(err)
-		}
-		m, err := maps.New(testArena(t), spec, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := jitRun(insns, map[string]*maps.Map{"o": m}, 0); err != nil {
-			t.Fatal(err)
-		}
-		jout, err := m.Lookup([]byte{0, 0, 0, 0})
-		if err != nil {
-			t.Fatal(err)
-		}
+		kout, jout := runBoth(t, insns, 32*24)
 		for size := 1; size <= 24; size++ {
 			k, j := kout[32*(size-1):32*size], jout[32*(size-1):32*size]
 			if !bytes.Equal(k, j) {
@@ -304,39 +272,7 @@ func TestReadKernelOracle(t *testing.T) {
 		}
 		return append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
 	}
-	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(40 * len(cases)), MaxEntries: 1}
-	kmap, err := ebpf.NewMap(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kmap.Close()
-	kins := gen()
-	if err := kins.AssociateMap("o", kmap); err != nil {
-		t.Fatal(err)
-	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
-		t.Fatal(err)
-	}
-	var kout []byte
-	if err := kmap.Lookup(uint32(0), &kout); err != nil {
-		t.Fatal(err)
-	}
-	m, err := maps.New(testArena(t), spec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := jitRun(gen(), map[string]*maps.Map{"o": m}, 0); err != nil {
-		t.Fatal(err)
-	}
-	jout, err := m.Lookup([]byte{0, 0, 0, 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kout, jout := runBoth(t, gen(), uint32(40*len(cases)))
 	failed := 0
 	for i, c := range cases {
 		k, j := kout[40*i:40*i+40], jout[40*i:40*i+40]
@@ -352,4 +288,44 @@ func TestReadKernelOracle(t *testing.T) {
 		}
 	}
 	t.Logf("%d probe_read_kernel calls compared (%d failing)", len(cases), failed)
+}
+
+// runBoth runs insns, which write into the array map "o" of one value of
+// size bytes, as a raw tracepoint program in the kernel
+// (BPF_PROG_TEST_RUN, on this thread) and through the JIT, and returns
+// the value each left.
+func runBoth(t *testing.T, insns asm.Instructions, size uint32) (kout, jout []byte) {
+	t.Helper()
+	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: size, MaxEntries: 1}
+	kmap, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kmap.Close()
+	kins := slices.Clone(insns)
+	if err := kins.AssociateMap("o", kmap); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
+		t.Fatal(err)
+	}
+	if err := kmap.Lookup(uint32(0), &kout); err != nil {
+		t.Fatal(err)
+	}
+	m, err := maps.New(testArena(t), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := jitRun(insns, map[string]*maps.Map{"o": m}, 0); err != nil {
+		t.Fatal(err)
+	}
+	if jout, err = m.Lookup([]byte{0, 0, 0, 0}); err != nil {
+		t.Fatal(err)
+	}
+	return kout, jout
 }

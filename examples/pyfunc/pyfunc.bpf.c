@@ -35,14 +35,19 @@ SEC("usdt")
 int BPF_USDT(entry, const char *file, const char *func, int line)
 {
 	struct call c = {};
-	__u64 one = 1, *n;
+	__u64 zero = 0, *n;
 
 	bpf_probe_read_user_str(c.file, sizeof(c.file), file);
 	bpf_probe_read_user_str(c.func, sizeof(c.func), func);
 	n = bpf_map_lookup_elem(&calls, &c);
-	if (n)
-		__sync_fetch_and_add(n, 1);
-	else
-		bpf_map_update_elem(&calls, &c, &one, BPF_NOEXIST);
+	if (!n) {
+		// Threads may insert the key at once: one insert wins, and
+		// every thread counts in the entry it made.
+		bpf_map_update_elem(&calls, &c, &zero, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&calls, &c);
+		if (!n)
+			return 0;
+	}
+	__sync_fetch_and_add(n, 1);
 	return 0;
 }

@@ -48,11 +48,15 @@ int on_usdt(struct pt_regs *ctx)
 #pragma unroll
 	for (int i = 0; i < BPF_USDT_MAX_ARG_CNT; i++)
 		h->ret[i] = bpf_usdt_arg(ctx, i, &h->val[i]);
-	__u64 one = 1, *n = bpf_map_lookup_elem(&hits, h);
-	if (n)
-		__sync_fetch_and_add(n, 1);
-	else
-		bpf_map_update_elem(&hits, h, &one, BPF_NOEXIST);
+	__u64 none = 0, *n = bpf_map_lookup_elem(&hits, h);
+	if (!n) {
+		// Threads may insert the key at once: one insert wins.
+		bpf_map_update_elem(&hits, h, &none, BPF_NOEXIST);
+		n = bpf_map_lookup_elem(&hits, h);
+		if (!n)
+			return 0;
+	}
+	__sync_fetch_and_add(n, 1);
 	return 0;
 }
 
@@ -68,10 +72,13 @@ struct {
 SEC("usdt")
 int BPF_USDT(three, long a, long b, long c)
 {
-	long v = b + c, *p = bpf_map_lookup_elem(&by_args, &a);
-	if (p)
-		__sync_fetch_and_add(p, v);
-	else
-		bpf_map_update_elem(&by_args, &a, &v, BPF_NOEXIST);
+	long zero = 0, *p = bpf_map_lookup_elem(&by_args, &a);
+	if (!p) {
+		bpf_map_update_elem(&by_args, &a, &zero, BPF_NOEXIST);
+		p = bpf_map_lookup_elem(&by_args, &a);
+		if (!p)
+			return 0;
+	}
+	__sync_fetch_and_add(p, b + c);
 	return 0;
 }

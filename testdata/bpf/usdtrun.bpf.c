@@ -34,11 +34,15 @@ struct {
 SEC("usdt/" USDT_PATH ":usdtwork:regs")
 int BPF_USDT(regs, long c, long uc, long s, long us, long x, long ux, long l, long ul)
 {
-	struct regs_value v = {.calls = 1, .uc = uc, .ul = ul}, *p = bpf_map_lookup_elem(&by_c, &c);
-	if (p)
-		__sync_fetch_and_add(&p->calls, 1);
-	else
+	struct regs_value v = {.uc = uc, .ul = ul}, *p = bpf_map_lookup_elem(&by_c, &c);
+	if (!p) {
+		// Threads may insert the key at once: one insert wins.
 		bpf_map_update_elem(&by_c, &c, &v, BPF_NOEXIST);
+		p = bpf_map_lookup_elem(&by_c, &c);
+		if (!p)
+			return 0;
+	}
+	__sync_fetch_and_add(&p->calls, 1);
 	return 0;
 }
 

@@ -245,6 +245,30 @@ func TestBPFUSDTArgs(t *testing.T) {
 	if _, err := b.Attach("on_usdt", "regs", nil); !errors.Is(err, probe.ErrBPF) {
 		t.Errorf("attach of a USDT program at a function: %v", err)
 	}
+	// A closed link's spec IDs serve the next attachment, as libbpf's
+	// detach gives them back: consts' spec takes regs' ID 0.
+	argCount := func(id uint32) uint16 {
+		v, err := b.Map(bpf.USDTSpecsMap).Lookup(binary.LittleEndian.AppendUint32(nil, id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return binary.LittleEndian.Uint16(v[200:])
+	}
+	regs, err := b.Attach("on_usdt", "usdt:usdtwork:regs", nil)
+	if err != nil || argCount(0) != 8 {
+		t.Fatalf("attach at regs: %v, spec 0 of %d arguments", err, argCount(0))
+	}
+	if err := regs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	consts, err := b.Attach("on_usdt", "usdt:usdtwork:consts", nil)
+	if err != nil || argCount(0) != 4 || argCount(1) != 0 {
+		t.Fatalf("attach at consts after regs' close: %v, specs 0 and 1 of %d and %d arguments, want 4 and 0", err, argCount(0), argCount(1))
+	}
+	if err := consts.Close(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.TextEqualsFile(t, tr.Pid(), exe)
 }
 
 func mustHex(t *testing.T, s string) []byte {

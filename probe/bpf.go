@@ -26,6 +26,15 @@ import (
 // The tracer reads the maps while the process runs (BPF.Map: Lookup,
 // Iterate, and maps.NewReader for ring buffers).
 //
+// A usdt program of an object written with libbpf's usdt.bpf.h reads its
+// probe's arguments: Attach gives each note of the spec's files its
+// argument specs in the map __bpf_usdt_specs and the site its spec ID as
+// the cookie, as libbpf's bpf_program__attach_usdt does (or, with
+// BPFOptions.USDTByAddress, the site's address in
+// __bpf_usdt_ip_to_spec_id), and raises the note's semaphore like any
+// USDT probe's. A note whose arguments libbpf refuses refuses the
+// program's sites in its file (ReasonUSDTArg).
+//
 // A site that cannot take a trampoline is refused (ReasonNeedsTrampoline):
 // a program never runs in the tracer at a trap. The code runs on the
 // thread's stack, below the red zone: up to 6 KiB for a program with

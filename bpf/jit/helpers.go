@@ -851,7 +851,9 @@ func (c *compiler) readSelf() {
 //
 // With kernel, probe_read_kernel: the same copy, since the memory a
 // program reads as the kernel's (its context, struct pt_regs, and its
-// stack) lies in the process here; a failed copy returns what the
+// stack) lies in the process here, but a read that lies between the
+// stack pointer and the end of a context on the same stack (a probe
+// slot's) is a plain copy, without a system call; a failed copy returns what the
 // kernel's returns for that address, -ERANGE below the canonical upper
 // half of a 48-bit address space (the kernel refuses a user address
 // before it reads) and -EFAULT in it, with dst zeroed. A readable user
@@ -859,6 +861,30 @@ func (c *compiler) readSelf() {
 func (c *compiler) probeRead(kernel bool) {
 	a := c.a
 	ok, fail := a.NewLabel(), a.NewLabel()
+	if kernel {
+		// The fast path: a read of the stack between here and the end
+		// of the run's context (a probe slot's, kept by the entry in
+		// the frame's context slot) is a copy, since all of it is the
+		// thread's stack in use: struct pt_regs, the saved registers,
+		// the BPF stacks, this frame.
+		slow := a.NewLabel()
+		a.Load(s64, rax, x86enc.At(x86enc.RBP, -ctxSlot))
+		a.Test(s64, rax, rax)
+		a.Jcc(x86enc.CondE, slow)
+		a.ALU(x86enc.Cmp, s64, rdx, rsp)
+		a.Jcc(x86enc.CondB, slow)
+		a.Mov(s32, rcx, rsi)
+		a.Mov(s64, r9, rdx)
+		a.ALU(x86enc.Add, s64, r9, rcx)
+		a.Jcc(x86enc.CondB, slow) // carry: the end wraps
+		a.ALUImm32(x86enc.Add, s64, rax, CtxFlags+8)
+		a.ALU(x86enc.Cmp, s64, r9, rax)
+		a.Jcc(x86enc.CondA, slow)
+		a.Mov(s64, rsi, rdx)
+		a.RepMovsb()
+		c.retZero()
+		a.Bind(slow)
+	}
 	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
 	a.Mov(s32, rsi, rsi)
 	a.Store(s64, x86enc.At(rsp, 0), rdi)

@@ -259,8 +259,26 @@ func (c *compiler) label(off int) x86enc.Label {
 // and the registers of R6-R9.
 var savedRegs = []x86enc.Reg{x86enc.RBP, x86enc.RBX, x86enc.R13, x86enc.R14, x86enc.R15}
 
+// ctxSlot is where each frame keeps, below its BPF stack, the address of
+// its run's context when the context lies on the same stack just above
+// the code (a probe slot's struct pt_regs), else 0: probe_read_kernel
+// reads it through rbp (R10) for its fast path (helpers.go).
+const ctxSlot = StackSize + 8
+
+// frameSize is what a frame reserves below its saved registers: the BPF
+// stack and the context slot, 16 bytes.
+const frameSize = StackSize + 16
+
+// ctxNear bounds how far above the entry's stack pointer the context may
+// lie to count as on the same stack.
+const ctxNear = 8192
+
 // prologue starts a function: the entry also saves r12 and takes the
-// stripe number from rsi.
+// stripe number from rsi; it keeps the context's address in the context
+// slot, and a called function copies its caller's (at rbp+56: above its
+// five saved registers and the return address lies the caller's frame,
+// whose slot is 8 bytes above its bottom). Only rax and r11 are changed:
+// rdi-r8 hold the arguments.
 func (c *compiler) prologue(off int) {
 	a := c.a
 	for _, r := range savedRegs {
@@ -271,7 +289,21 @@ func (c *compiler) prologue(off int) {
 		a.Mov(x86enc.S64, stripe, x86enc.RSI)
 	}
 	a.Mov(x86enc.S64, x86enc.RBP, x86enc.RSP)
-	a.ALUImm32(x86enc.Sub, x86enc.S64, x86enc.RSP, StackSize)
+	a.ALUImm32(x86enc.Sub, x86enc.S64, x86enc.RSP, frameSize)
+	if off != 0 {
+		a.Load(x86enc.S64, x86enc.RAX, x86enc.At(x86enc.RBP, 56))
+		a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -ctxSlot), x86enc.RAX)
+		return
+	}
+	near := a.NewLabel()
+	a.Mov(x86enc.S64, x86enc.R11, x86enc.RDI)
+	a.ALU(x86enc.Sub, x86enc.S64, x86enc.R11, x86enc.RSP)
+	a.ALUImm32(x86enc.Cmp, x86enc.S64, x86enc.R11, ctxNear)
+	a.Mov(x86enc.S64, x86enc.RAX, x86enc.RDI)
+	a.Jcc(x86enc.CondB, near)
+	a.ALU(x86enc.Xor, x86enc.S32, x86enc.RAX, x86enc.RAX)
+	a.Bind(near)
+	a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -ctxSlot), x86enc.RAX)
 }
 
 // endFunc ends the function that starts at off with its epilogue, where

@@ -329,3 +329,89 @@ func runBoth(t *testing.T, insns asm.Instructions, size uint32) (kout, jout []by
 	}
 	return kout, jout
 }
+
+// TestReadKernelCtxOracle compares probe_read_kernel of the program's
+// context with the kernel's, the context lying on the code's stack as a
+// probe slot puts it (the fast path's copy): offsets and sizes within
+// the 96 bytes of a raw tracepoint's context; the bytes read are the
+// context's.
+func TestReadKernelCtxOracle(t *testing.T) {
+	newOracle(t)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	ctx := make([]byte, 96)
+	r := rand.New(rand.NewPCG(3, 4))
+	for i := range ctx {
+		ctx[i] = byte(r.IntN(256))
+	}
+	type kcase struct{ off, size int }
+	var cases []kcase
+	for off := 0; off < 96; off += 7 {
+		for size := 1; off+size <= 96 && size <= 32; size += 5 {
+			cases = append(cases, kcase{off, size})
+		}
+	}
+	insns := asm.Instructions{asm.Mov.Reg(asm.R7, asm.R1), asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
+	for i, c := range cases {
+		insns = append(insns, asm.LoadImm(asm.R1, int64(0xa5a5a5a5a5a5a5a5-1<<64), asm.DWord))
+		for off := -64; off < -32; off += 8 {
+			insns = append(insns, asm.StoreMem(asm.RFP, int16(off), asm.R1, asm.DWord))
+		}
+		insns = append(insns, asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -64), asm.Mov.Imm(asm.R2, int32(c.size)),
+			asm.Mov.Reg(asm.R3, asm.R7), asm.Add.Imm(asm.R3, int32(c.off)),
+			asm.FnProbeReadKernel.Call(), asm.StoreMem(asm.R6, int16(40*i), asm.R0, asm.DWord))
+		for off := 0; off < 32; off += 8 {
+			insns = append(insns, asm.LoadMem(asm.R1, asm.RFP, int16(-64+off), asm.DWord),
+				asm.StoreMem(asm.R6, int16(40*i+8+off), asm.R1, asm.DWord))
+		}
+	}
+	insns = append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
+	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(40 * len(cases)), MaxEntries: 1}
+	kmap, err := ebpf.NewMap(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kmap.Close()
+	kins := slices.Clone(insns)
+	if err := kins.AssociateMap("o", kmap); err != nil {
+		t.Fatal(err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Close()
+	if _, err := prog.Run(&ebpf.RunOptions{Context: ctx}); err != nil {
+		t.Fatal(err)
+	}
+	var kout []byte
+	if err := kmap.Lookup(uint32(0), &kout); err != nil {
+		t.Fatal(err)
+	}
+	m, err := maps.New(testArena(t), spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"o": m}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(code.Bytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.RunStackCtx(ctx, 0)
+	jout, err := m.Lookup([]byte{0, 0, 0, 0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, c := range cases {
+		k, j := kout[40*i:40*i+40], jout[40*i:40*i+40]
+		if !bytes.Equal(k, j) || !bytes.Equal(k[8:8+c.size], ctx[c.off:c.off+c.size]) {
+			t.Errorf("%+v: kernel r0 %d %x, JIT r0 %d %x, context %x", c, int64(binary.LittleEndian.Uint64(k)), k[8:],
+				int64(binary.LittleEndian.Uint64(j)), j[8:], ctx[c.off:c.off+c.size])
+		}
+	}
+	t.Logf("%d reads of the context compared", len(cases))
+}

@@ -68,6 +68,19 @@ func (f *Func) Run(ctx unsafe.Pointer, stripe int) uint64 {
 	return callCode(uintptr(unsafe.Pointer(&f.code[0])), uintptr(ctx), uintptr(stripe), top)
 }
 
+// RunStackCtx calls the code as a probe slot does: with a copy of ctx
+// (at most 256 bytes) on the code's stack just above the stack pointer,
+// and returns R0.
+func (f *Func) RunStackCtx(ctx []byte, stripe int) uint64 {
+	if len(ctx) > 256 {
+		ctx = ctx[:256]
+	}
+	at := len(f.stack) - 256
+	copy(f.stack[at:], ctx)
+	p := uintptr(unsafe.Pointer(&f.stack[at]))
+	return callCode(uintptr(unsafe.Pointer(&f.code[0])), p, uintptr(stripe), p)
+}
+
 // Close unmaps the code and the stack.
 func (f *Func) Close() error {
 	err1 := unix.Munmap(f.code)

@@ -22,5 +22,8 @@ func (f *Func) Addr() uint64 { return 0 }
 // Run returns 0.
 func (f *Func) Run(ctx unsafe.Pointer, stripe int) uint64 { return 0 }
 
+// RunStackCtx returns 0.
+func (f *Func) RunStackCtx(ctx []byte, stripe int) uint64 { return 0 }
+
 // Close does nothing.
 func (f *Func) Close() error { return nil }

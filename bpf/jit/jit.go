@@ -269,9 +269,13 @@ const ctxSlot = StackSize + 8
 // stack and the context slot, 16 bytes.
 const frameSize = StackSize + 16
 
-// ctxNear bounds how far above the entry's stack pointer the context may
-// lie to count as on the same stack.
-const ctxNear = 8192
+// ctxNear bounds how far above the entry's stack pointer (below its
+// frame) the context may lie to count as on the same stack: a slot's is
+// at most about 600 bytes above (the frame, the saved registers, the
+// return address, 15 bytes of alignment). Within 1 KiB of a stack in use
+// there is no unmapped page before the context's end: mappings are whole
+// pages, so the context's page follows the stack's last one.
+const ctxNear = 1024
 
 // prologue starts a function: the entry also saves r12 and takes the
 // stripe number from rsi; it keeps the context's address in the context

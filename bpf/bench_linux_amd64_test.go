@@ -5,8 +5,14 @@ import (
 	"runtime"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/probeopt/probeopt/bpf/jit"
+	"github.com/probeopt/probeopt/bpf/maps"
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/elfscan"
 )
 
 // benchRun runs program name of the test object per iteration, the first
@@ -43,3 +49,73 @@ func BenchmarkCounterHistogram(b *testing.B) { benchRun(b, "count") }
 // BenchmarkCall: the call alone, a program that returns 0 (the stub that
 // switches to the code's stack, the frame and the return).
 func BenchmarkCall(b *testing.B) { benchRun(b, "offset") }
+
+// benchUSDT runs usdt.bpf.c's program on_usdt per iteration: 12 calls of
+// bpf_usdt_arg on the spec of a note of eight register arguments (spec
+// ID 0, the cookie), bpf_usdt_arg_cnt, bpf_usdt_cookie and a hash map
+// update. With onStack the context lies on the code's stack as a probe
+// slot puts it (the registers read by a plain copy); else elsewhere (each
+// read a system call).
+func benchUSDT(b *testing.B, onStack bool) {
+	o, err := Open(bpfObject(b, "usdt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	needBPF(b)
+	if err := o.Verify(); err != nil {
+		b.Fatal(err)
+	}
+	arena, err := maps.NewArena(16 << 20)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer arena.Close()
+	in, err := o.Instantiate(arena, &InstanceOptions{Stripes: 4})
+	if err != nil {
+		b.Fatal(err)
+	}
+	note := &elfscan.USDTProbe{Provider: "usdtwork", Name: "regs", Args: "-1@%al 1@%r8b -2@%dx 2@%r9w -4@%ecx 4@%r10d -8@%rsi 8@%rdi"}
+	note.Arguments, note.ArgsErr = elfscan.ParseUSDTArgs(decode.X86_64, note.Args)
+	spec, err := NewUSDTSpec(note, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := in.Maps[USDTSpecsMap].Update([]byte{0, 0, 0, 0}, spec.Bytes(), maps.UpdateAny); err != nil {
+		b.Fatal(err)
+	}
+	f, err := jit.Load(in.Code["on_usdt"].Bytes)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	var ctx [jit.CtxFlags + 8]byte
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	var r0, r1 unix.Rusage
+	b.ResetTimer()
+	unix.Getrusage(unix.RUSAGE_THREAD, &r0)
+	for i := 0; i < b.N; i++ {
+		binary.LittleEndian.PutUint64(ctx[regsRDI:], uint64(i%8))
+		if onStack {
+			f.RunStackCtx(ctx[:], 0)
+		} else {
+			f.Run(unsafe.Pointer(&ctx[0]), 0)
+		}
+	}
+	unix.Getrusage(unix.RUSAGE_THREAD, &r1)
+	cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
+	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.StopTimer()
+	n, err := in.Maps["hits"].Entries()
+	if want := min(b.N, 8); err != nil || len(n) != want {
+		b.Fatalf("hits: %d keys, %v; want %d", len(n), err, want)
+	}
+}
+
+// BenchmarkUSDTArgs: a usdt.bpf.h program's run with its context on its
+// stack, as in a probe slot.
+func BenchmarkUSDTArgs(b *testing.B) { benchUSDT(b, true) }
+
+// BenchmarkUSDTArgsSyscall: the same with the context elsewhere, every
+// register read through process_vm_readv.
+func BenchmarkUSDTArgsSyscall(b *testing.B) { benchUSDT(b, false) }

@@ -26,16 +26,20 @@ func benchRun(b *testing.B, name string) {
 	f := l.funcs[name]
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var r0, r1 unix.Rusage
 	b.ResetTimer()
-	unix.Getrusage(unix.RUSAGE_THREAD, &r0)
+	start := threadCPU()
 	for i := 0; i < b.N; i++ {
 		binary.LittleEndian.PutUint64(regs[regsRDI:], uint64(i))
 		f.Run(ptr(&regs), 0)
 	}
-	unix.Getrusage(unix.RUSAGE_THREAD, &r1)
-	cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((threadCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
+}
+
+// threadCPU is the calling thread's CPU time (getrusage RUSAGE_THREAD).
+func threadCPU() time.Duration {
+	var r unix.Rusage
+	unix.Getrusage(unix.RUSAGE_THREAD, &r)
+	return time.Duration(r.Utime.Nano() + r.Stime.Nano())
 }
 
 // BenchmarkCounter: a per-CPU array counter (map_lookup_elem and an
@@ -91,9 +95,8 @@ func benchUSDT(b *testing.B, onStack bool) {
 	var ctx [jit.CtxFlags + 8]byte
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
-	var r0, r1 unix.Rusage
 	b.ResetTimer()
-	unix.Getrusage(unix.RUSAGE_THREAD, &r0)
+	start := threadCPU()
 	for i := 0; i < b.N; i++ {
 		binary.LittleEndian.PutUint64(ctx[regsRDI:], uint64(i%8))
 		if onStack {
@@ -102,9 +105,7 @@ func benchUSDT(b *testing.B, onStack bool) {
 			f.Run(unsafe.Pointer(&ctx[0]), 0)
 		}
 	}
-	unix.Getrusage(unix.RUSAGE_THREAD, &r1)
-	cpu := time.Duration(r1.Utime.Nano() + r1.Stime.Nano() - r0.Utime.Nano() - r0.Stime.Nano())
-	b.ReportMetric(float64(cpu.Nanoseconds())/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64((threadCPU()-start).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	b.StopTimer()
 	n, err := in.Maps["hits"].Entries()
 	if want := min(b.N, 8); err != nil || len(n) != want {

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,7 +173,18 @@ func (w *workloadRun) start(t *testing.T) {
 // "ready"; it is killed at the end of the test if it still runs.
 func startWorkload(t *testing.T, exe string, args []string) (*exec.Cmd, *workloadRun) {
 	t.Helper()
+	cmd, w := startPiped(t, exe, args, nil)
+	w.waitLine(t, "ready")
+	return cmd, w
+}
+
+// startPiped starts exe with args, its standard input and output pipes
+// of the test's (its standard error to stderr, or discarded); it is
+// killed at the end of the test if it still runs.
+func startPiped(t *testing.T, exe string, args []string, stderr io.Writer) (*exec.Cmd, *workloadRun) {
+	t.Helper()
 	cmd := exec.Command(exe, args...)
+	cmd.Stderr = stderr
 	in, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -187,9 +199,7 @@ func startWorkload(t *testing.T, exe string, args []string) (*exec.Cmd, *workloa
 		cmd.Process.Kill()
 		cmd.Wait()
 	})
-	w := &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
-	w.waitLine(t, "ready")
-	return cmd, w
+	return cmd, &workloadRun{in: in.(*os.File), out: bufio.NewReader(outR)}
 }
 
 // needBPF skips (fails under CI) without root: loading programs and

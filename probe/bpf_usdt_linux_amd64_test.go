@@ -3,7 +3,6 @@
 package probe_test
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -43,22 +42,9 @@ func libbpfUSDTRun(t *testing.T, objPath, exe string, args []string, attach []us
 	for _, a := range attach {
 		largs = append(largs, fmt.Sprintf("%s:%s:%d", a.Prog, a.Probe, a.Cookie))
 	}
-	lc := exec.Command(loader, largs...)
-	lin, err := lc.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	lr, lw := fixture.Pipe(t)
-	lc.Stdout = lw
 	var lerr strings.Builder
-	lc.Stderr = &lerr
-	if err := lc.Start(); err != nil {
-		t.Fatal(err)
-	}
-	lw.Close()
-	defer lc.Wait()
-	defer lc.Process.Kill()
-	out := bufio.NewReader(lr)
+	lc, lrun := startPiped(t, loader, largs, &lerr)
+	lin, out := lrun.in, lrun.out
 	refused := map[string]int{}
 	for {
 		line, err := fixture.ReadLine(out, time.Minute)

@@ -296,6 +296,14 @@ func TestReadKernelOracle(t *testing.T) {
 // the value each left.
 func runBoth(t *testing.T, insns asm.Instructions, size uint32) (kout, jout []byte) {
 	t.Helper()
+	return runBothCtx(t, insns, size, nil)
+}
+
+// runBothCtx is runBoth with ctx the context of both runs, on the code's
+// stack for the JIT (Func.RunStackCtx); nil: 8 zero bytes for the
+// kernel, a struct pt_regs elsewhere for the JIT.
+func runBothCtx(t *testing.T, insns asm.Instructions, size uint32, ctx []byte) (kout, jout []byte) {
+	t.Helper()
 	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: size, MaxEntries: 1}
 	kmap, err := ebpf.NewMap(spec)
 	if err != nil {
@@ -311,7 +319,11 @@ func runBoth(t *testing.T, insns asm.Instructions, size uint32) (kout, jout []by
 		t.Fatal(err)
 	}
 	defer prog.Close()
-	if _, err := prog.Run(&ebpf.RunOptions{Context: make([]byte, 8)}); err != nil {
+	kctx := ctx
+	if kctx == nil {
+		kctx = make([]byte, 8)
+	}
+	if _, err := prog.Run(&ebpf.RunOptions{Context: kctx}); err != nil {
 		t.Fatal(err)
 	}
 	if err := kmap.Lookup(uint32(0), &kout); err != nil {
@@ -321,8 +333,21 @@ func runBoth(t *testing.T, insns asm.Instructions, size uint32) (kout, jout []by
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := jitRun(insns, map[string]*maps.Map{"o": m}, 0); err != nil {
-		t.Fatal(err)
+	if ctx == nil {
+		if _, err := jitRun(insns, map[string]*maps.Map{"o": m}, 0); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"o": m}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, err := Load(code.Bytes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		f.RunStackCtx(ctx, 0)
 	}
 	if jout, err = m.Lookup([]byte{0, 0, 0, 0}); err != nil {
 		t.Fatal(err)
@@ -366,46 +391,7 @@ func TestReadKernelCtxOracle(t *testing.T) {
 		}
 	}
 	insns = append(insns, asm.Mov.Imm(asm.R0, 0), asm.Return())
-	spec := &ebpf.MapSpec{Name: "o", Type: ebpf.Array, KeySize: 4, ValueSize: uint32(40 * len(cases)), MaxEntries: 1}
-	kmap, err := ebpf.NewMap(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kmap.Close()
-	kins := slices.Clone(insns)
-	if err := kins.AssociateMap("o", kmap); err != nil {
-		t.Fatal(err)
-	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{Type: ebpf.RawTracepoint, Instructions: kins, License: "GPL"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Close()
-	if _, err := prog.Run(&ebpf.RunOptions{Context: ctx}); err != nil {
-		t.Fatal(err)
-	}
-	var kout []byte
-	if err := kmap.Lookup(uint32(0), &kout); err != nil {
-		t.Fatal(err)
-	}
-	m, err := maps.New(testArena(t), spec, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	code, err := Compile(insns, &Options{Maps: map[string]*maps.Map{"o": m}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := Load(code.Bytes)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	f.RunStackCtx(ctx, 0)
-	jout, err := m.Lookup([]byte{0, 0, 0, 0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	kout, jout := runBothCtx(t, insns, uint32(40*len(cases)), ctx)
 	for i, c := range cases {
 		k, j := kout[40*i:40*i+40], jout[40*i:40*i+40]
 		if !bytes.Equal(k, j) || !bytes.Equal(k[8:8+c.size], ctx[c.off:c.off+c.size]) {

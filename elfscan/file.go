@@ -78,6 +78,10 @@ type File struct {
 	eh     *ExceptionTables
 	ehErr  error
 
+	goLayoutOnce sync.Once
+	goLayout     GoLayout
+	goLayoutErr  error
+
 	goResumeOnce sync.Once
 	goResume     []GoResume
 	goResumeErr  error

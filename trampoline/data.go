@@ -53,6 +53,8 @@ const (
 	recRet2   = 88
 	recSP     = 96
 	recIP     = 104
+	recGoTid  = 112 // with kindGoFlag (gog.go)
+	recGoid   = 120
 )
 
 // Data describes the shared data area of one traced process: its address

@@ -50,6 +50,11 @@ type Event struct {
 	// IP is the probe address (entry) or the original return address the
 	// function returned to (return).
 	IP uint64
+	// Go is set for an event of a handler with Handler.Go: GoTid is the
+	// kernel thread id of the goroutine's m and Goid the goroutine's id
+	// (0 where the slot found none, see GoG).
+	Go          bool
+	GoTid, Goid uint64
 }
 
 // View reads a data area through the tracer's own shared mapping of it,
@@ -209,6 +214,12 @@ func decodeRecord(rec []byte, seq uint64, ev *Event) bool {
 	ev.Seq = seq
 	ev.Probe = binary.LittleEndian.Uint32(rec[recProbe:])
 	ev.Kind = EventKind(binary.LittleEndian.Uint32(rec[recKind:]))
+	ev.Go, ev.GoTid, ev.Goid = ev.Kind&kindGoFlag != 0, 0, 0
+	if ev.Go {
+		ev.Kind &^= kindGoFlag
+		ev.GoTid = binary.LittleEndian.Uint64(rec[recGoTid:])
+		ev.Goid = binary.LittleEndian.Uint64(rec[recGoid:])
+	}
 	ev.Thread = binary.LittleEndian.Uint64(rec[recThread:])
 	ev.TSC = binary.LittleEndian.Uint64(rec[recTime:])
 	for i := range ev.Args {

@@ -91,6 +91,12 @@ type Handler struct {
 	Event bool
 	// ArgRegs are the registers an event records as its arguments.
 	ArgRegs ArgRegs
+	// Go, when not nil, makes an entry event also record the goroutine
+	// and the kernel thread that ran it, read from the Go runtime's g in
+	// r14 (see GoG): for a site in Go code compiled for ABIInternal, in
+	// which r14 holds g at every instruction. Such an event goes to the
+	// shared ring (a per-thread record has no room for them).
+	Go *GoG
 	// Return arms a return probe: the return address at the stack
 	// pointer is saved on the thread's shadow stack and replaced by the
 	// return trampoline's address. The site must be a function entry (the
@@ -159,6 +165,11 @@ type Trampoline struct {
 func (c *Config) validate(h *Handler) error {
 	if c == nil {
 		return fmt.Errorf("no config: %w", ErrConfig)
+	}
+	if h.Go != nil {
+		if err := h.Go.validate(); err != nil {
+			return err
+		}
 	}
 	counter := func(what string, i int) error {
 		if c.Data == nil {
@@ -432,6 +443,8 @@ type eventSpec struct {
 	// dropCtr, when not negative, is the counter whose drops word in the
 	// shared stripe also counts a drop (threaddata.go).
 	dropCtr int
+	// goG, when not nil, records the goroutine and its thread (gog.go).
+	goG *GoG
 }
 
 // event records one event in the ring. It clobbers rax, rdx, r10 and r11,
@@ -470,8 +483,15 @@ func (g *x86Gen) event(sp eventSpec) {
 		a.Store(x86enc.S32, x86enc.At(rax, recProbe), rdx)
 		a.StoreImm(x86enc.S32, x86enc.At(rax, recKind), int32(sp.kind))
 	} else {
-		a.MovImm(rdx, uint64(sp.kind)<<32|uint64(sp.id))
+		kind := sp.kind
+		if sp.goG != nil {
+			kind |= kindGoFlag
+		}
+		a.MovImm(rdx, uint64(kind)<<32|uint64(sp.id))
 		a.Store(x86enc.S64, x86enc.At(rax, recProbe), rdx)
+	}
+	if sp.goG != nil {
+		g.goFields(*sp.goG)
 	}
 	if sp.ret {
 		a.Load(x86enc.S64, rdx, x86enc.At(rsp, int32(g.savedOff(rax))))
@@ -821,7 +841,7 @@ func planHandler(slot uint64, h *Handler, cfg *Config) handlerPlan {
 	d := cfg.Data
 	return handlerPlan{
 		threadCount: h.Count && d != nil && d.perThread(h.Counter),
-		threadEvent: h.Event && d != nil && d.perThread(h.Counter) && d.ThreadRing > 0,
+		threadEvent: h.Event && h.Go == nil && d != nil && d.perThread(h.Counter) && d.ThreadRing > 0,
 		far:         h.Count && counterFar(slot, d.CounterAddr(h.Counter)),
 	}
 }
@@ -901,7 +921,7 @@ func (g *x86Gen) handler(s *Site, h *Handler, enter x86enc.Label) {
 // thread without one, or in the shared counter and ring alone.
 func (g *x86Gen) countAndRecord(s *Site, h *Handler, p handlerPlan, counted bool) {
 	a, d := g.a, g.cfg.Data
-	entry := eventSpec{kind: EventEntry, id: h.ID, args: true, regs: h.ArgRegs, ip: s.Addr, dropCtr: -1}
+	entry := eventSpec{kind: EventEntry, id: h.ID, args: true, regs: h.ArgRegs, ip: s.Addr, dropCtr: -1, goG: h.Go}
 	if d != nil && d.perThread(h.Counter) {
 		entry.dropCtr = h.Counter
 	}

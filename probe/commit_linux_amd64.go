@@ -154,6 +154,10 @@ func (tg *target) buildTrampolines(w *proc.World, fresh []*liveSite) {
 		if s.ps.tramp == nil || s.rendezvous {
 			continue
 		}
+		if err := tg.goThreadTrap(s); err != nil {
+			s.trampErr = err // gothread_linux_amd64.go
+			continue
+		}
 		err := tg.buildTrampoline(w, s)
 		if err == nil {
 			lo, hi := s.tramp.span()

@@ -262,6 +262,20 @@
 // as a RejectedError (ReasonReturnByJump): the returns that follow it are
 // not counted.
 //
+// The events of a Go function carry the kernel thread the goroutine ran
+// on and its goroutine id (Event.Goid): in code compiled for Go's
+// register ABI r14 holds the goroutine's g at every instruction, and the
+// slot (or the tracer, at a trap) reads g.goid and g.m.procid, at offsets
+// taken from the program's DWARF or, without it, the known layout of its
+// Go release (elfscan.GoLayout; neither: no goroutine id, and threads as
+// for C code). Code where r14 may hold something else records no
+// goroutine: functions written in assembly (the Go function table's
+// flag), NAME.abi0 symbols, wrappers that load g into r14 themselves, and
+// the instructions between a call and the reload of g that follows it. In
+// a static Go program, which has no C library thread control block, such
+// a site takes its trap when events are recorded, so that its events
+// carry their thread too.
+//
 // # A tracer that dies
 //
 // Attach starts a guardian (package guardian) before it seizes the

@@ -13,6 +13,7 @@ import (
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 )
 
 // deletedSuffix is what the kernel appends to the path of a mapped file
@@ -90,6 +91,9 @@ type plannedSite struct {
 	// goABI marks a site in a function of the Go function table: its
 	// events carry Go's argument registers (trampoline.GoArgs).
 	goABI bool
+	// goG, for a site of Go code in which r14 holds g, says where the
+	// goroutine's id and its thread's id are (gothread.go); nil elsewhere.
+	goG *trampoline.GoG
 }
 
 // maxDetourBytes bounds the bytes a detour may displace: a 5-byte jump
@@ -110,6 +114,9 @@ type fileInfo struct {
 	// unwinders are the plans of the unwinder's entries (planUnwinder).
 	unwinders map[uint64]*plannedSite
 	resolved  map[string]resolution // by spec text
+	// gi is what the sites of a Go file need to read the goroutine
+	// (gothread.go), made with the first Go site.
+	gi *goInfo
 }
 
 // resolution is what a spec names in a file.
@@ -191,6 +198,9 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 		ps.semaphore = s.USDT.SemaphoreAddr
 	}
 	ps.goABI = isGoFunc(s.Func)
+	if ps.goABI {
+		ps.goG = fi.goG(s.Addr, s.Func, fn, vendor)
+	}
 	planned[s.Addr] = ps
 	return ps, nil
 }

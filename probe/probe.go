@@ -282,6 +282,12 @@ type Event struct {
 	// return instruction it returned by.
 	Return bool
 	Ret    uint64
+	// Goid is the id of the goroutine that hit the probe (runtime.g's
+	// goid, the number runtime.Stack prints after "goroutine"), for a site
+	// in Go code compiled for Go's register ABI whose runtime layout is
+	// known (from the program's DWARF, or its Go release); 0 elsewhere
+	// and for a hit without a goroutine.
+	Goid uint64
 }
 
 // SiteStats describes one probe site in one process.

@@ -401,8 +401,17 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 		ids = site.ret
 	}
 	at := conv.at(rec.TSC)
+	var goid uint64
+	if rec.Go {
+		// The thread is the goroutine's m's (gothread.go); a hit without
+		// an m keeps the thread the thread pointer gave.
+		if rec.GoTid != 0 {
+			tid = int(rec.GoTid)
+		}
+		goid = rec.Goid
+	}
 	for _, id := range ids {
-		ev := Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Args: rec.Args, Return: ret}
+		ev := Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Args: rec.Args, Return: ret, Goid: goid}
 		if ret {
 			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
 		}
@@ -410,7 +419,7 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 	}
 	if !ret {
 		for _, id := range site.atRet {
-			rr.held = append(rr.held, stamped{rec.TSC, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0]}})
+			rr.held = append(rr.held, stamped{rec.TSC, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0], Goid: goid}})
 		}
 	}
 }

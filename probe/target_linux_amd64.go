@@ -695,6 +695,7 @@ func (tg *target) publish() {
 			refs:       append([]ref(nil), s.refs...),
 			rendezvous: s.rendezvous,
 			goABI:      s.ps.goABI,
+			goG:        s.ps.goG,
 		}
 		delete(tab.retired, addr)
 	}

@@ -390,6 +390,9 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	// with return probes alone saves the locked increment on every call.
 	events, entry := tg.t.opts.Events, s.wantsEntry()
 	h := trampoline.Handler{ID: uint32(st.counter), Count: entry, Counter: st.counter, Event: events && entry, ArgRegs: s.argRegs()}
+	if h.Event {
+		h.Go = s.ps.goG // the goroutine and its thread (gothread.go)
+	}
 	if s.unhijack || s.rehijack || s.wantsReturn() {
 		if err := tg.returnSetup(w, ts, a); err != nil {
 			return fmt.Errorf("return trampoline: %w", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -31,7 +32,8 @@ type entry struct {
 	boost      *xol.X86Copy
 	refs       []ref
 	rendezvous bool
-	goABI      bool // events carry Go's argument registers (plannedSite.goABI)
+	goABI      bool            // events carry Go's argument registers (plannedSite.goABI)
+	goG        *trampoline.GoG // events carry the goroutine id (plannedSite.goG)
 }
 
 // table is the lookup of the hit path, replaced as a whole (never changed)
@@ -103,6 +105,9 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 				ev.Args, ev.Return, ev.Ret = [6]uint64{}, true, rg.Rax
 			case e.goABI:
 				ev.Args = [6]uint64{rg.Rax, rg.Rbx, rg.Rcx, rg.Rdi, rg.Rsi, rg.R8}
+			}
+			if e.goG != nil {
+				ev.Goid = tg.goid(rg.R14, e.goG)
 			}
 			select {
 			case t.events <- ev:

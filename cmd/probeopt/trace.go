@@ -36,6 +36,9 @@ type traceOptions struct {
 	// The event output (see traceevents.go).
 	format   string
 	ringSize int
+	// goid adds each event's goroutine id (probe.Event.Goid) to the
+	// text and JSON lines.
+	goid bool
 	// returnDepth is probe.Options.ReturnDepth.
 	returnDepth int
 	pause       tracePauseOptions // --max-pause: see trace_pause.go
@@ -103,7 +106,12 @@ probeopt drains in batches and merges by the time of the hit; a hit that
 finds its ring full is dropped and counted, per probe and per thread, in the
 report. --format json writes one JSON object per event (JSON lines, as
 --json --events), --format bin the binary event format, with the report on
-standard error. Both are written faster than text.
+standard error. Both are written faster than text. --goid adds the goroutine
+id of each hit to the text (goid=N at the end of the line) and JSON ("goid")
+events: in a Go program, for a function compiled by Go for its register
+ABI, the id runtime.Stack prints after "goroutine"; 0 (absent in JSON) for
+other code. In a Go program the thread of an event is the kernel thread the
+goroutine ran on; a static Go program's assembly functions then take traps.
 
 The binary event format (little-endian; the Go package probe reads it with
 NewEventReader): the magic "PRBOEVT1", the record size R (uint32, 80 now),
@@ -168,6 +176,7 @@ func newTraceCmd() *cobra.Command {
 
 	// The event output: its form and the rings it is drained from.
 	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
+	f.BoolVar(&o.goid, "goid", false, "with --events, add the goroutine id of each hit in a Go function (goid=N in text, \"goid\" in JSON; 0 or absent where there is none)")
 	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
 	f.IntVar(&o.returnDepth, "return-depth", 0, fmt.Sprintf("how many return probes a thread can have armed at once, `N` nested calls (rounded up to 2^k-1, at most %d; 0 means %d): the returns of deeper calls are not counted, and the report says how many", trampoline.MaxThreadDepth, trampoline.MaxDepth))
 	addTracePauseFlags(f, &o.pause)
@@ -190,6 +199,10 @@ func (o *traceOptions) check(specs, argv []string) error {
 		return usagef("trace: --ring-size %d (want a power of two up to 1048576)", o.ringSize)
 	case o.returnDepth < 0 || o.returnDepth > trampoline.MaxThreadDepth:
 		return usagef("trace: --return-depth %d (want 0 to %d)", o.returnDepth, trampoline.MaxThreadDepth)
+	case o.goid && !o.events:
+		return usagef("trace: --goid needs --events")
+	case o.goid && o.format == formatBin:
+		return usagef("trace: --goid: the binary event format has no goroutine field (use --format text or json)")
 	}
 	return o.pause.check()
 }
@@ -314,6 +327,8 @@ type traceEvent struct {
 	// Return marks the hit of a return probe; Ret is the value returned.
 	Return bool   `json:"return,omitempty"`
 	Ret    uint64 `json:"ret,omitempty"`
+	// Goid is the goroutine id of a hit in a Go function (--goid).
+	Goid uint64 `json:"goid,omitempty"`
 }
 
 // runTrace runs the trace command: start the tracer with its probes, let
@@ -345,6 +360,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 			format = formatJSON
 		}
 		sink = newEventSink(format, out)
+		sink.goid = o.goid
 		if format == formatBin {
 			out = stderr
 		}
@@ -459,7 +475,7 @@ func followTrace(tr *probe.Tracer, o *traceOptions, out, stderr io.Writer, sigs 
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			printEvents(out, o.json, tr.Events(), stopEvents, specOf)
+			printEvents(out, o.json, o.goid, tr.Events(), stopEvents, specOf)
 		}()
 	}
 	select {
@@ -619,8 +635,9 @@ func ptraceHint(pid int) string {
 	return b.String()
 }
 
-// printEvents prints events until stop is closed, then those still queued.
-func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-chan struct{}, specOf map[int]string) {
+// printEvents prints events until stop is closed, then those still queued
+// (with goid, each with its goroutine id).
+func printEvents(w io.Writer, asJSON, goid bool, events <-chan probe.Event, stop <-chan struct{}, specOf map[int]string) {
 	enc := json.NewEncoder(w)
 	print := func(e probe.Event) {
 		if asJSON {
@@ -628,15 +645,22 @@ func printEvents(w io.Writer, asJSON bool, events <-chan probe.Event, stop <-cha
 			if !e.Return {
 				te.Args = e.Args[:]
 			}
+			if goid {
+				te.Goid = e.Goid
+			}
 			_ = enc.Encode(te)
 			return
 		}
+		end := "\n"
+		if goid {
+			end = " goid=" + strconv.FormatUint(e.Goid, 10) + "\n"
+		}
 		if e.Return {
-			fmt.Fprintf(w, "%s %d %d %s %#x ret=%#x\n", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid, specOf[e.Probe], e.Addr, e.Ret)
+			fmt.Fprintf(w, "%s %d %d %s %#x ret=%#x%s", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid, specOf[e.Probe], e.Addr, e.Ret, end)
 			return
 		}
-		fmt.Fprintf(w, "%s %d %d %s %#x %#x %#x %#x %#x %#x %#x\n", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid,
-			specOf[e.Probe], e.Addr, e.Args[0], e.Args[1], e.Args[2], e.Args[3], e.Args[4], e.Args[5])
+		fmt.Fprintf(w, "%s %d %d %s %#x %#x %#x %#x %#x %#x %#x%s", e.Time.Format("15:04:05.000000"), e.Pid, e.Tid,
+			specOf[e.Probe], e.Addr, e.Args[0], e.Args[1], e.Args[2], e.Args[3], e.Args[4], e.Args[5], end)
 	}
 	for {
 		select {

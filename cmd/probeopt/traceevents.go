@@ -30,6 +30,7 @@ type eventSink struct {
 	bin    *probe.EventWriter
 	specOf map[int][]byte // the JSON string of each probe's spec
 	line   []byte
+	goid   bool   // JSON lines carry the goroutine id (--goid)
 	n      uint64 // events written
 	err    error
 }
@@ -77,7 +78,7 @@ func (s *eventSink) write(evs []probe.Event) {
 		s.err = s.bin.Write(evs...)
 	case s.bw != nil:
 		for i := range evs {
-			s.line = appendEventJSON(s.line[:0], &evs[i], s.specOf[evs[i].Probe])
+			s.line = appendEventJSON(s.line[:0], &evs[i], s.specOf[evs[i].Probe], s.goid)
 			if _, err := s.bw.Write(s.line); err != nil {
 				s.err = err
 				return
@@ -110,8 +111,9 @@ func (s *eventSink) flush() error {
 }
 
 // appendEventJSON appends one event as a JSON line, with the fields of
-// traceEvent (encoding/json writes the same object, several times slower).
-func appendEventJSON(b []byte, e *probe.Event, spec []byte) []byte {
+// traceEvent (encoding/json writes the same object, several times slower),
+// the goroutine id with goid.
+func appendEventJSON(b []byte, e *probe.Event, spec []byte, goid bool) []byte {
 	b = append(b, `{"time":"`...)
 	b = e.Time.AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","pid":`...)
@@ -142,6 +144,10 @@ func appendEventJSON(b []byte, e *probe.Event, spec []byte) []byte {
 			b = strconv.AppendUint(b, a, 10)
 		}
 		b = append(b, ']')
+	}
+	if goid && e.Goid != 0 {
+		b = append(b, `,"goid":`...)
+		b = strconv.AppendUint(b, e.Goid, 10)
 	}
 	return append(b, "}\n"...)
 }

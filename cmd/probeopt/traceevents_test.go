@@ -18,10 +18,12 @@ func TestEventJSONLines(t *testing.T) {
 			{Probe: 3, Pid: 10, Tid: 11, Addr: 1 << 40, Time: time.Date(2026, 12, 2, 4, 5, 6, 7, time.UTC), Args: [6]uint64{0, 1, ^uint64(0), 3, 4, 5}},
 			{Probe: 4, Pid: 10, Tid: 12, Addr: 7, Time: time.Date(2026, 12, 2, 4, 5, 6, 0, time.UTC), Return: true, Ret: 99},
 			{Probe: 4, Pid: 10, Tid: 12, Addr: 7, Time: time.Unix(1, 500).UTC(), Return: true},
+			{Probe: 5, Pid: 10, Tid: 13, Addr: 8, Time: time.Unix(2, 0).UTC(), Goid: 17, Args: [6]uint64{1}},
+			{Probe: 5, Pid: 10, Tid: 13, Addr: 8, Time: time.Unix(2, 0).UTC(), Goid: 18, Return: true, Ret: 3},
 		} {
 			q, _ := json.Marshal(spec)
-			got := string(appendEventJSON(nil, &e, q))
-			te := traceEvent{Time: e.Time, Pid: e.Pid, Tid: e.Tid, Probe: e.Probe, Spec: spec, Addr: e.Addr, Return: e.Return, Ret: e.Ret}
+			got := string(appendEventJSON(nil, &e, q, e.Goid != 0))
+			te := traceEvent{Time: e.Time, Pid: e.Pid, Tid: e.Tid, Probe: e.Probe, Spec: spec, Addr: e.Addr, Return: e.Return, Ret: e.Ret, Goid: e.Goid}
 			if !e.Return {
 				te.Args = e.Args[:]
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/probeopt/probeopt/guardian"
+	"github.com/probeopt/probeopt/proc"
 )
 
 // The guardian of an attached process (package guardian): started by
@@ -70,4 +71,25 @@ func (tg *target) releaseGuard() {
 	if tg.guard != nil {
 		_ = tg.guard.Release()
 	}
+}
+
+// spawnGuard starts the guardian of a process Spawn started (stopped
+// before its first instruction, killed if this program exits), then arms
+// its stop latch and stops its kill on exit: from then on the death of
+// this program leaves it to the guardian, as an attached process. Until
+// then it would be killed, before it ran an instruction. nil without a
+// guardian (Options.NoGuardian).
+func spawnGuard(p *proc.Process, o *Options) (*guardian.Guard, error) {
+	if o.NoGuardian {
+		return nil, nil
+	}
+	g, err := guardian.Start(p.Pid(), nil)
+	if err != nil {
+		return nil, fmt.Errorf("spawn: %w", err)
+	}
+	if err := p.Latch(); err != nil {
+		_ = g.Release()
+		return nil, fmt.Errorf("spawn: %w", err)
+	}
+	return g, nil
 }

@@ -43,14 +43,27 @@ func killCampaignTracer(arg string) int {
 		fmt.Println("bad argument", arg)
 		return 1
 	}
-	pid, _ := strconv.Atoi(f[1])
 	seed, _ := strconv.ParseInt(f[2], 10, 64)
 	rnd := rand.New(rand.NewSource(seed))
-	opts := &probe.Options{Events: f[0] == "churn", NoGuardian: f[0] == "unguarded"}
-	if f[0] == "bounded" {
+	// spawn-MODE: the tracer starts "EXE tserve 2" itself (f[1] is EXE),
+	// its standard input and output on descriptors 3 and 4, and prints
+	// "pid N" once Spawn returned; then as MODE.
+	mode, spawned := strings.CutPrefix(f[0], "spawn-")
+	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded"}
+	if mode == "bounded" {
 		opts.MaxPause = time.Nanosecond // a pass per site
 	}
-	tr, err := probe.Attach(pid, opts)
+	var tr *probe.Tracer
+	var err error
+	if spawned {
+		tr, err = probe.Spawn([]string{f[1], "tserve", "2"}, &probe.SpawnOptions{Options: *opts, Stdin: os.NewFile(3, "stdin"), Stdout: os.NewFile(4, "stdout"), Stderr: os.Stderr})
+		if err == nil {
+			fmt.Println("pid", tr.Pid())
+		}
+	} else {
+		pid, _ := strconv.Atoi(f[1])
+		tr, err = probe.Attach(pid, opts)
+	}
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -65,7 +78,7 @@ func killCampaignTracer(arg string) int {
 		return 1
 	}
 	fmt.Println("ready")
-	switch f[0] {
+	switch mode {
 	case "churn", "bounded":
 		for i := 0; ; i++ {
 			k := i % len(probes)

@@ -216,12 +216,12 @@ type Options struct {
 	// grows when comparing takes more than 2% of a CPU (tens of thousands
 	// of sites).
 	VerifyInterval time.Duration
-	// NoGuardian attaches without a guardian (package guardian): if the
-	// tracing program then dies without detaching, a thread that runs an
-	// int3 left in the text dies of SIGTRAP. By default Attach starts one,
+	// NoGuardian traces without a guardian (package guardian): if the
+	// tracing program then dies without detaching, an attached process's
+	// thread that runs an int3 left in the text dies of SIGTRAP, and a
+	// spawned process is killed. By default Attach and Spawn start one,
 	// and the process is restored and runs on whatever the tracing program
-	// dies of. (Spawn starts none: a spawned process is killed with its
-	// tracer.)
+	// dies of.
 	NoGuardian bool
 }
 

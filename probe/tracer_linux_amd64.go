@@ -135,8 +135,10 @@ var spawnLookedUp func(path string)
 
 // Spawn starts argv (argv[0] is looked up in PATH) as a traced process and
 // returns it stopped before its first instruction, with no probes: call
-// Add, then Resume. The process is killed if the calling program exits
-// without detaching. When argv[0] resolves to an ELF file, the process must
+// Add, then Resume. If the calling program dies without detaching, the
+// process runs on restored by its guardian (see Options.NoGuardian; without
+// one it is killed, as it is when the calling program dies before Spawn
+// has returned). When argv[0] resolves to an ELF file, the process must
 // run that very file (same device and inode, checked after the exec, before
 // the file is read for probe sites): one replaced in between gives an error
 // wrapping ErrExecChanged. (A script runs its interpreter, which is not
@@ -190,8 +192,15 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 	}
 	t := newTracer(o.Options)
 	vw.t.Store(t)
+	if t.guard, err = spawnGuard(p, &o.Options); err != nil {
+		_ = p.Kill()
+		return nil, err
+	}
 	if err := t.start(p); err != nil {
 		_ = p.Kill()
+		if t.guard != nil {
+			_ = t.guard.Release()
+		}
 		return nil, err
 	}
 	return t, nil

@@ -43,6 +43,7 @@ type processOps interface {
 	SetTrapHandler(h TrapHandler) (TrapHandler, error)
 	Release(fn func(ctx *TrapContext) bool) error
 	Detach() error
+	Latch() error
 	Kill() error
 	DrainTraps(grace time.Duration) error
 	withWorld(fn func(w *World) error) error

@@ -113,6 +113,15 @@ func (p *Process) Release(fn func(ctx *TrapContext) bool) error { return p.b.Rel
 // stay as they are.
 func (p *Process) Detach() error { return p.b.Detach() }
 
+// Latch arms the stop latch (Options.StopLatch) of a process traced
+// without it, and stops asking the kernel to kill the process when the
+// calling program exits (Options.KillOnExit, which Spawn sets): from then
+// on the death of the calling program leaves the process stopped, for a
+// guardian to restore and let go. The world must be stopped (ErrRunning
+// otherwise). Threads and children traced later get the same options. A
+// process whose latch holds already is left as it is.
+func (p *Process) Latch() error { return p.b.Latch() }
+
 // Kill sends SIGKILL to the process and waits until it is reaped.
 func (p *Process) Kill() error { return p.b.Kill() }
 

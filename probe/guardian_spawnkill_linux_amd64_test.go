@@ -1,0 +1,222 @@
+//go:build linux && amd64
+
+package probe_test
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/internal/testenv"
+)
+
+// TestGuardianKillSpawned is TestGuardianKill for a process the tracer
+// started itself (probe.Spawn, as "probeopt trace -- CMD" does): the
+// tracer spawns the multi-threaded server, probes it with every kind of
+// site, and is killed with SIGKILL at a random point: while the probes go
+// in, while traps are served, during batches that remove and add probes.
+// In every run the program answers as the untraced one before, during and
+// after, ends traced by nobody and running, and its text equals its files
+// within a second of the tracer's death; it then ends as asked, on its
+// own. PROBEOPT_LONG=1 makes 210 runs; CI 6.
+func TestGuardianKillSpawned(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	per := 2
+	if os.Getenv("PROBEOPT_LONG") != "" {
+		per = 70
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("seed %d (PROBEOPT_SEED)", seed)
+	rnd := rand.New(rand.NewSource(seed))
+	want := tserveAnswer(t, exe, 3, 2)
+	var runs []killRun
+	for i := 0; i < per; i++ {
+		runs = append(runs,
+			killRun{mode: "spawn-install", delay: time.Duration(rnd.Intn(300)) * time.Millisecond},
+			killRun{mode: "spawn-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			killRun{mode: "spawn-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+		)
+	}
+	counts, damaged := map[string]int{}, map[string]int{}
+	var slowest time.Duration
+	for i := range runs {
+		r := &runs[i]
+		r.seed = rnd.Int63()
+		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
+			slowest = max(slowest, runSpawnKill(t, exe, *r, want))
+			if t.Failed() {
+				damaged[r.mode]++
+				t.Logf("run %+v", *r)
+			}
+		})
+		counts[r.mode]++
+	}
+	n := 0
+	for _, d := range damaged {
+		n += d
+	}
+	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
+}
+
+// runSpawnKill makes one run of TestGuardianKillSpawned and returns how
+// long after the tracer's death the text was whole again.
+func runSpawnKill(t *testing.T, exe string, r killRun, want string) time.Duration {
+	t.Helper()
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
+	tracer := exec.Command(os.Args[0])
+	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%s:%d", killCampaignEnv, r.mode, exe, r.seed))
+	tracer.Stderr = os.Stderr
+	tracer.ExtraFiles = []*os.File{inR, outW}
+	out, err := tracer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	pid := 0
+	killTracer := func() {
+		_ = tracer.Process.Signal(syscall.SIGKILL)
+		_ = tracer.Wait()
+		for range lines {
+		}
+	}
+	waitLine := func(want string) bool {
+		for {
+			select {
+			case l, ok := <-lines:
+				if !ok {
+					t.Errorf("tracer (%s) ended before %q", r.mode, want)
+					return false
+				}
+				if p, ok := strings.CutPrefix(l, "pid "); ok {
+					pid, _ = strconv.Atoi(p)
+				}
+				if strings.HasPrefix(l, want) {
+					return true
+				}
+				if l != "ready" && !strings.HasPrefix(l, "pid ") {
+					t.Errorf("tracer (%s): %s", r.mode, l)
+				}
+			case <-time.After(20 * time.Second):
+				_ = tracer.Process.Signal(syscall.SIGQUIT)
+				t.Errorf("tracer (%s) said nothing for 20 s", r.mode)
+				return false
+			}
+		}
+	}
+	if !waitLine("pid ") {
+		killTracer()
+		return 0
+	}
+	s := &threadServer{in: inW, out: bufio.NewReader(outR)}
+	// Requests go on from the program's "ready" on, each answer checked.
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	bad := make(chan string, 1)
+	readyc := make(chan error, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		l, err := fixture.ReadLine(s.out, 20*time.Second)
+		if err == nil && strings.TrimSpace(l) != "ready" {
+			err = fmt.Errorf("the program said %q", l)
+		}
+		readyc <- err
+		if err != nil {
+			return
+		}
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if got, err := s.ask(3); err != nil || got != want {
+				select {
+				case bad <- fmt.Sprintf("answer %q (%v), want %q", got, err, want):
+				default:
+				}
+				return
+			}
+		}
+	}()
+	if r.mode != "spawn-install" {
+		if !waitLine("ready") {
+			killTracer()
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return 0
+		}
+	}
+	time.Sleep(r.delay)
+	killTracer()
+	died := time.Now()
+	var took time.Duration
+	var last string
+	for {
+		last = killCheck(pid, exe)
+		took = time.Since(died)
+		if last == "" || took > time.Second {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if last != "" {
+		t.Errorf("%s run, %v after the tracer's death: %s", r.mode, took, last)
+	}
+	if err := <-readyc; err != nil {
+		t.Errorf("%s run: %v", r.mode, err)
+	}
+	time.Sleep(20 * time.Millisecond) // more requests after the restore
+	close(quit)
+	wg.Wait()
+	select {
+	case b := <-bad:
+		t.Errorf("%s run: %s", r.mode, b)
+	default:
+	}
+	if got, err := s.ask(3); err != nil || got != want {
+		t.Errorf("%s run: after the tracer's death: answer %q (%v), want %q", r.mode, got, err, want)
+	}
+	// Its input closed, the program ends on its own (its parent is gone:
+	// the process is seen to go, its status is its new parent's).
+	inW.Close()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil || strings.Contains(string(st), ") Z ") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("%s run: the program did not end with its input", r.mode)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return took
+}

@@ -115,10 +115,14 @@
 //
 // # What it does not cover
 //
-// A process started by the tracer (probe.Spawn) is killed with its tracer
-// (PTRACE_O_EXITKILL), as before: it has no guardian. A forked child the
-// tracer follows (probe.Options.FollowForks) is not latched and has no
-// guardian. The real parent of an attached process sees the latch's stop
+// A process started by the tracer (probe.Spawn) has a guardian too, from
+// the moment Spawn has started it and armed its latch (proc.Process.Latch);
+// before that, while it has not run an instruction, it is killed with its
+// tracer (PTRACE_O_EXITKILL). A forked child the tracer follows
+// (probe.Options.FollowForks) gets a guardian of its own before it runs,
+// whose log holds the sites it inherited; a child forked in the instant
+// between its creation and its guardian's start runs unguarded if the
+// tracer dies then. The real parent of an attached process sees the latch's stop
 // and continue (SIGCHLD with CLD_STOPPED, then CLD_CONTINUED), and the
 // program receives one SIGCONT when the tracer detaches or the guardian
 // lets it go. The guardian needs the privileges of the tracer over the

@@ -284,8 +284,11 @@
 // batch that writes them. If the tracing program then dies without
 // detaching (killed, a panic, os.Exit), the kernel stops the process and
 // the guardian puts its text back and lets it run on; a clean Detach
-// releases the guardian. Options.NoGuardian attaches without one. Spawn
-// starts none: a spawned process dies with its tracer.
+// releases the guardian. Spawn starts one as soon as the process exists
+// (before that instant a tracer that dies takes the process, which has run
+// no instruction, with it), and a followed fork child gets its own, with
+// the sites it inherited in its log, before it runs. Options.NoGuardian
+// traces without one.
 //
 // # What it does not do
 //

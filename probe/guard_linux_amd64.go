@@ -26,13 +26,17 @@ type guardKey struct {
 // guardRecord records, in the guardian's log, the original bytes of every
 // site of the batch not recorded yet (under Tracer.mu, before the batch is
 // written).
-func (tg *target) guardRecord(b *staged) error {
+func (tg *target) guardRecord(b *staged) error { return tg.guardSites(b.next) }
+
+// guardSites records the original bytes of every site of sites not
+// recorded yet (under Tracer.mu).
+func (tg *target) guardSites(sites map[uint64]*liveSite) error {
 	if tg.guard == nil {
 		return nil
 	}
 	var recs []guardian.Record
 	var keys []guardKey
-	for _, s := range b.next {
+	for _, s := range sites {
 		in := s.installPatch()
 		r := guardian.Record{Addr: in.Addr, Kind: guardian.KindTrap, InstLen: len(s.ps.code), Orig: s.removePatch().New, New: in.New}
 		if s.tramp != nil {
@@ -92,4 +96,30 @@ func spawnGuard(p *proc.Process, o *Options) (*guardian.Guard, error) {
 		return nil, fmt.Errorf("spawn: %w", err)
 	}
 	return g, nil
+}
+
+// guardChild starts the guardian of a followed child (a forked process,
+// or a vfork child's new image) of a guarded tracer, records the sites it
+// inherited (nil for none) and arms its stop latch, before it runs: from
+// then on the death of the tracer leaves it restored and running, as the
+// root process. The child is stopped; under Tracer.mu.
+func (tg *target) guardChild(sites map[uint64]*liveSite) error {
+	if tg.t.guard == nil {
+		return nil
+	}
+	g, err := guardian.Start(tg.pid, nil)
+	if err != nil {
+		return fmt.Errorf("follow %d: %w", tg.pid, err)
+	}
+	tg.guard, tg.guarded = g, map[guardKey]bool{}
+	err = tg.guardSites(sites)
+	if err == nil {
+		err = tg.p.Latch()
+	}
+	if err != nil {
+		_ = g.Release()
+		tg.guard, tg.guarded = nil, nil
+		return fmt.Errorf("follow %d: %w", tg.pid, err)
+	}
+	return nil
 }

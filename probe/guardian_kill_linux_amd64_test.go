@@ -48,8 +48,11 @@ func killCampaignTracer(arg string) int {
 	// spawn-MODE: the tracer starts "EXE tserve 2" itself (f[1] is EXE),
 	// its standard input and output on descriptors 3 and 4, and prints
 	// "pid N" once Spawn returned; then as MODE.
+	// fork-MODE: as MODE, following forks (the program forks a child
+	// that inherits the probes).
 	mode, spawned := strings.CutPrefix(f[0], "spawn-")
-	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded"}
+	mode, forks := strings.CutPrefix(mode, "fork-")
+	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks}
 	if mode == "bounded" {
 		opts.MaxPause = time.Nanosecond // a pass per site
 	}

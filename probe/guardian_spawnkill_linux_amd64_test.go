@@ -220,3 +220,162 @@ func runSpawnKill(t *testing.T, exe string, r killRun, want string) time.Duratio
 	}
 	return took
 }
+
+// TestGuardianKillForked kills the tracer of a program that forks, with
+// the forked child followed: the tracer attaches to "tracee fserve 2",
+// the program forks a child that inherits every probe and serves requests
+// in two threads, and the tracer is killed with SIGKILL while the child's
+// traps are served or during batches that remove and add probes in both
+// processes. In every run the child answers as the untraced program
+// before, during and after, both processes end traced by nobody and
+// running, their text equal to their files within a second of the
+// tracer's death, and the program exits 0 when its input ends.
+// PROBEOPT_LONG=1 makes 200 runs; CI 4.
+func TestGuardianKillForked(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	per := 2
+	if os.Getenv("PROBEOPT_LONG") != "" {
+		per = 100
+	}
+	seed := time.Now().UnixNano()
+	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
+		seed, _ = strconv.ParseInt(s, 10, 64)
+	}
+	t.Logf("seed %d (PROBEOPT_SEED)", seed)
+	rnd := rand.New(rand.NewSource(seed))
+	want := tserveAnswer(t, exe, 3, 2)
+	var runs []killRun
+	for i := 0; i < per; i++ {
+		runs = append(runs,
+			killRun{mode: "fork-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			killRun{mode: "fork-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+		)
+	}
+	counts, damaged := map[string]int{}, map[string]int{}
+	var slowest time.Duration
+	for i := range runs {
+		r := &runs[i]
+		r.seed = rnd.Int63()
+		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
+			slowest = max(slowest, runForkKill(t, exe, *r, want))
+			if t.Failed() {
+				damaged[r.mode]++
+				t.Logf("run %+v", *r)
+			}
+		})
+		counts[r.mode]++
+	}
+	n := 0
+	for _, d := range damaged {
+		n += d
+	}
+	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
+}
+
+// runForkKill makes one run of TestGuardianKillForked and returns how
+// long after the tracer's death the text of both processes was whole.
+func runForkKill(t *testing.T, exe string, r killRun, want string) time.Duration {
+	t.Helper()
+	inR, inW := fixture.Pipe(t)
+	outR, outW := fixture.Pipe(t)
+	cmd := exec.Command(exe, "fserve", "2")
+	cmd.Stdin, cmd.Stdout = inR, outW
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	inR.Close()
+	outW.Close()
+	s := &threadServer{cmd: cmd, in: inW, out: bufio.NewReader(outR)}
+	defer s.stop()
+	if l, err := fixture.ReadLine(s.out, 10*time.Second); err != nil || strings.TrimSpace(l) != "ready" {
+		t.Fatalf("fserve said %q, %v", l, err)
+	}
+	tracer := exec.Command(os.Args[0])
+	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", killCampaignEnv, r.mode, cmd.Process.Pid, r.seed))
+	tracer.Stderr = os.Stderr
+	out, err := tracer.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tracer.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
+		_ = tracer.Process.Kill()
+		_ = tracer.Wait()
+		t.Fatalf("tracer said %q, %v", l, err)
+	}
+	// The fork: the child says who it is, then serves.
+	child := 0
+	if _, err := fmt.Fprintln(s.in, "fork"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"child ", "ready"} {
+		l, err := fixture.ReadLine(s.out, 10*time.Second)
+		if err != nil || !strings.HasPrefix(l, want) {
+			_ = tracer.Process.Kill()
+			_ = tracer.Wait()
+			t.Fatalf("the program said %q (%v), want %q", l, err, want)
+		}
+		if p, ok := strings.CutPrefix(strings.TrimSpace(l), "child "); ok {
+			child, _ = strconv.Atoi(p)
+		}
+	}
+	var wg sync.WaitGroup
+	quit := make(chan struct{})
+	bad := make(chan string, 1)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-quit:
+				return
+			default:
+			}
+			if got, err := s.ask(3); err != nil || got != want {
+				select {
+				case bad <- fmt.Sprintf("answer %q (%v), want %q", got, err, want):
+				default:
+				}
+				return
+			}
+		}
+	}()
+	time.Sleep(r.delay)
+	_ = tracer.Process.Signal(syscall.SIGKILL)
+	_ = tracer.Wait()
+	died := time.Now()
+	var took time.Duration
+	var last string
+	for {
+		last = killCheck(child, exe)
+		if last == "" {
+			last = killCheck(cmd.Process.Pid, exe)
+		}
+		took = time.Since(died)
+		if last == "" || took > time.Second {
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	if last != "" {
+		t.Errorf("%s run, %v after the tracer's death: %s", r.mode, took, last)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(quit)
+	wg.Wait()
+	select {
+	case b := <-bad:
+		t.Errorf("%s run: %s", r.mode, b)
+	default:
+	}
+	if got, err := s.ask(3); err != nil || got != want {
+		t.Errorf("%s run: after the tracer's death: answer %q (%v), want %q", r.mode, got, err, want)
+	}
+	if err := s.finish(); err != nil {
+		t.Errorf("%s run: the program ended with %v", r.mode, err)
+	}
+	return took
+}

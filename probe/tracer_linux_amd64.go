@@ -290,6 +290,13 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	}
 	if t.root == nil && t.guard != nil {
 		tg.guard, tg.guarded = t.guard, map[guardKey]bool{}
+	} else if t.root != nil {
+		t.mu.Lock()
+		err := tg.guardChild(sites) // guard_linux_amd64.go
+		t.mu.Unlock()
+		if err != nil {
+			return nil, err
+		}
 	}
 	tg.ts = ts
 	if ts != nil {

@@ -20,6 +20,9 @@
  *   tracee tserve T        as serve, with T threads (started once) running
  *                          "work N" at once for each line; prints every
  *                          thread's checksum
+ *   tracee fserve T        print "ready", read a line, fork: the child
+ *                          prints "child PID" and serves as tserve T; the
+ *                          parent waits for it and exits with its status
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -117,6 +120,35 @@ static void on_alarm(int sig)
 {
 	(void)sig;
 	alarms++;
+}
+
+/* tserve is "tracee tserve T". */
+static int tserve(int t)
+{
+	char line[64];
+	pthread_t th;
+	if (t < 1 || t > 64)
+		return 2;
+	pthread_barrier_init(&tserve_start, NULL, t + 1);
+	pthread_barrier_init(&tserve_done, NULL, t + 1);
+	for (int i = 0; i < t; i++)
+		if (pthread_create(&th, NULL, tserve_worker, &tserve_jobs[i]) != 0)
+			return 1;
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof line, stdin)) {
+		long n = atol(line);
+		for (int i = 0; i < t; i++)
+			tserve_jobs[i].n = n;
+		pthread_barrier_wait(&tserve_start);
+		pthread_barrier_wait(&tserve_done);
+		printf("work %ld", n);
+		for (int i = 0; i < t; i++)
+			printf(" %016lx", tserve_jobs[i].h);
+		printf("\n");
+		fflush(stdout);
+	}
+	return 0;
 }
 
 int main(int argc, char **argv)
@@ -240,32 +272,25 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
-	if (argc >= 3 && strcmp(argv[1], "tserve") == 0) {
-		int t = atoi(argv[2]);
+	if (argc >= 3 && strcmp(argv[1], "tserve") == 0)
+		return tserve(atoi(argv[2]));
+	if (argc >= 3 && strcmp(argv[1], "fserve") == 0) {
 		char line[64];
-		pthread_t th;
-		if (t < 1 || t > 64)
-			return 2;
-		pthread_barrier_init(&tserve_start, NULL, t + 1);
-		pthread_barrier_init(&tserve_done, NULL, t + 1);
-		for (int i = 0; i < t; i++)
-			if (pthread_create(&th, NULL, tserve_worker, &tserve_jobs[i]) != 0)
-				return 1;
 		printf("ready\n");
 		fflush(stdout);
-		while (fgets(line, sizeof line, stdin)) {
-			long n = atol(line);
-			for (int i = 0; i < t; i++)
-				tserve_jobs[i].n = n;
-			pthread_barrier_wait(&tserve_start);
-			pthread_barrier_wait(&tserve_done);
-			printf("work %ld", n);
-			for (int i = 0; i < t; i++)
-				printf(" %016lx", tserve_jobs[i].h);
-			printf("\n");
-			fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+		pid_t pid = fork();
+		if (pid < 0)
+			return 1;
+		if (pid == 0) {
+			printf("child %d\n", (int)getpid());
+			return tserve(atoi(argv[2]));
 		}
-		return 0;
+		int st;
+		if (waitpid(pid, &st, 0) != pid || !WIFEXITED(st))
+			return 1;
+		return WEXITSTATUS(st);
 	}
 	fprintf(stderr, "usage: tracee work|threads|signals|fork|exec|dlopen|serve|tserve ...\n");
 	return 2;

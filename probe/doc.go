@@ -120,7 +120,11 @@
 // hit path, and the program runs on correctly if the tracer is killed. The
 // slot areas and the data area are placed within reach of the sites, at the
 // far end from the addresses the program's own mappings get, and stay
-// mapped after removal and Detach (a thread may still be in a slot). A site
+// mapped after a removal (a thread may still be in a slot); a clean Detach
+// unmaps them, and a later Attach those an earlier tracer left, once no
+// thread can be in them: no PC there, no return probe armed, no signal
+// frame that interrupted a slot (see areas_linux_amd64.go for the checks
+// and what they do not cover). A site
 // whose trampoline cannot be made, or whose displaced bytes hold another
 // site, falls back to traps; Options.NoTrampolines asks for traps
 // everywhere. The event reader maps a thread pointer to a thread id through

@@ -404,9 +404,16 @@ type threadServer struct {
 
 func startThreadServer(t *testing.T, exe string, threads int) *threadServer {
 	t.Helper()
+	return startModeServer(t, exe, "tserve", threads)
+}
+
+// startModeServer starts "tracee MODE T" (tserve, or sserve: tserve under an
+// interval timer).
+func startModeServer(t *testing.T, exe, mode string, threads int) *threadServer {
+	t.Helper()
 	inR, inW := fixture.Pipe(t)
 	outR, outW := fixture.Pipe(t)
-	cmd := exec.Command(exe, "tserve", strconv.Itoa(threads))
+	cmd := exec.Command(exe, mode, strconv.Itoa(threads))
 	cmd.Stdin, cmd.Stdout = inR, outW
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

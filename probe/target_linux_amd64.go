@@ -217,6 +217,11 @@ type target struct {
 	// nil without one; guarded the ranges recorded in its log.
 	guard   *guardian.Guard
 	guarded map[guardKey]bool
+	// areasFreed counts the areas unmapped (an earlier tracer's when
+	// attached, all at Detach), areasKept says why the last look kept
+	// them (areas_linux_amd64.go).
+	areasFreed int
+	areasKept  string
 	// verifyBuf is the buffer of the comparisons of the sites' bytes
 	// (verify_linux_amd64.go).
 	verifyBuf []byte

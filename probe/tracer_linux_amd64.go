@@ -318,6 +318,10 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	t.mu.Lock()
 	var res batchResult
 	_, err = p.Stopped(func(w *proc.World) error {
+		if t.root == nil {
+			// An earlier tracer's areas, before any of ours.
+			tg.reclaimLeft(w)
+		}
 		if tg.ts != nil && tg.ts.ring == nil && t.opts.Events {
 			// A followed child's own ring (forkTrampolines).
 			tg.ts.ring = tg.newRingReader(w, tg.ts.view)
@@ -717,6 +721,10 @@ func (tg *target) detach() error {
 		if err != nil {
 			return err
 		}
+	}
+	if len(res.errs) == 0 {
+		// Every site is gone: the areas go too when nothing is in them.
+		_, _ = tg.p.Stopped(func(w *proc.World) error { tg.reclaimLeft(w); return nil })
 	}
 	tg.closed = true
 	_, _ = tg.p.SetTrapHandler(nil)

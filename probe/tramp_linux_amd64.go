@@ -36,8 +36,10 @@ import (
 //     within reach of a rel32 from the sites it serves; code is written
 //     through /proc/PID/mem.
 //
-// Slot areas and the data area stay mapped after a site is removed and
-// after Detach: a thread preempted inside a slot returns there. A site
+// Slot areas and the data area stay mapped after a site is removed: a
+// thread preempted inside a slot returns there. A clean Detach unmaps them
+// when no thread can be in them any more, and a later attach those an
+// earlier tracer left (areas_linux_amd64.go). A site
 // whose trampoline cannot be made (no room within reach, a conflict with
 // another site) falls back to its trap strategy.
 
@@ -282,7 +284,12 @@ func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*tra
 	if err != nil {
 		return nil, err
 	}
-	a, err := trampoline.NewArea(at, trampAreaSize)
+	// A header page first (areas_linux_amd64.go), then the slots.
+	if err := writeAreaHeader(w, at, trampAreaSize, areaSlots, os.Getpid(), nil); err != nil {
+		_ = w.Munmap(at, trampAreaSize)
+		return nil, err
+	}
+	a, err := trampoline.NewArea(at+areaHeaderSize, trampAreaSize-areaHeaderSize)
 	if err != nil {
 		return nil, err
 	}
@@ -474,11 +481,15 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 		return err
 	}
 	th.Depth = tg.t.opts.ReturnDepth
-	addr, err := tg.placeMapping(w, []uint64{a.Addr}, th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	addr, err := tg.placeMapping(w, []uint64{a.Addr}, areaHeaderSize+th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return err
 	}
-	th.Addr = addr
+	th.Addr = addr + areaHeaderSize // after a header page (areas_linux_amd64.go)
+	if err := writeAreaHeader(w, addr, areaHeaderSize+th.Size(), areaThreads, os.Getpid(), th); err != nil {
+		_ = w.Munmap(addr, areaHeaderSize+th.Size())
+		return err
+	}
 	ts.cfg.Threads = th
 	at, code, err := a.ReturnX86(ts.cfg)
 	if err != nil {

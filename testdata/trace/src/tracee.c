@@ -20,6 +20,8 @@
  *   tracee tserve T        as serve, with T threads (started once) running
  *                          "work N" at once for each line; prints every
  *                          thread's checksum
+ *   tracee sserve T        as tserve T under a 200 us interval timer
+ *                          (SIGALRM, handled, in any thread at any time)
  *   tracee fserve T        print "ready", read a line, fork: the child
  *                          prints "child PID" and serves as tserve T; the
  *                          parent waits for it and exits with its status
@@ -274,6 +276,16 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && strcmp(argv[1], "tserve") == 0)
 		return tserve(atoi(argv[2]));
+	if (argc >= 3 && strcmp(argv[1], "sserve") == 0) {
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_alarm;
+		sa.sa_flags = SA_RESTART;
+		sigaction(SIGALRM, &sa, NULL);
+		struct itimerval it = {{0, 200}, {0, 200}};
+		setitimer(ITIMER_REAL, &it, NULL);
+		return tserve(atoi(argv[2]));
+	}
 	if (argc >= 3 && strcmp(argv[1], "fserve") == 0) {
 		char line[64];
 		printf("ready\n");

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/probeopt/probeopt/internal/fixture"
 	"github.com/probeopt/probeopt/internal/testenv"
 	"github.com/probeopt/probeopt/probe"
 )
@@ -154,6 +155,66 @@ func TestAreasReclaimed(t *testing.T) {
 	}
 	if kept == cycles+1 {
 		t.Errorf("no attach or detach unmapped the areas")
+	}
+	if err := s.finish(); err != nil {
+		t.Errorf("the program ended with %v", err)
+	}
+}
+
+// TestAreasKeptForSignalFrame makes a thread take a signal inside a slot
+// and wait in its handler: k_sigslot's load, displaced into the slot of
+// its detour, faults on a page the program cannot read. Detached then,
+// the tracer must keep its areas (the signal frame on the thread's stack
+// holds an address in the slot); when the handler returns, the thread
+// runs on in the slot, and the program prints its value and ends well.
+// Unmapped, the return would fault in the hole and the program die.
+func TestAreasKeptForSignalFrame(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startModeServer(t, exe, "sigslot", 0)
+	defer s.stop()
+	pid := s.cmd.Process.Pid
+	tr, err := probe.Attach(pid, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Add("k_sigslot"); err != nil {
+		t.Fatal(err)
+	}
+	st := tr.Stats()
+	if len(st.Probes) != 1 || len(st.Probes[0].Sites) != 1 || st.Probes[0].Sites[0].Strategy != "trampoline-detour" {
+		t.Fatalf("k_sigslot is not a detour: %+v", st.Probes)
+	}
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fmt.Fprintln(s.in, "go"); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := fixture.ReadLine(s.out, 10*time.Second); err != nil || strings.TrimSpace(l) != "in handler" {
+		t.Fatalf("the program said %q (%v), want %q", l, err, "in handler")
+	}
+	if hits := tr.Stats().Probes[0].Sites[0].Hits; hits != 1 {
+		t.Errorf("%d hits of k_sigslot, want 1", hits)
+	}
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	c := countAreas(t, pid)
+	t.Logf("detached with a thread in a handler that interrupted a slot: %+v kept", c)
+	if c.data != 1 || c.code == 0 {
+		t.Errorf("after the detach the program maps %+v: its areas are gone while a thread will return into a slot", c)
+	}
+	if d := killCheck(pid, exe); d != "" {
+		t.Fatalf("after the detach: %s", d)
+	}
+	if _, err := fmt.Fprintln(s.in, "release"); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"value 0", "done"} {
+		if l, err := fixture.ReadLine(s.out, 10*time.Second); err != nil || strings.TrimSpace(l) != want {
+			t.Fatalf("the program said %q (%v), want %q", l, err, want)
+		}
 	}
 	if err := s.finish(); err != nil {
 		t.Errorf("the program ended with %v", err)

@@ -126,6 +126,19 @@ k_syscall:
 	ret
 	.size	k_syscall, .-k_syscall
 
+# k_sigslot returns the word at rdi. In a live process its first
+# instruction stays in place and the load is displaced into the slot of a
+# detour: a fault of the load is a signal taken inside the slot.
+	.globl	k_sigslot
+	.type	k_sigslot, @function
+k_sigslot:
+	xor	%eax, %eax
+	mov	(%rdi), %rax
+	nop
+	nop
+	ret
+	.size	k_sigslot, .-k_sigslot
+
 	.section .rodata
 	.p2align 3
 k_three:

@@ -22,6 +22,12 @@
  *                          thread's checksum
  *   tracee sserve T        as tserve T under a 200 us interval timer
  *                          (SIGALRM, handled, in any thread at any time)
+ *   tracee sigslot         print "ready", read a line; a thread calls
+ *                          k_sigslot on a page it cannot read: the fault's
+ *                          handler prints "in handler", makes the page
+ *                          readable and waits (16 KiB further down its
+ *                          stack) for the next line before it returns;
+ *                          then "value V" and "done"
  *   tracee fserve T        print "ready", read a line, fork: the child
  *                          prints "child PID" and serves as tserve T; the
  *                          parent waits for it and exits with its status
@@ -32,8 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/time.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 long k_push(long, long), k_nop(long, long), k_mov(long, long), k_sse(long, long);
@@ -122,6 +130,46 @@ static void on_alarm(int sig)
 {
 	(void)sig;
 	alarms++;
+}
+
+static volatile sig_atomic_t sigslot_release;
+static char *sigslot_page;
+
+extern long k_sigslot(long *p);
+
+/* sigslot_wait waits for the release 16 KiB further down the stack than
+ * the signal frame. */
+__attribute__((noinline)) static void sigslot_wait(void)
+{
+	volatile char deep[16384];
+	deep[0] = 1;
+	while (!sigslot_release) {
+		struct timespec ts = {0, 1000000};
+		nanosleep(&ts, NULL);
+	}
+	deep[sizeof deep - 1] = deep[0];
+}
+
+static void on_sigslot_fault(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	if ((char *)si->si_addr < sigslot_page || (char *)si->si_addr >= sigslot_page + 4096) {
+		signal(sig, SIG_DFL); /* not ours: die of it */
+		return;
+	}
+	mprotect(sigslot_page, 4096, PROT_READ | PROT_WRITE);
+	static const char msg[] = "in handler\n";
+	write(1, msg, sizeof msg - 1);
+	sigslot_wait();
+}
+
+static void *sigslot_thread(void *arg)
+{
+	(void)arg;
+	long v = k_sigslot((long *)sigslot_page);
+	printf("value %ld\n", v);
+	fflush(stdout);
+	return NULL;
 }
 
 /* tserve is "tracee tserve T". */
@@ -276,6 +324,31 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && strcmp(argv[1], "tserve") == 0)
 		return tserve(atoi(argv[2]));
+	if (argc >= 2 && strcmp(argv[1], "sigslot") == 0) {
+		char line[64];
+		pthread_t th;
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_sigaction = on_sigslot_fault;
+		sa.sa_flags = SA_SIGINFO;
+		sigaction(SIGSEGV, &sa, NULL);
+		sigslot_page = mmap(NULL, 4096, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (sigslot_page == MAP_FAILED)
+			return 1;
+		printf("ready\n");
+		fflush(stdout);
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+		/* Written while the page is readable: the handler makes it so. */
+		if (pthread_create(&th, NULL, sigslot_thread, NULL) != 0)
+			return 1;
+		if (!fgets(line, sizeof line, stdin))
+			return 1;
+		sigslot_release = 1;
+		pthread_join(th, NULL);
+		printf("done\n");
+		return 0;
+	}
 	if (argc >= 3 && strcmp(argv[1], "sserve") == 0) {
 		struct sigaction sa;
 		memset(&sa, 0, sizeof sa);

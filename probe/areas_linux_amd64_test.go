@@ -3,10 +3,8 @@
 package probe_test
 
 import (
-	"bufio"
 	"fmt"
 	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,20 +79,7 @@ func TestAreasReclaimed(t *testing.T) {
 	}
 
 	// A tracer that dies.
-	tracer := exec.Command(os.Args[0])
-	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=serve:%d:1", killCampaignEnv, pid))
-	out, err := tracer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tracer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
-		_ = tracer.Process.Kill()
-		_ = tracer.Wait()
-		t.Fatalf("tracer said %q, %v", l, err)
-	}
+	tracer := startReadyTracer(t, fmt.Sprintf("serve:%d:1", pid))
 	ask("traced")
 	_ = tracer.Process.Signal(syscall.SIGKILL)
 	_ = tracer.Wait()

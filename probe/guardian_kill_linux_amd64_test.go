@@ -145,9 +145,27 @@ type killRun struct {
 func TestGuardianKill(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
-	per := 2
+	want := tserveAnswer(t, exe, 3, 2)
+	killCampaign(t, 2, 40, func(rnd *rand.Rand) []killRun {
+		return []killRun{
+			{mode: "install", delay: time.Duration(rnd.Intn(400)) * time.Millisecond},
+			{mode: "serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			{mode: "churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+			{mode: "bounded", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+			{mode: "detach", delay: time.Duration(rnd.Intn(4000)) * time.Microsecond},
+			{mode: "panic"},
+			{mode: "exit"},
+		}
+	}, func(t *testing.T, r killRun) time.Duration { return runKill(t, exe, r, want) })
+}
+
+// killCampaign makes per rounds (long with PROBEOPT_LONG=1) of the runs
+// round returns, from the seed PROBEOPT_SEED or the clock, each a subtest
+// run by run that returns how long the restore took, and logs the counts:
+// runs, kill points, targets damaged, the slowest restore.
+func killCampaign(t *testing.T, per, long int, round func(*rand.Rand) []killRun, run func(*testing.T, killRun) time.Duration) {
 	if os.Getenv("PROBEOPT_LONG") != "" {
-		per = 40
+		per = long
 	}
 	seed := time.Now().UnixNano()
 	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
@@ -155,18 +173,9 @@ func TestGuardianKill(t *testing.T) {
 	}
 	t.Logf("seed %d (PROBEOPT_SEED)", seed)
 	rnd := rand.New(rand.NewSource(seed))
-	want := tserveAnswer(t, exe, 3, 2)
 	var runs []killRun
 	for i := 0; i < per; i++ {
-		runs = append(runs,
-			killRun{mode: "install", delay: time.Duration(rnd.Intn(400)) * time.Millisecond},
-			killRun{mode: "serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
-			killRun{mode: "churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
-			killRun{mode: "bounded", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
-			killRun{mode: "detach", delay: time.Duration(rnd.Intn(4000)) * time.Microsecond},
-			killRun{mode: "panic"},
-			killRun{mode: "exit"},
-		)
+		runs = append(runs, round(rnd)...)
 	}
 	counts, damaged := map[string]int{}, map[string]int{}
 	var slowest time.Duration
@@ -174,7 +183,7 @@ func TestGuardianKill(t *testing.T) {
 		r := &runs[i]
 		r.seed = rnd.Int63()
 		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
-			slowest = max(slowest, runKill(t, exe, *r, want))
+			slowest = max(slowest, run(t, *r))
 			if t.Failed() {
 				damaged[r.mode]++
 				t.Logf("run %+v", *r)
@@ -189,17 +198,14 @@ func TestGuardianKill(t *testing.T) {
 	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
 }
 
-// TestGuardianKillUnguarded is the campaign's control: the same kill
-// while traps are served, without a guardian, leaves the program's text
-// changed (int3 bytes and jumps) a second after the tracer's death, or the
-// program dead. It shows that TestGuardianKill's checks see damage.
-func TestGuardianKillUnguarded(t *testing.T) {
-	testenv.NeedPtrace(t)
-	exe := traceFixture(t, "tracee")
-	s := startThreadServer(t, exe, 2)
-	defer s.stop()
+// startReadyTracer starts the test binary as a campaign tracer with
+// argument arg (see killCampaignTracer) and returns it once it said
+// "ready".
+func startReadyTracer(t *testing.T, arg string) *exec.Cmd {
+	t.Helper()
 	tracer := exec.Command(os.Args[0])
-	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=unguarded:%d:1", killCampaignEnv, s.cmd.Process.Pid))
+	tracer.Env = append(os.Environ(), killCampaignEnv+"="+arg)
+	tracer.Stderr = os.Stderr
 	out, err := tracer.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -209,8 +215,22 @@ func TestGuardianKillUnguarded(t *testing.T) {
 	}
 	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
 		_ = tracer.Process.Kill()
+		_ = tracer.Wait()
 		t.Fatalf("tracer said %q, %v", l, err)
 	}
+	return tracer
+}
+
+// TestGuardianKillUnguarded is the campaign's control: the same kill
+// while traps are served, without a guardian, leaves the program's text
+// changed (int3 bytes and jumps) a second after the tracer's death, or the
+// program dead. It shows that TestGuardianKill's checks see damage.
+func TestGuardianKillUnguarded(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	s := startThreadServer(t, exe, 2)
+	defer s.stop()
+	tracer := startReadyTracer(t, fmt.Sprintf("unguarded:%d:1", s.cmd.Process.Pid))
 	_ = tracer.Process.Kill()
 	_ = tracer.Wait()
 	time.Sleep(time.Second)

@@ -31,44 +31,14 @@ import (
 func TestGuardianKillSpawned(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
-	per := 2
-	if os.Getenv("PROBEOPT_LONG") != "" {
-		per = 70
-	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d (PROBEOPT_SEED)", seed)
-	rnd := rand.New(rand.NewSource(seed))
 	want := tserveAnswer(t, exe, 3, 2)
-	var runs []killRun
-	for i := 0; i < per; i++ {
-		runs = append(runs,
-			killRun{mode: "spawn-install", delay: time.Duration(rnd.Intn(300)) * time.Millisecond},
-			killRun{mode: "spawn-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
-			killRun{mode: "spawn-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
-		)
-	}
-	counts, damaged := map[string]int{}, map[string]int{}
-	var slowest time.Duration
-	for i := range runs {
-		r := &runs[i]
-		r.seed = rnd.Int63()
-		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
-			slowest = max(slowest, runSpawnKill(t, exe, *r, want))
-			if t.Failed() {
-				damaged[r.mode]++
-				t.Logf("run %+v", *r)
-			}
-		})
-		counts[r.mode]++
-	}
-	n := 0
-	for _, d := range damaged {
-		n += d
-	}
-	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
+	killCampaign(t, 2, 70, func(rnd *rand.Rand) []killRun {
+		return []killRun{
+			{mode: "spawn-install", delay: time.Duration(rnd.Intn(300)) * time.Millisecond},
+			{mode: "spawn-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			{mode: "spawn-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+		}
+	}, func(t *testing.T, r killRun) time.Duration { return runSpawnKill(t, exe, r, want) })
 }
 
 // runSpawnKill makes one run of TestGuardianKillSpawned and returns how
@@ -234,43 +204,13 @@ func runSpawnKill(t *testing.T, exe string, r killRun, want string) time.Duratio
 func TestGuardianKillForked(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
-	per := 2
-	if os.Getenv("PROBEOPT_LONG") != "" {
-		per = 100
-	}
-	seed := time.Now().UnixNano()
-	if s := os.Getenv("PROBEOPT_SEED"); s != "" {
-		seed, _ = strconv.ParseInt(s, 10, 64)
-	}
-	t.Logf("seed %d (PROBEOPT_SEED)", seed)
-	rnd := rand.New(rand.NewSource(seed))
 	want := tserveAnswer(t, exe, 3, 2)
-	var runs []killRun
-	for i := 0; i < per; i++ {
-		runs = append(runs,
-			killRun{mode: "fork-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
-			killRun{mode: "fork-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
-		)
-	}
-	counts, damaged := map[string]int{}, map[string]int{}
-	var slowest time.Duration
-	for i := range runs {
-		r := &runs[i]
-		r.seed = rnd.Int63()
-		t.Run(fmt.Sprintf("%03d-%s", i, r.mode), func(t *testing.T) {
-			slowest = max(slowest, runForkKill(t, exe, *r, want))
-			if t.Failed() {
-				damaged[r.mode]++
-				t.Logf("run %+v", *r)
-			}
-		})
-		counts[r.mode]++
-	}
-	n := 0
-	for _, d := range damaged {
-		n += d
-	}
-	t.Logf("%d runs, targets damaged: %d %v; runs per kill point: %v; slowest restore: %v", len(runs), n, damaged, counts, slowest)
+	killCampaign(t, 2, 100, func(rnd *rand.Rand) []killRun {
+		return []killRun{
+			{mode: "fork-serve", delay: time.Duration(rnd.Intn(60)) * time.Millisecond},
+			{mode: "fork-churn", delay: time.Duration(rnd.Intn(200)) * time.Millisecond},
+		}
+	}, func(t *testing.T, r killRun) time.Duration { return runForkKill(t, exe, r, want) })
 }
 
 // runForkKill makes one run of TestGuardianKillForked and returns how
@@ -291,21 +231,7 @@ func runForkKill(t *testing.T, exe string, r killRun, want string) time.Duration
 	if l, err := fixture.ReadLine(s.out, 10*time.Second); err != nil || strings.TrimSpace(l) != "ready" {
 		t.Fatalf("fserve said %q, %v", l, err)
 	}
-	tracer := exec.Command(os.Args[0])
-	tracer.Env = append(os.Environ(), fmt.Sprintf("%s=%s:%d:%d", killCampaignEnv, r.mode, cmd.Process.Pid, r.seed))
-	tracer.Stderr = os.Stderr
-	out, err := tracer.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := tracer.Start(); err != nil {
-		t.Fatal(err)
-	}
-	if l, err := bufio.NewReader(out).ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
-		_ = tracer.Process.Kill()
-		_ = tracer.Wait()
-		t.Fatalf("tracer said %q, %v", l, err)
-	}
+	tracer := startReadyTracer(t, fmt.Sprintf("%s:%d:%d", r.mode, cmd.Process.Pid, r.seed))
 	// The fork: the child says who it is, then serves.
 	child := 0
 	if _, err := fmt.Fprintln(s.in, "fork"); err != nil {

@@ -137,6 +137,18 @@ static char *sigslot_page;
 
 extern long k_sigslot(long *p);
 
+/* start_alarms sends SIGALRM every 200 us, handled by on_alarm. */
+static void start_alarms(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_alarm;
+	sa.sa_flags = SA_RESTART;
+	sigaction(SIGALRM, &sa, NULL);
+	struct itimerval it = {{0, 200}, {0, 200}};
+	setitimer(ITIMER_REAL, &it, NULL);
+}
+
 /* sigslot_wait waits for the release 16 KiB further down the stack than
  * the signal frame. */
 __attribute__((noinline)) static void sigslot_wait(void)
@@ -229,13 +241,7 @@ int main(int argc, char **argv)
 	}
 	if (argc >= 3 && strcmp(argv[1], "signals") == 0) {
 		long n = atol(argv[2]);
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_alarm;
-		sa.sa_flags = SA_RESTART;
-		sigaction(SIGALRM, &sa, NULL);
-		struct itimerval it = {{0, 200}, {0, 200}};
-		setitimer(ITIMER_REAL, &it, NULL);
+		start_alarms();
 		unsigned long h = work(n, 1);
 		struct itimerval off = {{0, 0}, {0, 0}};
 		setitimer(ITIMER_REAL, &off, NULL);
@@ -350,13 +356,7 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (argc >= 3 && strcmp(argv[1], "sserve") == 0) {
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_alarm;
-		sa.sa_flags = SA_RESTART;
-		sigaction(SIGALRM, &sa, NULL);
-		struct itimerval it = {{0, 200}, {0, 200}};
-		setitimer(ITIMER_REAL, &it, NULL);
+		start_alarms();
 		return tserve(atoi(argv[2]));
 	}
 	if (argc >= 3 && strcmp(argv[1], "fserve") == 0) {

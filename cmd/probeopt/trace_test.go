@@ -266,18 +266,21 @@ func TestBenchTrace(t *testing.T) {
 	}
 }
 
-// childOf returns the pid of the first child of process pid, waiting for
-// it up to a few seconds.
+// childOf returns the pid of the child process pid traces (not its
+// guardian), waiting for it up to a few seconds.
 func childOf(t *testing.T, pid int) int {
 	t.Helper()
 	for i := 0; i < 500; i++ {
 		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
 		for _, f := range tasks {
 			b, _ := os.ReadFile(f)
-			if fs := strings.Fields(string(b)); len(fs) > 0 {
+			for _, field := range strings.Fields(string(b)) {
+				// The traced command, not the tracer's guardian.
 				var c int
-				fmt.Sscan(fs[0], &c)
-				return c
+				fmt.Sscan(field, &c)
+				if tp := statusField(c, "TracerPid"); tp != "" && tp != "0" {
+					return c
+				}
 			}
 		}
 		time.Sleep(10 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -35,6 +36,10 @@ func BenchmarkProbeHit(b *testing.B) {
 		{name: "nop5/counter-pushf", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Count: true}, flags: trampoline.FlagsPushf},
 		{name: "detour/counter", fn: "bench_plain", site: "bench_plain", h: trampoline.Handler{ID: 1, Count: true}},
 		{name: "nop5/event", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Event: true}},
+		// An event of a Go function: the goroutine and its thread read
+		// through r14 (a g and an m laid out as GoG says).
+		{name: "nop5/event-go", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Event: true,
+			Go: &trampoline.GoG{M: 0x30, Goid: 0x98, Procid: 0x40}}},
 		{name: "nop5/counter+return", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1, Count: true,
 			Return: &trampoline.ReturnHandler{Count: true, Counter: 1}}},
 		{name: "nop5/return-bare", fn: "bench_target", site: "bench_target", h: trampoline.Handler{ID: 1,
@@ -53,6 +58,12 @@ func BenchmarkProbeHit(b *testing.B) {
 			stack := e.stack()
 			var r native.Regs
 			r.GPR[7] = 41
+			m, g := make([]uint64, 64), make([]uint64, 64)
+			if c.h.Go != nil {
+				m[0x40/8], g[0x98/8] = 7, 9
+				g[0x30/8] = uint64(uintptr(unsafe.Pointer(&m[0])))
+				r.GPR[14] = uint64(uintptr(unsafe.Pointer(&g[0])))
+			}
 			fn := uintptr(e.sym(c.fn))
 			// The ring fills up after 4096 events; later events are
 			// dropped (and counted), which costs the same reservation
@@ -70,6 +81,8 @@ func BenchmarkProbeHit(b *testing.B) {
 				}
 			}
 			b.StopTimer()
+			runtime.KeepAlive(m)
+			runtime.KeepAlive(g)
 			if r.GPR[0] != 42 {
 				b.Fatalf("%s(41) = %d", c.fn, r.GPR[0])
 			}

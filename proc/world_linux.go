@@ -371,20 +371,26 @@ func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, er
 		return 0, fmt.Errorf("remote %s: %w", name, err)
 	}
 	saved := th.regs
-	r := saved
 	var a [6]uint64
 	copy(a[:], args)
-	r.prepareSyscall(site, nr, a)
-	if err := w.t.storeRegs(th, &r); err != nil {
-		return 0, fmt.Errorf("remote %s: %w", name, err)
-	}
-	stepErr := w.Step(th.tid, 10*time.Second)
+	var stepErr error
 	var res, pc uint64
-	if stepErr == nil {
-		if err := w.t.loadRegs(th); err != nil {
-			stepErr = err
-		} else {
-			res, pc = th.regs.syscallResult(), th.regs.PC()
+	// A thread left at the system-call instruction did not complete the
+	// call (a signal's arrival made the kernel restart it, rewinding the
+	// instruction pointer): it is made again, a few times at most.
+	for try := 0; try < 3 && (try == 0 || stepErr == nil && pc == site); try++ {
+		r := saved
+		r.prepareSyscall(site, nr, a)
+		if err := w.t.storeRegs(th, &r); err != nil {
+			return 0, fmt.Errorf("remote %s: %w", name, err)
+		}
+		stepErr = w.Step(th.tid, 10*time.Second)
+		if stepErr == nil {
+			if err := w.t.loadRegs(th); err != nil {
+				stepErr = err
+			} else {
+				res, pc = th.regs.syscallResult(), th.regs.PC()
+			}
 		}
 	}
 	if th.stopped && !th.gone {

@@ -4,8 +4,11 @@ package probe
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
+	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/probeopt/probeopt/batchpatch"
@@ -241,7 +244,9 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 			err = r.Err()
 		}
 	}
-	if err != nil {
+	if err != nil && !(errors.Is(err, proc.ErrShortIO) && len(b.patches) > 0 && tg.memoryGone(b.patches[0].Addr)) {
+		// (A process that exited between passes, a followed child
+		// above all, lost its memory and its sites with it: no error.)
 		res.errs = append(res.errs, fmt.Errorf("install %d, remove %d probe sites in %d: %w", len(b.added), len(b.removed), tg.pid, err))
 	}
 	if tg.closed {
@@ -273,4 +278,18 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	}
 	tg.sites = final
 	tg.publish()
+}
+
+// memoryGone reports whether the process has no memory at addr (a
+// text address it had) any more: it exited, or is exiting past the release
+// of its memory.
+func (tg *target) memoryGone(addr uint64) bool {
+	f, err := os.Open("/proc/" + strconv.Itoa(tg.pid) + "/mem")
+	if err != nil {
+		return true
+	}
+	defer f.Close()
+	var b [1]byte
+	n, _ := f.ReadAt(b[:], int64(addr))
+	return n == 0
 }

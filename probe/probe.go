@@ -146,7 +146,7 @@ type Options struct {
 	EventBuffer int
 	// RingSize is the capacity, in events, of each thread's event ring
 	// in the memory shared with the tracee: a power of two up to 2^20; 0
-	// means DefaultRingSize (16384). A hit that finds its thread's ring
+	// means DefaultRingSize (65536). A hit that finds its thread's ring
 	// full is dropped and counted, per probe and per thread
 	// (SiteStats.Dropped, Stats.ThreadDrops). Each ring takes RingSize*64
 	// bytes of memory in the tracee and the tracer, as the thread first
@@ -226,8 +226,10 @@ type Options struct {
 }
 
 // DefaultRingSize is the capacity of each thread's event ring in events
-// when Options.RingSize is 0.
-const DefaultRingSize = 1 << 14
+// when Options.RingSize is 0: 4 MiB a thread, 26 ms of events at 2.5 M
+// events per second, so that a reader that polls each millisecond and
+// misses a few time slices on a busy machine drops nothing.
+const DefaultRingSize = 1 << 16
 
 // ErrOptions means an Options field is out of range.
 var ErrOptions = errors.New("invalid options")

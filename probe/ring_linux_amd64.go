@@ -55,18 +55,15 @@ func rdtsc() uint64
 // ringPoll is how often the reader drains the ring.
 const ringPoll = time.Millisecond
 
+// ringBatch is how many records the reader reads from a ring at a time.
+const ringBatch = 4096
+
 // maxHold is the longest an event read from a ring waits for the events
 // that might precede it.
 const maxHold = 100 * time.Millisecond
 
 // sharedRing is the key of the shared ring in ringReader.last.
 const sharedRing = -1
-
-// stamped is an event and the time stamp counter of its record.
-type stamped struct {
-	tsc uint64
-	ev  Event
-}
 
 // heldKey is the counter of the event at index i of the events held.
 type heldKey struct {
@@ -81,13 +78,17 @@ type ringReader struct {
 
 	mu  sync.Mutex
 	buf []trampoline.Event
-	// held are the events read and not yet delivered, and evs the batch
-	// delivered.
-	held []stamped
-	evs  []Event
-	// order and spare are sortHeld's.
-	order []heldKey
-	spare []stamped
+	// held are the events read and not yet delivered, and tscs the time
+	// stamp counter of each. The events a drain reads are appended as
+	// runs, one per ring, that start at runs (the events held before it
+	// are the first run); mergeHeld makes one run of them.
+	held []Event
+	tscs []uint64
+	runs []int
+	// order, spare and spareTSC are mergeHeld's.
+	order    []heldKey
+	spare    []Event
+	spareTSC []uint64
 	// last is the counter of the last record read from each ring (a
 	// stripe's slot, or sharedRing).
 	last    map[int]uint64
@@ -136,7 +137,7 @@ const tidSearch = 0x1000
 // newRingReader learns the thread-id offset from the stopped threads and
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
-	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, 1024), tidOff: -1, slotTid: map[int]int{}, last: map[int]uint64{},
+	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, ringBatch), tidOff: -1, slotTid: map[int]int{}, last: map[int]uint64{},
 		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
@@ -302,7 +303,9 @@ func (rr *ringReader) drainBatch() (more bool) {
 	}
 	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
 	limit := tsc
+	rr.runs = append(rr.runs[:0], 0)
 	if n := rr.view.Read(rr.buf); n > 0 {
+		rr.runs = append(rr.runs, len(rr.held))
 		more = more || n == len(rr.buf)
 		for _, rec := range rr.buf[:n] {
 			rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
@@ -314,6 +317,7 @@ func (rr *ringReader) drainBatch() (more bool) {
 	}
 	for _, st := range rr.view.Stripes() {
 		if n := rr.view.ReadThread(st.Slot, rr.buf); n > 0 {
+			rr.runs = append(rr.runs, len(rr.held))
 			more = more || n == len(rr.buf)
 			tid := rr.stripeTid(st)
 			for i := range rr.buf[:n] {
@@ -325,53 +329,82 @@ func (rr *ringReader) drainBatch() (more bool) {
 			limit = min(limit, rr.last[st.Slot])
 		}
 	}
-	rr.sortHeld()
+	rr.mergeHeld()
 	if hold := uint64(perNs * float64(maxHold.Nanoseconds())); perNs > 0 && tsc > hold {
 		limit = max(limit, tsc-hold)
 	}
-	n, _ := slices.BinarySearchFunc(rr.held, limit+1, func(s stamped, t uint64) int { return cmp.Compare(s.tsc, t) })
+	n, _ := slices.BinarySearch(rr.tscs, limit+1)
 	rr.release(n)
 	return more
 }
 
-// sortHeld puts the events held in the order of their counters, events
+// mergeHeld puts the events held in the order of their counters, events
 // of one record (and equal counters) in the order they were read (under
-// rr.mu). The rings' records are mostly in order already: one ring's are
-// in reservation order, which only a signal handler's hit during a
-// record's writing inverts.
-func (rr *ringReader) sortHeld() {
-	if slices.IsSortedFunc(rr.held, func(a, b stamped) int { return cmp.Compare(a.tsc, b.tsc) }) {
+// rr.mu). Each run (rr.runs) is in order already, but for a signal
+// handler's hit during a record's writing, which inverts two records of
+// one ring: the runs are merged, with one move of each event, and sorted
+// only when one of them is out of order.
+func (rr *ringReader) mergeHeld() {
+	runs := rr.runs
+	if len(runs) > 0 && runs[len(runs)-1] == len(rr.held) {
+		runs = runs[:len(runs)-1] // the held run, empty
+	}
+	if len(runs) < 2 && slices.IsSorted(rr.tscs) {
 		return
 	}
-	// Sort small keys and move each event once.
-	rr.order = rr.order[:0]
-	for i := range rr.held {
-		rr.order = append(rr.order, heldKey{rr.held[i].tsc, i})
-	}
-	slices.SortFunc(rr.order, func(a, b heldKey) int {
-		if c := cmp.Compare(a.tsc, b.tsc); c != 0 {
-			return c
+	var head, end [8]int
+	sorted := len(runs) <= len(head)
+	for r := 0; sorted && r < len(runs); r++ {
+		head[r], end[r] = runs[r], len(rr.held)
+		if r+1 < len(runs) {
+			end[r] = runs[r+1]
 		}
-		return cmp.Compare(a.i, b.i)
-	})
-	rr.spare = rr.spare[:0]
-	for _, k := range rr.order {
-		rr.spare = append(rr.spare, rr.held[k.i])
+		sorted = slices.IsSorted(rr.tscs[head[r]:end[r]])
+	}
+	rr.spare, rr.spareTSC = rr.spare[:0], rr.spareTSC[:0]
+	if sorted {
+		// k-way merge: the next event is the smallest head; the earlier
+		// run wins a tie (records are read in order of their rings).
+		for range rr.held {
+			best := -1
+			for r := range runs {
+				if head[r] < end[r] && (best < 0 || rr.tscs[head[r]] < rr.tscs[head[best]]) {
+					best = r
+				}
+			}
+			rr.spare = append(rr.spare, rr.held[head[best]])
+			rr.spareTSC = append(rr.spareTSC, rr.tscs[head[best]])
+			head[best]++
+		}
+	} else {
+		rr.order = rr.order[:0]
+		for i, t := range rr.tscs {
+			rr.order = append(rr.order, heldKey{t, i})
+		}
+		slices.SortFunc(rr.order, func(a, b heldKey) int {
+			if c := cmp.Compare(a.tsc, b.tsc); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.i, b.i)
+		})
+		for _, k := range rr.order {
+			rr.spare = append(rr.spare, rr.held[k.i])
+			rr.spareTSC = append(rr.spareTSC, k.tsc)
+		}
 	}
 	rr.held, rr.spare = rr.spare, rr.held
+	rr.tscs, rr.spareTSC = rr.spareTSC, rr.tscs
 }
 
-// release delivers the first n events held, in order (under rr.mu).
+// release delivers the first n events held, in order, and keeps the
+// others (under rr.mu).
 func (rr *ringReader) release(n int) {
 	if n == 0 {
 		return
 	}
-	rr.evs = rr.evs[:0]
-	for i := range rr.held[:n] {
-		rr.evs = append(rr.evs, rr.held[i].ev)
-	}
+	rr.deliver(rr.held[:n])
 	rr.held = append(rr.held[:0], rr.held[n:]...)
-	rr.deliver(rr.evs)
+	rr.tscs = append(rr.tscs[:0], rr.tscs[n:]...)
 }
 
 // tscClock turns time stamp counter readings into wall-clock times: now
@@ -415,11 +448,12 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 		if ret {
 			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
 		}
-		rr.held = append(rr.held, stamped{rec.TSC, ev})
+		rr.held, rr.tscs = append(rr.held, ev), append(rr.tscs, rec.TSC)
 	}
 	if !ret {
 		for _, id := range site.atRet {
-			rr.held = append(rr.held, stamped{rec.TSC, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0], Goid: goid}})
+			rr.held = append(rr.held, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0], Goid: goid})
+			rr.tscs = append(rr.tscs, rec.TSC)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func newTraceCmd() *cobra.Command {
 	// The event output: its form and the rings it is drained from.
 	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
 	f.BoolVar(&o.goid, "goid", false, "with --events, add the goroutine id of each hit in a Go function (goid=N in text, \"goid\" in JSON; 0 or absent where there is none)")
-	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 16384)")
+	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 65536)")
 	f.IntVar(&o.returnDepth, "return-depth", 0, fmt.Sprintf("how many return probes a thread can have armed at once, `N` nested calls (rounded up to 2^k-1, at most %d; 0 means %d): the returns of deeper calls are not counted, and the report says how many", trampoline.MaxThreadDepth, trampoline.MaxDepth))
 	addTracePauseFlags(f, &o.pause)
 	return cmd

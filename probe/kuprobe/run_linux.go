@@ -8,6 +8,8 @@ import (
 	"os/exec"
 	"runtime"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // Run runs cmd (its Path, Args, Env, standard streams and directory as
@@ -15,7 +17,8 @@ import (
 // site, registered after the program's execve and before its first
 // instruction, and returns the hits of each site, in order, once the
 // program has exited. The entries of one file are counted through one Multi
-// for every thread of the process; the returns through one inherited
+// for every thread of the process (one inherited Counter per site on a
+// kernel without uprobe_multi links); the returns through one inherited
 // Counter each. Its children are not counted. The error of cmd.Wait (a
 // status other than 0 gives an *exec.ExitError) comes with the counts.
 //
@@ -80,7 +83,8 @@ func run(cmd *exec.Cmd, sites []Site) ([]uint64, error) {
 // PMU's event_init copies the file's path from attr.uprobe_path, a pointer
 // into the memory of the process that opened the event, and copying an
 // inherited event to a new thread runs event_init again, in the process
-// that clones. A return probe has no other way here; a multi-threaded
+// that clones. A return probe has no other way here, nor an entry on a
+// kernel without uprobe_multi links (before 6.6); a multi-threaded
 // program with one may fail to start threads.
 func openSites(sites []Site, pid int) (count func() ([]uint64, error), closeAll func(), err error) {
 	var counters []*Counter
@@ -93,7 +97,7 @@ func openSites(sites []Site, pid int) (count func() ([]uint64, error), closeAll 
 			m.Close()
 		}
 	}
-	retAt := map[int]int{}        // site index -> counter index
+	retAt := map[int]int{}        // site index -> counter index (returns, and entries without a Multi)
 	entries := map[string][]int{} // path -> site indexes
 	var order []string
 	for i, s := range sites {
@@ -119,6 +123,21 @@ func openSites(sites []Site, pid int) (count func() ([]uint64, error), closeAll 
 			offs[j] = sites[i].Offset
 		}
 		m, err := OpenMulti(path, offs, pid)
+		if errors.Is(err, unix.EINVAL) {
+			// A kernel without uprobe_multi links (before 6.6, such as
+			// Debian 12's 6.1): one inherited counter per site.
+			for _, i := range entries[path] {
+				c, err := Open(path, sites[i].Offset, pid, &Options{Inherit: true})
+				if err != nil {
+					closeAll()
+					return nil, nil, err
+				}
+				retAt[i] = len(counters)
+				counters = append(counters, c)
+			}
+			delete(entries, path)
+			continue
+		}
 		if err != nil {
 			closeAll()
 			return nil, nil, err

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -231,7 +231,9 @@ func (tg *target) stageNew(w *proc.World, b *staged) {
 		}
 		if s.tramp == nil && (s.wantsReturn() || s.hasPrograms()) {
 			why := "the site cannot take a trampoline"
-			if !tg.t.wantTrampolines() {
+			if !archTrampolines {
+				why = "the engine makes no trampolines on this architecture yet"
+			} else if !tg.t.wantTrampolines() {
 				why = "Options.NoTrampolines (or StepOnly) forbids trampolines"
 			} else if s.trampErr != nil {
 				why = fmt.Sprintf("the trampoline could not be made: %v", s.trampErr)
@@ -307,10 +309,10 @@ func (tg *target) apply(w *proc.World, b *staged) bool {
 	batchpatch.Sort(b.patches)
 	// A thread can stand strictly inside the bytes a jump replaces (or in
 	// a slot being removed) only when trampolines are involved; it is
-	// then stepped out. An int3 has no inside.
+	// then stepped out. A breakpoint (int3, or an aligned brk word) has no inside.
 	steps := -1
 	for _, p := range b.patches {
-		if len(p.New) > 1 {
+		if len(p.New) > len(trapInsn) {
 			steps = 0
 		}
 	}

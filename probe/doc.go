@@ -109,7 +109,7 @@
 // list of objects), by watching the loading thread's system calls between
 // the two, so that a library's probes are in place from the mmap of its
 // code, before its relocation runs its IFUNC resolvers (see
-// startup_linux_amd64.go), and by a periodic look at /proc/PID/maps.
+// startup_linux.go), and by a periodic look at /proc/PID/maps.
 //
 // # Trampolines
 //
@@ -298,7 +298,12 @@
 //
 // probe does not decode (decode), decide (plan), emulate (emulate), patch
 // text (batchpatch), generate trampolines (trampoline) or control processes
-// (proc): it puts them together. The engine runs on linux/amd64 (arm64
-// trampolines exist in package trampoline but are not wired here); elsewhere
+// (proc): it puts them together. The engine runs on linux/amd64 and
+// linux/arm64 (one engine; arch_linux_GOARCH.go holds what differs: the
+// breakpoint, the PC after it, the argument registers, the emulator). On
+// arm64 every site is served by traps (brk, the instruction emulated or
+// stepped in place): arm64 trampolines exist in package trampoline but are
+// not wired here yet, so return probes are refused there, and Attach needs
+// Options.NoGuardian (package guardian is linux/amd64 only). Elsewhere
 // Spawn and Attach return an error wrapping ErrNotSupported.
 package probe

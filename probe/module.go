@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -77,7 +78,10 @@ type plannedSite struct {
 	vaddr  uint64
 	symbol string
 	code   []byte // the instruction's bytes (its length), a copy
-	inst   decode.X86Inst
+	// inst is the decoded instruction of an x86-64 file, arm of an
+	// arm64 one.
+	inst decode.X86Inst
+	arm  decode.ARM64Inst
 	// decision is the best trap strategy (emulate, xol) or a rejection;
 	// tramp the no-trap decision (trampoline-nop, trampoline-detour),
 	// nil when the site cannot take a trampoline.
@@ -166,7 +170,7 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 	if ps := planned[s.Addr]; ps != nil {
 		return ps, nil
 	}
-	if fi.f.Arch != decode.X86_64 {
+	if fi.f.Arch != engineArch {
 		return nil, fmt.Errorf("%s: %s code: %w", fi.path, fi.f.Arch, ErrNotSupported)
 	}
 	site, err := fi.planFile(vendor).Site(s)
@@ -188,8 +192,8 @@ func (fi *fileInfo) planWith(s *elfscan.Site, vendor decode.Vendor, trusted bool
 		}
 		ps.body = append([]byte(nil), ps.body[:min(len(ps.body), maxDetourBytes)]...)
 	}
-	if err := (decode.X86Decoder{Vendor: vendor}).Decode(code, s.Addr, &ps.inst); err == nil {
-		ps.code = append([]byte(nil), code[:ps.inst.Len]...)
+	if n, err := ps.decode(fi.f.Arch, code, vendor); err == nil {
+		ps.code = append([]byte(nil), code[:n]...)
 	} else if ps.decision.Strategy != plan.Reject || ps.tramp != nil {
 		// The plan decoded it; a disagreement here is a bug, not a site.
 		return nil, fmt.Errorf("%s: decode at %#x: %w", fi.path, s.Addr, err)
@@ -250,6 +254,22 @@ func (fi *fileInfo) goReturns(s *elfscan.Site, vendor decode.Vendor) (rets []elf
 	}
 	return rets, jumps, true
 }
+
+// decode decodes the site's instruction from code (inst, or arm for an
+// arm64 file) and returns its length.
+func (ps *plannedSite) decode(arch decode.Arch, code []byte, vendor decode.Vendor) (int, error) {
+	if arch == decode.ARM64 {
+		inst, err := decode.DecodeARM64(code, ps.vaddr)
+		ps.arm = inst
+		return inst.Len, err
+	}
+	err := (decode.X86Decoder{Vendor: vendor}).Decode(code, ps.vaddr, &ps.inst)
+	return ps.inst.Len, err
+}
+
+// engineArch is the instruction set of the code the live engine probes:
+// the host's (its processes run the tracer's own instruction set).
+var engineArch = map[string]decode.Arch{"amd64": decode.X86_64, "arm64": decode.ARM64}[runtime.GOARCH]
 
 // siteSymbol names a site for reports: "func", "func+0x10",
 // "usdt:provider:name".

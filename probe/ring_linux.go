@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -49,7 +49,7 @@ import (
 // their own reserve in turn, are in reservation order, which may differ
 // from their counters' by the time a record takes to write.
 
-// rdtsc reads the time stamp counter (tsc_linux_amd64.s).
+// rdtsc reads the time stamp counter (tsc_linux_GOARCH.s).
 func rdtsc() uint64
 
 // ringPoll is how often the reader drains the ring.
@@ -161,11 +161,11 @@ func learnTidOffset(w *proc.World) int {
 	var fit map[int]bool
 	for _, th := range ths {
 		r, err := w.Regs(th.Tid)
-		if err != nil || r.Fs_base == 0 {
+		if err != nil || threadBase(&r) == 0 {
 			continue
 		}
 		b := make([]byte, tidSearch)
-		if w.ReadMemory(r.Fs_base, b) != nil {
+		if w.ReadMemory(threadBase(&r), b) != nil {
 			continue
 		}
 		here := map[int]bool{}

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -60,6 +60,9 @@ func (a *slotArea) reaches(addrs []uint64) bool {
 // boost makes the boosted copy of a site's instruction in a slot, or
 // returns nil when the instruction must be stepped. The world is stopped.
 func (tg *target) boost(w *proc.World, s *liveSite) *xol.X86Copy {
+	if !canBoost {
+		return nil
+	}
 	var inst decode.X86Inst
 	if (decode.X86Decoder{Vendor: tg.t.vendor}).Decode(s.ps.code, s.addr, &inst) != nil || !xol.BoostableX86(&inst) {
 		return nil
@@ -125,14 +128,4 @@ func (tg *target) area(w *proc.World, reach []uint64) (*slotArea, error) {
 	a := &slotArea{start: at, end: at + areaSize, next: at}
 	tg.areas = append(tg.areas, a)
 	return a, nil
-}
-
-// enterBoost sends a thread stopped at a site's int3 to the boosted copy.
-func enterBoost(c *xol.X86Copy, r *proc.Regs, addr uint64) bool {
-	x := xol.X86Regs{RIP: addr, RFLAGS: r.Eflags}
-	if err := c.BoostEnter(&x); err != nil {
-		return false
-	}
-	r.Rip = x.RIP
-	return true
 }

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -28,7 +28,7 @@ type held struct {
 // method is the one there is: a single step of a relocated copy in a slot
 // (xol.X86Copy.Enter and Fixup) would be another, once the step can be made
 // without stopping the world. (Copies that need no step, the boosted ones,
-// do not come here: see slot_linux_amd64.go.)
+// do not come here: see slot_linux.go.)
 type xolExecutor interface {
 	// run executes the instruction of s once for each of tids, which are
 	// stopped at s.addr. It returns, per thread, nil or why it could not,
@@ -54,7 +54,7 @@ const (
 
 func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 	errs := make([]error, len(tids))
-	orig := s.ps.code[:1]
+	orig := s.ps.code[:len(trapInsn)]
 	if err := w.WriteMemory(s.addr, orig); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("restore the byte at %#x: %w", s.addr, err)
@@ -67,11 +67,11 @@ func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 		d, errs[i] = stepOver(w, tid, s.addr)
 		deferred += d
 	}
-	if err := w.WriteMemory(s.addr, []byte{int3}); err != nil {
+	if err := w.WriteMemory(s.addr, trapInsn[:]); err != nil {
 		// The site now runs unprobed; the caller drops it.
 		for i := range errs {
 			if errs[i] == nil {
-				errs[i] = fmt.Errorf("%w: write the int3 at %#x again: %w", errSiteLost, s.addr, err)
+				errs[i] = fmt.Errorf("%w: write the breakpoint at %#x again: %w", errSiteLost, s.addr, err)
 			}
 		}
 	}

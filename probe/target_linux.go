@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -140,20 +140,23 @@ type liveSite struct {
 	trampErr error
 }
 
+// trap returns the site's original bytes that the breakpoint replaces.
+func (ps *plannedSite) trap() trapBytes { return trapBytes(ps.code[:len(trapInsn)]) }
+
 // installPatch and removePatch are the batch patches that put the site in
-// and take it out: an int3, or the jump to the trampoline.
+// and take it out: a breakpoint (int3, brk), or the jump to the trampoline.
 func (s *liveSite) installPatch() batchpatch.Patch {
 	if s.tramp != nil {
 		return s.tramp.install()
 	}
-	return batchpatch.Patch{Addr: s.addr, Old: []byte{s.ps.code[0]}, New: []byte{int3}}
+	return batchpatch.Patch{Addr: s.addr, Old: s.ps.code[:len(trapInsn)], New: trapInsn[:]}
 }
 
 func (s *liveSite) removePatch() batchpatch.Patch {
 	if s.tramp != nil {
 		return s.tramp.remove()
 	}
-	return batchpatch.Patch{Addr: s.addr, Old: []byte{int3}, New: []byte{s.ps.code[0]}}
+	return batchpatch.Patch{Addr: s.addr, Old: trapInsn[:], New: s.ps.code[:len(trapInsn)]}
 }
 
 // target is one traced address space: a process and its threads.
@@ -169,23 +172,23 @@ type target struct {
 	snap  atomic.Pointer[mapSnap]
 	multi atomic.Bool
 	// rdebug is the address of the dynamic linker's r_debug, 0 if unknown
-	// (see startup_linux_amd64.go).
+	// (see startup_linux.go).
 	rdebug atomic.Uint64
 
 	// Under Tracer.mu.
 	modules map[string]*module
 	sites   map[uint64]*liveSite
-	retired map[uint64]byte
+	retired map[uint64]trapBytes
 	mapsKey string
 	exe     string
 	closed  bool
 	// execs is the number of execs (proc.World.Execs) of the image the
 	// state above describes.
 	execs int
-	// areas are the slot areas of boosted copies (see slot_linux_amd64.go).
+	// areas are the slot areas of boosted copies (see slot_linux.go).
 	areas []*slotArea
 	// ts is the trampoline machinery, nil until the first trampoline
-	// (see tramp_linux_amd64.go); retiredTramps the removal patches of
+	// (see tramp_linux.go); retiredTramps the removal patches of
 	// the trampolines removed, for the children forked before.
 	ts            *trampState
 	retiredTramps map[uint64]batchpatch.Patch
@@ -200,7 +203,7 @@ type target struct {
 	vforks  map[int]vforkStart
 
 	// bounded asks commit to stage its batch in staged instead of
-	// writing it, for runPasses (see passes_linux_amd64.go); passing is
+	// writing it, for runPasses (see passes_linux.go); passing is
 	// set while those passes run, the lock released between them.
 	bounded bool
 	staged  *staged
@@ -213,7 +216,7 @@ type target struct {
 	// text read during a commit (readText), nil outside one.
 	slots     []slotWrite
 	textPages map[uint64][]byte
-	// guard is the guardian of an attached process (guard_linux_amd64.go),
+	// guard is the guardian of an attached process (guard_linux.go),
 	// nil without one; guarded the ranges recorded in its log.
 	guard   *guardian.Guard
 	guarded map[guardKey]bool
@@ -223,7 +226,7 @@ type target struct {
 	areasFreed int
 	areasKept  string
 	// verifyBuf is the buffer of the comparisons of the sites' bytes
-	// (verify_linux_amd64.go).
+	// (verify_linux.go).
 	verifyBuf []byte
 
 	hmu  sync.Mutex
@@ -235,7 +238,7 @@ type target struct {
 func newTarget(t *Tracer, p *proc.Process) (*target, error) {
 	tg := &target{
 		t: t, p: p, pid: p.Pid(), xol: inPlace{}, execs: p.Execs(),
-		modules: map[string]*module{}, sites: map[uint64]*liveSite{}, retired: map[uint64]byte{},
+		modules: map[string]*module{}, sites: map[uint64]*liveSite{}, retired: map[uint64]trapBytes{},
 		wake: make(chan struct{}, 1), gone: make(chan struct{}),
 	}
 	tg.tab.Store(emptyTable)
@@ -286,7 +289,7 @@ func (tg *target) sync(w *proc.World) bool {
 	for _, s := range tg.sites {
 		tg.forget(s)
 	}
-	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]byte{}, map[string]*module{}
+	tg.sites, tg.retired, tg.modules = map[uint64]*liveSite{}, map[uint64]trapBytes{}, map[string]*module{}
 	tg.exe, tg.mapsKey = "", ""
 	tg.rdebug.Store(0)
 	tg.areas = nil
@@ -625,7 +628,7 @@ func (tg *target) forget(s *liveSite) {
 	}
 }
 
-// retire records a removed site: its first byte for int3 sites (the hit
+// retire records a removed site: its original bytes under the breakpoint for trap sites (the hit
 // path recognizes a trap that was already on its way), its removal patch
 // for trampolines (children forked before still hold the jump).
 func (tg *target) retire(s *liveSite) {
@@ -636,7 +639,7 @@ func (tg *target) retire(s *liveSite) {
 		tg.retiredTramps[s.addr] = s.removePatch()
 		return
 	}
-	tg.retired[s.addr] = s.ps.code[0]
+	tg.retired[s.addr] = s.ps.trap()
 }
 
 // span is the replaced bytes [lo, hi) of the trampoline of site s.
@@ -675,7 +678,7 @@ func (sp spans) site(addr uint64) *liveSite {
 func (tg *target) lost(addr uint64) {
 	if s := tg.sites[addr]; s != nil {
 		delete(tg.sites, addr)
-		tg.retired[addr] = s.ps.code[0]
+		tg.retired[addr] = s.ps.trap()
 		tg.forget(s)
 		tg.publish()
 	}
@@ -684,7 +687,7 @@ func (tg *target) lost(addr uint64) {
 // publish replaces the hit path's table with one built from the installed
 // sites.
 func (tg *target) publish() {
-	tab := &table{entries: make(map[uint64]*entry, len(tg.sites)), retired: make(map[uint64]byte, len(tg.retired))}
+	tab := &table{entries: make(map[uint64]*entry, len(tg.sites)), retired: make(map[uint64]trapBytes, len(tg.retired))}
 	for a, b := range tg.retired {
 		tab.retired[a] = b
 	}
@@ -695,6 +698,7 @@ func (tg *target) publish() {
 		tab.entries[addr] = &entry{
 			addr:       addr,
 			inst:       &s.ps.inst,
+			arm:        &s.ps.arm,
 			emulate:    s.ps.decision.Strategy == plan.Emulate,
 			boost:      s.boost,
 			refs:       append([]ref(nil), s.refs...),

@@ -6,16 +6,15 @@ import "github.com/probeopt/probeopt/proc"
 // Options.FollowForks, the children it forks. Its methods are safe for
 // concurrent use.
 type Tracer struct {
-	tracerBackend // the platform's engine: tracer_linux_amd64.go; elsewhere tracerOps, unimplemented
+	tracerBackend // the platform's engine: tracer_linux.go; elsewhere tracerOps, unimplemented
 }
 
 // tracerOps is what a platform's engine does for a Tracer: each method
 // implements the Tracer method of the same name (eventCh: Events). The
-// linux/amd64 engine defines them on *Tracer, whose state it embeds
-// (tracerBackend); elsewhere (tracer_other.go) tracerBackend is this
-// interface, which nothing implements, and Spawn and Attach fail with
-// ErrNotSupported, so no Tracer exists. An arm64 engine plugs in the same
-// way.
+// linux engine (amd64 and arm64) defines them on *Tracer, whose state it
+// embeds (tracerBackend); elsewhere (tracer_other.go) tracerBackend is
+// this interface, which nothing implements, and Spawn and Attach fail with
+// ErrNotSupported, so no Tracer exists.
 type tracerOps interface {
 	pid() int
 	resume() error

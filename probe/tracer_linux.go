@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -25,13 +25,12 @@ import (
 	"github.com/probeopt/probeopt/batchpatch"
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
-	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/guardian"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
 )
 
-// tracerBackend is the linux/amd64 engine behind a Tracer (see
+// tracerBackend is the linux engine (amd64, arm64) behind a Tracer (see
 // tracer.go): embedded in it, so the engine's methods take a *Tracer.
 type tracerBackend = liveTracer
 
@@ -43,7 +42,7 @@ type liveTracer struct {
 	vendor decode.Vendor
 	// emu is the emulator of this CPU: its vendor and address width;
 	// emuOK is false on a CPU it cannot follow exactly (see hostEmulator).
-	emu   emulate.X86
+	emu   hostEmu
 	emuOK bool
 	files fileCache
 
@@ -741,7 +740,7 @@ func (tg *target) restoreEach(w *proc.World) error {
 		cur := make([]byte, len(p.Old))
 		if w.ReadMemory(p.Addr, cur) == nil && bytes.Equal(cur, p.Old) {
 			steps := -1
-			if len(p.New) > 1 {
+			if len(p.New) > len(trapInsn) {
 				steps = 0
 			}
 			if _, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, patchOptions(steps)); err != nil {
@@ -768,7 +767,7 @@ func (tg *target) inflight(w *proc.World) bool {
 		return false
 	}
 	for _, th := range ths {
-		if _, ok := tg.retired[th.PC-1]; ok && sigPending(tg.pid, th.Tid, int(unix.SIGTRAP)) {
+		if _, ok := tg.retired[th.PC-trapPCAdjust]; ok && sigPending(tg.pid, th.Tid, int(unix.SIGTRAP)) {
 			return true
 		}
 	}
@@ -867,7 +866,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 			restore = append(restore, s.removePatch())
 		}
 		for a, b := range parent.retired {
-			restore = append(restore, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{b}})
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn[:], New: b[:]})
 		}
 		for _, p := range parent.retiredTramps {
 			restore = append(restore, p)
@@ -919,7 +918,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		// Sites the parent removed after the fork: the child still has
 		// their int3 bytes or jumps.
 		for a, orig := range parent.retired {
-			restore = append(restore, batchpatch.Patch{Addr: a, Old: []byte{int3}, New: []byte{orig}})
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn[:], New: orig[:]})
 		}
 		for _, p := range parent.retiredTramps {
 			restore = append(restore, p)
@@ -953,7 +952,7 @@ func cleanChild(w *proc.World, restore []batchpatch.Patch) error {
 	for _, p := range restore {
 		if holds(w, p.Inverse()) {
 			patches = append(patches, p)
-			if len(p.New) > 1 {
+			if len(p.New) > len(trapInsn) {
 				steps = 0
 			}
 		}

@@ -1,4 +1,4 @@
-//go:build !(linux && amd64)
+//go:build !(linux && (amd64 || arm64))
 
 package probe
 
@@ -8,12 +8,12 @@ import "fmt"
 // nothing implements.
 type tracerBackend = tracerOps
 
-// Spawn fails: live probes run on linux/amd64 only.
+// Spawn fails: live probes run on linux/amd64 and linux/arm64 only.
 func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 	return nil, fmt.Errorf("probe: spawn: %w", ErrNotSupported)
 }
 
-// Attach fails: live probes run on linux/amd64 only.
+// Attach fails: live probes run on linux/amd64 and linux/arm64 only.
 func Attach(pid int, opts *Options) (*Tracer, error) {
 	return nil, fmt.Errorf("probe: attach: %w", ErrNotSupported)
 }

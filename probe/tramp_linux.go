@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -27,7 +27,7 @@ import (
 // Per target the engine maps, on the first trampoline:
 //
 //   - the data area: a memfd of the counters (and, with Options.Events, the
-//     event ring, see ring_linux_amd64.go), mapped shared in the tracee and in the tracer. The
+//     event ring, see ring_linux.go), mapped shared in the tracee and in the tracer. The
 //     tracee's descriptor is closed again at once: the mapping keeps the
 //     file alive, and the program sees no new descriptor. A memfd can be
 //     opened through /proc/PID/fd only by a process allowed to trace the
@@ -136,7 +136,9 @@ func (st *siteTramp) span() (uint64, uint64) {
 }
 
 // wantTrampolines reports whether sites may take trampolines.
-func (t *Tracer) wantTrampolines() bool { return !t.opts.NoTrampolines && !t.opts.StepOnly }
+func (t *Tracer) wantTrampolines() bool {
+	return archTrampolines && !t.opts.NoTrampolines && !t.opts.StepOnly
+}
 
 // trampolines returns the target's trampoline state, mapping the data
 // area on first use (near reach, the addresses of the first site). The

@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -13,21 +13,17 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/decode"
-	"github.com/probeopt/probeopt/emulate"
-	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
-
-// int3 is the x86-64 breakpoint instruction.
-const int3 = 0xCC
 
 // entry is what the hit path knows of one installed site. Entries are
 // immutable once published in a table.
 type entry struct {
 	addr       uint64
 	inst       *decode.X86Inst
+	arm        *decode.ARM64Inst
 	emulate    bool
 	boost      *xol.X86Copy
 	refs       []ref
@@ -43,10 +39,10 @@ type table struct {
 	// retired holds the first original byte of every site removed from
 	// this address space: a thread that executed the int3 just before the
 	// removal is sent back to run the original instruction.
-	retired map[uint64]byte
+	retired map[uint64]trapBytes
 }
 
-var emptyTable = &table{entries: map[uint64]*entry{}, retired: map[uint64]byte{}}
+var emptyTable = &table{entries: map[uint64]*entry{}, retired: map[uint64]trapBytes{}}
 
 // trap is the TrapHandler of a target. It runs on the ptrace thread and
 // must not call Process methods (see proc.TrapHandler).
@@ -63,13 +59,13 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	if e.rendezvous {
 		ctx.WatchSyscalls = tg.addingObjects()
 	}
-	switch b, ok := tg.textByte(ctx.Addr); {
+	switch b, ok := tg.textTrap(ctx.Addr); {
 	case !ok:
 		// The address space this table describes is gone (an exec the
 		// event loop has not seen yet): the trap belongs to the new image.
 		return proc.TrapPass
-	case b != int3:
-		// The int3 was removed after the thread executed it: run the
+	case b != trapInsn:
+		// The breakpoint was removed after the thread executed it: run the
 		// original instruction.
 		ctx.Regs.SetPC(ctx.Addr)
 		return proc.TrapResume
@@ -97,14 +93,12 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 			r.c.hits.Add(1)
 		}
 		if t.opts.Events && !r.p.internal {
-			rg := ctx.Regs
-			ev := Event{Probe: r.p.ID, Pid: ctx.Pid, Tid: ctx.Tid, Addr: ctx.Addr, Time: now,
-				Args: [6]uint64{rg.Rdi, rg.Rsi, rg.Rdx, rg.Rcx, rg.R8, rg.R9}}
+			ev := Event{Probe: r.p.ID, Pid: ctx.Pid, Tid: ctx.Tid, Addr: ctx.Addr, Time: now, Args: eventArgs(ctx.Regs)}
 			switch {
 			case r.c.atRet:
-				ev.Args, ev.Return, ev.Ret = [6]uint64{}, true, rg.Rax
+				ev.Args, ev.Return, ev.Ret = [6]uint64{}, true, retValue(ctx.Regs)
 			case e.goABI:
-				ev.Args = [6]uint64{rg.Rax, rg.Rbx, rg.Rcx, rg.Rdi, rg.Rsi, rg.R8}
+				ev.Args = goArgs(ctx.Regs)
 			}
 			if e.goG != nil {
 				ev.Goid = tg.goid(rg.R14, e.goG)
@@ -153,7 +147,7 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 // program.
 func (tg *target) stray(ctx *proc.TrapContext, tab *table) proc.TrapAction {
 	if _, ok := tab.retired[ctx.Addr]; ok {
-		if b, ok := tg.textByte(ctx.Addr); ok && b != int3 {
+		if b, ok := tg.textTrap(ctx.Addr); ok && b != trapInsn {
 			ctx.Regs.SetPC(ctx.Addr)
 			return proc.TrapResume
 		}
@@ -161,63 +155,22 @@ func (tg *target) stray(ctx *proc.TrapContext, tab *table) proc.TrapAction {
 	return proc.TrapPass
 }
 
-// textByte reads one byte of the address space the current table
-// describes. It fails once that address space is gone: the descriptor of
+// textTrap reads the breakpoint-sized bytes at addr of the address space
+// the current table describes. It fails once that address space is gone: the descriptor of
 // /proc/PID/mem keeps the memory it was opened on, which an exec replaces.
-func (tg *target) textByte(addr uint64) (byte, bool) {
+func (tg *target) textTrap(addr uint64) (trapBytes, bool) {
+	var b trapBytes
 	f := tg.mem.Load()
 	if f == nil {
-		return 0, false
+		return b, false
 	}
-	var b [1]byte
 	for {
 		n, err := unix.Pread(int(f.Fd()), b[:], int64(addr))
 		if err == unix.EINTR {
 			continue
 		}
-		return b[0], err == nil && n == 1
+		return b, err == nil && n == len(b)
 	}
-}
-
-// hostEmulator returns the emulator of the CPU i describes, which is the
-// CPU of every traced process: its vendor's behaviour and its address
-// width. ok is false when the emulator cannot follow that CPU exactly (a
-// vendor whose differences from Intel and AMD are not characterised, or
-// one that cannot be told): the sites the plan emulates are then stepped.
-func hostEmulator(i *hostcpu.Info) (x emulate.X86, ok bool) {
-	v, err := i.X86Vendor()
-	return emulate.X86{Vendor: v, LA57: i.LA57}, err == nil
-}
-
-// emulate executes the site's instruction on the thread's registers and
-// the process's memory. It reports false, with nothing changed, when the
-// emulator refuses or the instruction faults or touches memory the
-// emulation must not (see remoteMem): the thread is then stepped.
-func (tg *target) emulate(ctx *proc.TrapContext, e *entry) bool {
-	r := ctx.Regs
-	st := emulate.X86State{
-		GPR: [16]uint64{r.Rax, r.Rcx, r.Rdx, r.Rbx, r.Rsp, r.Rbp, r.Rsi, r.Rdi,
-			r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15},
-		RIP:    ctx.Addr,
-		RFLAGS: r.Eflags,
-		FSBase: r.Fs_base,
-		GSBase: r.Gs_base,
-	}
-	if st.RFLAGS&emulate.FlagTF != 0 {
-		return false // the program single-steps itself: let the CPU trap
-	}
-	if !tg.t.emuOK {
-		return false // this CPU's behaviour is not characterised: step
-	}
-	m := remoteMem{tg: tg, tid: ctx.Tid, sp: r.Rsp}
-	if err := tg.t.emu.Step(e.inst, &st, &m); err != nil {
-		return false
-	}
-	g := &st.GPR
-	r.Rax, r.Rcx, r.Rdx, r.Rbx, r.Rsp, r.Rbp, r.Rsi, r.Rdi = g[0], g[1], g[2], g[3], g[4], g[5], g[6], g[7]
-	r.R8, r.R9, r.R10, r.R11, r.R12, r.R13, r.R14, r.R15 = g[8], g[9], g[10], g[11], g[12], g[13], g[14], g[15]
-	r.Rip, r.Eflags = st.RIP, st.RFLAGS
-	return true
 }
 
 // The stack window around a thread's stack pointer in which its emulated

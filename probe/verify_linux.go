@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -57,15 +57,19 @@ const DefaultVerifyInterval = 10 * time.Millisecond
 // the interval grows to verifyBudget times the time one comparison took.
 const verifyBudget = 50
 
-// kernelInt3 returns the offset of the first int3 of mem (the bytes in
-// memory) that want (what should be there) does not have, and whether
-// every other byte matches: a breakpoint another tracer wrote.
+// kernelInt3 returns the offset of the first kernel breakpoint of mem
+// (the bytes in memory; kernelTrap: an int3, or arm64's brk #5, at an
+// offset that is a multiple of its size) that want (what should be there)
+// does not have, and whether every other byte matches: a breakpoint
+// another tracer wrote.
 func kernelInt3(mem, want []byte) (int, bool) {
 	at := -1
-	for i := range mem {
+	n := len(kernelTrap)
+	for i := 0; i < len(mem); i += n {
+		j := min(i+n, len(mem))
 		switch {
-		case mem[i] == want[i]:
-		case mem[i] == int3 && at < 0:
+		case bytes.Equal(mem[i:j], want[i:j]):
+		case bytes.Equal(mem[i:j], kernelTrap[:]) && at < 0:
 			at = i
 		default:
 			return -1, false
@@ -145,7 +149,7 @@ func uprobeEvent(path string, off uint64) string {
 // read with pread, has another byte there. It returns the sentence of the
 // refusal.
 func kernelInt3InView(mod *module, ps *plannedSite) (string, bool) {
-	if ps.decision.Reason != plan.ReasonTrap || len(ps.code) == 0 || ps.code[0] != int3 {
+	if ps.decision.Reason != plan.ReasonTrap || !bytes.HasPrefix(ps.code, kernelTrap[:]) {
 		return "", false
 	}
 	off, err := mod.fi.f.Offset(ps.vaddr)
@@ -157,15 +161,15 @@ func kernelInt3InView(mod *module, ps *plannedSite) (string, bool) {
 		return "", false
 	}
 	defer f.Close()
-	var b [1]byte
-	if _, err := f.ReadAt(b[:], int64(off)); err != nil || b[0] == int3 {
+	var b trapBytes
+	if _, err := f.ReadAt(b[:], int64(off)); err != nil || b == kernelTrap {
 		return "", false
 	}
 	ev := ""
 	if line := uprobeEvent(mod.fi.path, off); line != "" {
 		ev = fmt.Sprintf("; tracefs uprobe_events lists %q", line)
 	}
-	return fmt.Sprintf("a kernel uprobe registered for every process holds the site: the file has %02x at offset %#x, and the kernel's int3 is in every mapping of the file that may execute, probeopt's own view of it too%s", b[0], off, ev), true
+	return fmt.Sprintf("a kernel uprobe registered for every process holds the site: the file has %x at offset %#x, and the kernel's breakpoint is in every mapping of the file that may execute, probeopt's own view of it too%s", b[:], off, ev), true
 }
 
 // heldByKernel reports whether the bytes mem at run-time address addr
@@ -176,9 +180,9 @@ func (tg *target) heldByKernel(w *proc.World, s *liveSite, at uint64, mem, file 
 	if !ok {
 		return "", false
 	}
-	return fmt.Sprintf("a kernel uprobe (or another tracer's breakpoint) holds the site: memory holds an int3 at %#x where the file has %02x, "+
+	return fmt.Sprintf("a kernel uprobe (or another tracer's breakpoint) holds the site: memory holds a breakpoint at %#x where the file has %x, "+
 		"which probeopt did not write%s; a jump or an int3 of probeopt there would be torn when the kernel removes its uprobe",
-		at+uint64(i), file[i], tg.kernelEvidence(w, s.mod, at+uint64(i))), true
+		at+uint64(i), file[i:min(i+len(kernelTrap), len(file))], tg.kernelEvidence(w, s.mod, at+uint64(i))), true
 }
 
 // verifyStopped compares the bytes of every installed site with what the
@@ -233,7 +237,7 @@ func (tg *target) loseSite(w *proc.World, s *liveSite) {
 	code := ReasonTextMismatch
 	if i, ok := kernelInt3(cur, ins.New); ok {
 		code = ReasonKernelUprobe
-		why = fmt.Sprintf("a kernel uprobe (or another tracer's breakpoint) wrote an int3 at %#x over probeopt's %s%s", ins.Addr+uint64(i), s.kind(), tg.kernelEvidence(w, s.mod, ins.Addr+uint64(i)))
+		why = fmt.Sprintf("a kernel uprobe (or another tracer's breakpoint) wrote a breakpoint at %#x over probeopt's %s%s", ins.Addr+uint64(i), s.kind(), tg.kernelEvidence(w, s.mod, ins.Addr+uint64(i)))
 	} else if restoredByKernel(cur, ins) {
 		code = ReasonKernelUprobe
 		why = fmt.Sprintf("the file's byte came back at %#x over probeopt's %s: a kernel uprobe registered over it has gone (the kernel served the site's hits meanwhile)", ins.Addr, s.kind())
@@ -241,7 +245,7 @@ func (tg *target) loseSite(w *proc.World, s *liveSite) {
 	if mine {
 		p := batchpatch.Patch{Addr: ins.Addr, Old: cur, New: fix}
 		steps := -1
-		if len(p.New) > 1 {
+		if len(p.New) > len(trapInsn) {
 			steps = 0
 		}
 		if _, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, patchOptions(steps)); err != nil {
@@ -261,7 +265,8 @@ func (tg *target) loseSite(w *proc.World, s *liveSite) {
 // leaves over the install patch ins: the file's first byte, then the
 // engine's bytes.
 func restoredByKernel(cur []byte, ins batchpatch.Patch) bool {
-	return len(cur) > 0 && cur[0] == ins.Old[0] && cur[0] != ins.New[0] && bytes.Equal(cur[1:], ins.New[1:])
+	n := len(kernelTrap)
+	return len(cur) >= n && bytes.Equal(cur[:n], ins.Old[:n]) && !bytes.Equal(cur[:n], ins.New[:n]) && bytes.Equal(cur[n:], ins.New[n:])
 }
 
 // kind names what the engine wrote at a site.
@@ -269,7 +274,7 @@ func (s *liveSite) kind() string {
 	if s.tramp != nil {
 		return "jump to a trampoline"
 	}
-	return "int3"
+	return "breakpoint"
 }
 
 // dropSite forgets an installed site whose bytes the engine no longer
@@ -277,7 +282,7 @@ func (s *liveSite) kind() string {
 func (tg *target) dropSite(s *liveSite, code plan.Reason, why string) {
 	delete(tg.sites, s.addr)
 	if s.tramp == nil {
-		tg.retired[s.addr] = s.ps.code[0] // a trap already on its way is recognized
+		tg.retired[s.addr] = s.ps.trap() // a trap already on its way is recognized
 	}
 	for _, r := range s.refs {
 		r.c.lost, r.c.lostDetail = code, why

@@ -19,7 +19,7 @@ import (
 
 // suitePackages are the packages whose tests the arm64 suite runs in the
 // guest.
-var suitePackages = []string{"proc", "batchpatch"}
+var suitePackages = []string{"proc", "batchpatch", "probe"}
 
 // guestSkips are the tests of a suite package that cannot run in the
 // guest, by package: their oracle is a host tool the guest does not have.
@@ -29,11 +29,12 @@ var guestSkips = map[string]string{
 	"proc": "^TestWatchSyscalls$", // strace's system calls of cat
 }
 
-// TestARM64Suite is the arm64 suite: it cross-compiles the tests of proc
-// and batchpatch (GOARCH=arm64 go test -c) and the aarch64 patch fixture,
-// runs them with -test.v in the arm64 guest (one boot, -test.short: under
-// TCG the long rounds would take many minutes; guestSkips left out), and
-// fails with the guest's output when any test fails.
+// TestARM64Suite is the arm64 suite: it cross-compiles the tests of proc,
+// batchpatch and probe (GOARCH=arm64 go test -c) and their aarch64
+// fixtures (the patch fixture, loops), runs them with -test.v in the arm64
+// guest (one boot, -test.short: under TCG the long rounds would take many
+// minutes; guestSkips left out), and fails with the guest's output when any
+// test fails.
 func TestARM64Suite(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the arm64 suite boots a guest and runs for minutes; not with -short")
@@ -43,6 +44,7 @@ func TestARM64Suite(t *testing.T) {
 	dir := t.TempDir()
 	files := []string{
 		fixtures.BuildFor(t, fixtures.PatchFixture, "arm64"),
+		fixtures.BuildFor(t, fixtures.Loops, "arm64"),
 		// ExampleApplyFile of batchpatch reads it at ../testdata/x86_64.
 		filepath.Join(fixtures.Dir(t), "x86_64", "funcs-pie"),
 	}

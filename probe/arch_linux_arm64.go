@@ -1,0 +1,99 @@
+//go:build linux && arm64
+
+package probe
+
+import (
+	"github.com/probeopt/probeopt/emulate"
+	"github.com/probeopt/probeopt/internal/hostcpu"
+	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/xol"
+)
+
+// What the live engine does differently on arm64; arch_linux_amd64.go is
+// the x86-64 half. Everything else of the engine is the same code.
+//
+// A trap site is the site's instruction word replaced by the breakpoint
+// proc serves (brk #0). At a hit the PC still points at the brk; the
+// instruction is emulated with the thread's registers as if it ran at the
+// site (so a bl or blr sets x30 to the site's address plus 4, and a
+// branch, adr or literal load is taken relative to the site), or the
+// original word is put back and the thread single-stepped over it in
+// place, every other thread stopped (step_linux.go): the instruction runs
+// at its own address, so nothing PC-relative needs fixing. Trampolines
+// and boosted copies are not made on arm64 yet: a site the plan gives a
+// trampoline takes its trap strategy (the plan's fallback).
+
+// trapBytes is the breakpoint instruction the engine writes at a trap
+// site: one instruction word.
+type trapBytes [4]byte
+
+// trapInsn is the engine's breakpoint (brk #0, proc's), kernelTrap the
+// one a kernel uprobe writes (brk #5, the kernel's UPROBE_SWBP_INSN).
+var (
+	trapInsn   = trapBytes{0x00, 0x00, 0x20, 0xd4}
+	kernelTrap = trapBytes{0xa0, 0x00, 0x20, 0xd4}
+)
+
+// trapPCAdjust is how far past its breakpoint a thread that executed it
+// stands: the PC still points at the brk.
+const trapPCAdjust = 0
+
+// archTrampolines says whether the engine installs trampolines here: not
+// on arm64 yet.
+const archTrampolines = false
+
+// canBoost says whether an XOL instruction may run as a relocated copy
+// in a slot without a second trap: not on arm64 yet (every XOL
+// instruction is stepped in place).
+const canBoost = false
+
+// hostEmu is the emulator of the traced processes' CPU.
+type hostEmu = emulate.ARM64
+
+// eventArgs are the first six argument registers of the AAPCS64, x0-x5.
+func eventArgs(r *proc.Regs) [6]uint64 {
+	return [6]uint64(r.Regs[:6])
+}
+
+// goArgs are the first six integer argument registers of Go's arm64
+// register ABI (R0-R5, as the AAPCS64's), retValue the integer result
+// register (x0).
+func goArgs(r *proc.Regs) [6]uint64 { return eventArgs(r) }
+
+func retValue(r *proc.Regs) uint64 { return r.Regs[0] }
+
+// threadBase returns 0: the arm64 thread pointer (tpidr_el0) is not
+// in the general-purpose register set, and it is used by the trampolines'
+// event rings only, which arm64 does not have yet.
+func threadBase(r *proc.Regs) uint64 { return 0 }
+
+// hostEmulator returns the emulator of the traced processes' CPU. The
+// zero emulate.ARM64 refuses every pointer-authentication instruction (a
+// CPU with FEAT_PAuth executes them, one without runs them as NOPs), so
+// that it is exact on either: such sites are stepped.
+func hostEmulator(*hostcpu.Info) (emulate.ARM64, bool) {
+	return emulate.ARM64{}, true
+}
+
+// emulate executes the site's instruction on the thread's registers and
+// the process's memory, as if it ran at the site. It reports false, with
+// nothing changed, when the emulator refuses or the instruction faults or
+// touches memory the emulation must not (see remoteMem): the thread is
+// then stepped.
+func (tg *target) emulate(ctx *proc.TrapContext, e *entry) bool {
+	if e.arm == nil || !tg.t.emuOK {
+		return false
+	}
+	r := ctx.Regs
+	st := emulate.ARM64State{X: [31]uint64(r.Regs[:31]), SP: r.Sp, PC: ctx.Addr, NZCV: r.Pstate}
+	m := remoteMem{tg: tg, tid: ctx.Tid, sp: r.Sp}
+	if err := tg.t.emu.Step(e.arm, &st, &m); err != nil {
+		return false
+	}
+	copy(r.Regs[:31], st.X[:])
+	r.Sp, r.Pc, r.Pstate = st.SP, st.PC, st.NZCV
+	return true
+}
+
+// enterBoost is never called on arm64 (canBoost).
+func enterBoost(*xol.X86Copy, *proc.Regs, uint64) bool { return false }

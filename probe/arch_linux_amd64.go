@@ -6,6 +6,7 @@ import (
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -27,8 +28,14 @@ var (
 // stands: the PC is after the int3.
 const trapPCAdjust = 1
 
-// archTrampolines says whether the engine installs trampolines here.
-const archTrampolines = true
+// archTrampolines says whether the engine installs trampolines here,
+// archTrampEvents whether with Options.Events too; archReach is the
+// farthest a site may be from its slot and the data area (rel32).
+const (
+	archTrampolines = true
+	archTrampEvents = true
+	archReach       = trampoline.MaxReach
+)
 
 // canBoost says whether an XOL instruction may run as a relocated copy
 // in a slot without a second trap (slot_linux.go).

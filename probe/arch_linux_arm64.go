@@ -6,6 +6,7 @@ import (
 	"github.com/probeopt/probeopt/emulate"
 	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/proc"
+	"github.com/probeopt/probeopt/trampoline"
 	"github.com/probeopt/probeopt/xol"
 )
 
@@ -19,9 +20,12 @@ import (
 // branch, adr or literal load is taken relative to the site), or the
 // original word is put back and the thread single-stepped over it in
 // place, every other thread stopped (step_linux.go): the instruction runs
-// at its own address, so nothing PC-relative needs fixing. Trampolines
-// and boosted copies are not made on arm64 yet: a site the plan gives a
-// trampoline takes its trap strategy (the plan's fallback).
+// at its own address, so nothing PC-relative needs fixing. A site the
+// plan gives a trampoline is one word replaced by a b to its slot
+// (tramp_linux.go), which counts the hit in the data area's shared words
+// and runs the word relocated by xol; with Options.Events, and for return
+// probes, arm64 sites take traps (the plan's fallback). Boosted copies
+// are not made on arm64.
 
 // trapBytes is the breakpoint instruction the engine writes at a trap
 // site: one instruction word.
@@ -38,9 +42,17 @@ var (
 // stands: the PC still points at the brk.
 const trapPCAdjust = 0
 
-// archTrampolines says whether the engine installs trampolines here: not
-// on arm64 yet.
-const archTrampolines = false
+// archTrampolines says whether the engine installs trampolines here,
+// archTrampEvents whether with Options.Events too (not on arm64 yet: the
+// event ring's reader finds threads from the thread pointer, which arm64
+// keeps outside the general-purpose registers); archReach is the farthest
+// a site may be from its slot (a b reaches 128 MiB; see
+// trampoline.MaxReachARM64).
+const (
+	archTrampolines = true
+	archTrampEvents = false
+	archReach       = trampoline.MaxReachARM64
+)
 
 // canBoost says whether an XOL instruction may run as a relocated copy
 // in a slot without a second trap: not on arm64 yet (every XOL

@@ -231,8 +231,8 @@ func (tg *target) stageNew(w *proc.World, b *staged) {
 		}
 		if s.tramp == nil && (s.wantsReturn() || s.hasPrograms()) {
 			why := "the site cannot take a trampoline"
-			if !archTrampolines {
-				why = "the engine makes no trampolines on this architecture yet"
+			if !archTrampolines || (!archTrampEvents && tg.t.opts.Events) {
+				why = "the engine makes no trampolines on this architecture yet (with Options.Events)"
 			} else if !tg.t.wantTrampolines() {
 				why = "Options.NoTrampolines (or StepOnly) forbids trampolines"
 			} else if s.trampErr != nil {

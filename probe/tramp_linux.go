@@ -3,6 +3,7 @@
 package probe
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/batchpatch"
+	"github.com/probeopt/probeopt/decode"
+	"github.com/probeopt/probeopt/internal/hostcpu"
 	"github.com/probeopt/probeopt/plan"
 	"github.com/probeopt/probeopt/proc"
 	"github.com/probeopt/probeopt/trampoline"
@@ -137,7 +140,7 @@ func (st *siteTramp) span() (uint64, uint64) {
 
 // wantTrampolines reports whether sites may take trampolines.
 func (t *Tracer) wantTrampolines() bool {
-	return archTrampolines && !t.opts.NoTrampolines && !t.opts.StepOnly
+	return archTrampolines && (archTrampEvents || !t.opts.Events) && !t.opts.NoTrampolines && !t.opts.StepOnly
 }
 
 // trampolines returns the target's trampoline state, mapping the data
@@ -318,12 +321,12 @@ func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot,
 	// behaviour depends on addresses, as a hash table keyed by them,
 	// behaves the same).
 	lo := uint64(1 << 16)
-	if m := slices.Max(reach); m > trampoline.MaxReach+lo {
-		lo = m - trampoline.MaxReach
+	if m := slices.Max(reach); m > archReach+lo {
+		lo = m - archReach
 	}
-	at, err := trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Low: lo, High: lo + 1<<30})
+	at, err := trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Low: lo, High: lo + 1<<30, Reach: archReach})
 	if err != nil {
-		if at, err = trampoline.Place(tm, reach, size, nil); err != nil {
+		if at, err = trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Reach: archReach}); err != nil {
 			return 0, err
 		}
 	}
@@ -339,10 +342,10 @@ func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot,
 }
 
 // areaReaches reports whether every byte of [lo, hi) lies within the
-// reach of a rel32 from every address of addrs.
+// reach of a jump to a slot (archReach) from every address of addrs.
 func areaReaches(lo, hi uint64, addrs []uint64) bool {
 	for _, x := range addrs {
-		if x > lo && x-lo > trampoline.MaxReach || hi > x && hi-x > trampoline.MaxReach {
+		if x > lo && x-lo > archReach || hi > x && hi-x > archReach {
 			return false
 		}
 	}
@@ -356,11 +359,11 @@ func areaReaches(lo, hi uint64, addrs []uint64) bool {
 // that had a trampoline keeps its counters. The world is stopped; nothing
 // is patched yet.
 func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
-	site, err := tg.trampolineSite(s)
+	site, err := tg.analyzeTramp(s)
 	if err != nil {
 		return err
 	}
-	ts, err := tg.trampolines(w, site.Reach())
+	ts, err := tg.trampolines(w, site.reach())
 	if err != nil {
 		return err
 	}
@@ -373,18 +376,19 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 		}
 	}
 	// The bytes the jump replaces must be the file's.
-	cur := make([]byte, site.Len)
-	if err := tg.readText(w, site.PatchAddr, cur); err != nil {
+	patchAddr, want := site.replaced()
+	cur := make([]byte, len(want))
+	if err := tg.readText(w, patchAddr, cur); err != nil {
 		return err
 	}
 	old := s.tramp
-	if old == nil && string(cur) != string(site.Old) {
-		if why, ok := tg.heldByKernel(w, s, site.PatchAddr, cur, site.Old); ok {
+	if old == nil && string(cur) != string(want) {
+		if why, ok := tg.heldByKernel(w, s, patchAddr, cur, want); ok {
 			return errors.New(why)
 		}
-		return fmt.Errorf("memory holds %x at %#x, the file %x", cur, site.PatchAddr, site.Old)
+		return fmt.Errorf("memory holds %x at %#x, the file %x", cur, patchAddr, want)
 	}
-	a, err := tg.trampArea(w, ts, site.Reach())
+	a, err := tg.trampArea(w, ts, site.reach())
 	if err != nil {
 		return err
 	}
@@ -413,7 +417,7 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 		h.Return = &trampoline.ReturnHandler{Count: true, Counter: st.retCounter, Event: events, Missed: true, MissCounter: st.missCounter,
 			Calls: s.calls(true)}
 	}
-	tr, err := a.BuildX86(site, &h, ts.cfg)
+	tr, err := site.build(a, &h, ts.cfg)
 	if err != nil {
 		return err
 	}
@@ -438,7 +442,56 @@ func (tg *target) buildTrampoline(w *proc.World, s *liveSite) error {
 	return nil
 }
 
-// trampolineSite analyzes site s at its run-time address for its
+// trampSite is a site analyzed for its trampoline: x86 for an x86-64
+// site, arm for an arm64 one.
+type trampSite struct {
+	x86 *trampoline.Site
+	arm *trampoline.SiteARM64
+}
+
+// analyzeTramp analyzes site s at its run-time address for its
+// trampoline, on the engine's instruction set. An arm64 site is one word
+// replaced by a b (trampoline.AnalyzeARM64): a bti at the address stays.
+func (tg *target) analyzeTramp(s *liveSite) (trampSite, error) {
+	if engineArch == decode.ARM64 {
+		o := trampoline.SiteOptions{NopOnly: s.ps.tramp.Strategy == plan.TrampolineNop}
+		site, err := trampoline.AnalyzeARM64(s.addr, s.ps.body, &o)
+		return trampSite{arm: site}, err
+	}
+	site, err := tg.trampolineSite(s)
+	return trampSite{x86: site}, err
+}
+
+// reach lists the addresses the site's slot and data area must reach.
+func (ts trampSite) reach() []uint64 {
+	if ts.arm != nil {
+		return ts.arm.Reach()
+	}
+	return ts.x86.Reach()
+}
+
+// replaced returns where the jump goes and the file's bytes it replaces.
+func (ts trampSite) replaced() (uint64, []byte) {
+	if ts.arm != nil {
+		return ts.arm.PatchAddr, binary.LittleEndian.AppendUint32(nil, ts.arm.Old)
+	}
+	return ts.x86.PatchAddr, ts.x86.Old
+}
+
+// build allocates the site's slot in area a and generates its code for
+// handler h. On arm64 the counters are the data area's shared words,
+// incremented with stadd where the CPU has the Large System Extension
+// (the "atomics" feature), else with a ldxr/stxr loop; the slot treats the
+// text as BTI-guarded (it never returns by br, and refuses a displaced
+// blr), which is right whether or not it is.
+func (ts trampSite) build(a *trampoline.Area, h *trampoline.Handler, cfg *trampoline.Config) (*trampoline.Trampoline, error) {
+	if ts.arm != nil {
+		return a.BuildARM64(ts.arm, h, cfg, &trampoline.ARM64Options{LSE: hostcpu.Host().HasFlag("atomics"), BTIGuarded: true})
+	}
+	return a.BuildX86(ts.x86, h, cfg)
+}
+
+// trampolineSite analyzes the x86-64 site s at its run-time address for its
 // trampoline: the jump after the first instruction where the plan kept it
 // (plan.Decision.Kept) and the slot needs no return address at the stack
 // pointer, else at the address. A site that has a trampoline keeps the

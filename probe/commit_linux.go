@@ -312,7 +312,7 @@ func (tg *target) apply(w *proc.World, b *staged) bool {
 	// then stepped out. A breakpoint (int3, or an aligned brk word) has no inside.
 	steps := -1
 	for _, p := range b.patches {
-		if len(p.New) > len(trapInsn) {
+		if mayStep(p) {
 			steps = 0
 		}
 	}
@@ -370,6 +370,12 @@ func (s *liveSite) goLive() {
 	}
 }
 
+// mayStep reports whether a thread can stand where patch p must not find
+// one, to be stepped out: strictly inside the bytes of a jump longer than
+// a breakpoint, or in a slot being removed (a guard range; on arm64 the b
+// is one word, as long as the brk). A breakpoint has no inside.
+func mayStep(p batchpatch.Patch) bool { return len(p.New) > len(trapInsn) || len(p.Guard) > 0 }
+
 // patchOptions are the options of the engine's text passes: all or
 // nothing (so the pass's error is the only one to check), maxSteps single
 // steps for a thread in the way (see batchpatch.Options.MaxSteps), and a
@@ -390,6 +396,9 @@ const rangeStepTimeout = 200 * time.Millisecond
 // loop or xbegin to its own address, which no single step leaves, is
 // named; anything else, or code that does not decode, may be stepped.
 func spinsOnSelf(code []byte, pc uint64) string {
+	if engineArch != decode.X86_64 {
+		return "" // stepped, up to the bound
+	}
 	var inst decode.X86Inst
 	if err := (decode.X86Decoder{}).Decode(code, pc, &inst); err != nil {
 		return ""

@@ -179,7 +179,7 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	steps := -1
 	for i := range b.patches {
 		b.patches[i].Unit = b.patches[i].Addr
-		if len(b.patches[i].New) > 1 {
+		if mayStep(b.patches[i]) {
 			steps = 0
 		}
 	}

@@ -740,7 +740,7 @@ func (tg *target) restoreEach(w *proc.World) error {
 		cur := make([]byte, len(p.Old))
 		if w.ReadMemory(p.Addr, cur) == nil && bytes.Equal(cur, p.Old) {
 			steps := -1
-			if len(p.New) > len(trapInsn) {
+			if mayStep(p) {
 				steps = 0
 			}
 			if _, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, patchOptions(steps)); err != nil {
@@ -952,7 +952,7 @@ func cleanChild(w *proc.World, restore []batchpatch.Patch) error {
 	for _, p := range restore {
 		if holds(w, p.Inverse()) {
 			patches = append(patches, p)
-			if len(p.New) > len(trapInsn) {
+			if mayStep(p) {
 				steps = 0
 			}
 		}

@@ -8,10 +8,14 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
@@ -29,15 +33,7 @@ var loopsFuncs = []string{"leaf", "sum", "pick", "scale", "rec", "store", "divmo
 // function's start.
 func instSpecs(t *testing.T, path string, funcs []string) []string {
 	t.Helper()
-	f, err := elfscan.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	all, err := f.Funcs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, all := elfFuncs(t, path)
 	want := map[string]bool{}
 	for _, n := range funcs {
 		want[n] = true
@@ -69,6 +65,22 @@ func instSpecs(t *testing.T, path string, funcs []string) []string {
 		t.Fatalf("%s has no function %v", path, want)
 	}
 	return specs
+}
+
+// elfFuncs opens the ELF file at path for the rest of the test and
+// returns it with its functions.
+func elfFuncs(t *testing.T, path string) (*elfscan.File, []elfscan.Func) {
+	t.Helper()
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	all, err := f.Funcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, all
 }
 
 // tracedRun spawns argv with opts, adds specs, runs it to its end and
@@ -212,4 +224,120 @@ func loopsAgainstKernel(t *testing.T, opts *probe.Options) probe.Stats {
 		t.Errorf("%d of %d installed sites compared with the kernel", len(sites), nsites)
 	}
 	return st
+}
+
+// TestPatchWhileThreadsRun adds and removes probes at the entries of
+// loops's functions while four threads run them, three times, then
+// detaches while they run on. store, scale, divmod and bump are each
+// called once per round, and a batch makes all its sites live (and takes
+// them out) in one stop: in each window their hits may differ by at most
+// two per thread (rounds cut at either end). After Detach the program's
+// text must be byte for byte its file's, and it must run on.
+func TestPatchWhileThreadsRun(t *testing.T) {
+	exe := fixture.Build(t, fixture.Loops)
+	const threads = 4
+	tr, err := probe.Spawn([]string{exe, "1000000000", strconv.Itoa(threads)}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Kill()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	once := []string{"store", "scale", "divmod", "bump"}
+	for round := 0; round < 3; round++ {
+		time.Sleep(100 * time.Millisecond)
+		probes, err := tr.Add(loopsFuncs...)
+		if err != nil {
+			t.Fatalf("round %d: add: %v", round, err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		st := tr.Stats()
+		if err := tr.Remove(probes...); err != nil {
+			t.Fatalf("round %d: remove: %v", round, err)
+		}
+		after := tr.Stats()
+		hits := map[string]uint64{}
+		tramps := 0
+		for _, p := range after.Probes {
+			if p.ID < probes[0].ID {
+				continue
+			}
+			for _, s := range p.Sites {
+				hits[s.Symbol] += s.Hits
+				if s.Strategy == plan.TrampolineNop || s.Strategy == plan.TrampolineDetour {
+					tramps++
+				}
+			}
+		}
+		lo, hi := hits[once[0]], hits[once[0]]
+		for _, f := range once {
+			lo, hi = min(lo, hits[f]), max(hi, hits[f])
+		}
+		t.Logf("round %d: %d trampolines; hits %v (stats before the removal: %d traps)", round, tramps, hits, st.Traps)
+		if lo == 0 || hi-lo > 2*threads {
+			t.Errorf("round %d: hits of the once-a-round functions %v differ by more than %d", round, hits, 2*threads)
+		}
+		select {
+		case <-tr.Exited():
+			t.Fatalf("round %d: the program ended", round)
+		default:
+		}
+	}
+	pid := tr.Pid()
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	if err := unix.Kill(pid, 0); err != nil {
+		t.Fatalf("after Detach: %v", err)
+	}
+	compareText(t, pid, exe, loopsFuncs)
+	_ = unix.Kill(pid, unix.SIGKILL)
+}
+
+// compareText compares the bytes of the named functions of exe in the
+// memory of process pid with the file's.
+func compareText(t *testing.T, pid int, exe string, funcs []string) {
+	t.Helper()
+	f, all := elfFuncs(t, exe)
+	maps, err := os.ReadFile(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The load bias: the first mapping of the file is its first page.
+	var base uint64
+	for _, line := range strings.Split(string(maps), "\n") {
+		if strings.HasSuffix(line, exe) {
+			fmt.Sscanf(line, "%x-", &base)
+			break
+		}
+	}
+	if base == 0 {
+		t.Fatalf("%s not mapped in %d", exe, pid)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	checked := 0
+	for _, fn := range all {
+		if !slices.Contains(funcs, fn.Name) {
+			continue
+		}
+		want, err := f.Code(fn.Addr, fn.End-fn.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make([]byte, len(want))
+		if _, err := mem.ReadAt(got, int64(base+fn.Addr)); err != nil {
+			t.Fatalf("%s: %v", fn.Name, err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s: memory %x, file %x", fn.Name, got, want)
+		}
+		checked += len(want)
+	}
+	t.Logf("%d bytes of %d functions as in the file", checked, len(funcs))
 }

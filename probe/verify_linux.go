@@ -245,7 +245,7 @@ func (tg *target) loseSite(w *proc.World, s *liveSite) {
 	if mine {
 		p := batchpatch.Patch{Addr: ins.Addr, Old: cur, New: fix}
 		steps := -1
-		if len(p.New) > len(trapInsn) {
+		if mayStep(p) {
 			steps = 0
 		}
 		if _, err := batchpatch.ApplyStopped(w, []batchpatch.Patch{p}, patchOptions(steps)); err != nil {

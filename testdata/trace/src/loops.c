@@ -3,9 +3,12 @@
  * table, floating point, recursion, stores to globals, division, an
  * atomic), called in a loop: the trap tests probe every instruction of
  * them on each architecture and count the hits against the kernel's
- * uprobes. Usage: loops [N] (100 rounds by default). Built by the tests
+ * uprobes. Usage: loops [N [T]] (100 rounds by default). With T threads,
+ * each runs the N rounds, and the program prints only the atomic counter
+ * (T*N: the other results race on the table). Built by the tests
  * (internal/fixture) with the Makefile's flags.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -65,9 +68,8 @@ __attribute__((noinline)) int bump(void)
 	return __atomic_add_fetch(&counter, 1, __ATOMIC_SEQ_CST);
 }
 
-int main(int argc, char **argv)
+static unsigned long rounds(int n)
 {
-	int n = argc > 1 ? atoi(argv[1]) : 100;
 	unsigned long acc = 0;
 
 	for (int i = 0; i < n; i++) {
@@ -80,6 +82,34 @@ int main(int argc, char **argv)
 		acc += divmod(i + 100, (i & 7) + 1);
 		acc += bump();
 	}
-	printf("%lu %d\n", acc, counter);
+	return acc;
+}
+
+static void *worker(void *arg)
+{
+	rounds(*(int *)arg);
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	int n = argc > 1 ? atoi(argv[1]) : 100;
+	int nthreads = argc > 2 ? atoi(argv[2]) : 0;
+	pthread_t th[64];
+
+	if (nthreads <= 0) {
+		unsigned long acc = rounds(n);
+
+		printf("%lu %d\n", acc, counter);
+		return 0;
+	}
+	if (nthreads > 64)
+		nthreads = 64;
+	for (int i = 0; i < nthreads; i++)
+		if (pthread_create(&th[i], NULL, worker, &n) != 0)
+			return 1;
+	for (int i = 0; i < nthreads; i++)
+		pthread_join(th[i], NULL);
+	printf("%d\n", counter);
 	return 0;
 }

@@ -394,3 +394,44 @@ func TestEventArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestUSDTSemaphores traces every USDT probe of the committed usdt-pie
+// fixture (its notes, two of them guarded by semaphores) with its own
+// trampolines, then with traps, and checks each count against the
+// program's construction for "usdt-pie a b" (argc 3): the seven probes of
+// work and loop once per round (8 rounds), sema_start once and sema_done
+// argc times, which the program runs only when the engine has raised
+// their semaphores. The output must be the untraced one.
+func TestUSDTSemaphores(t *testing.T) {
+	exe := fixture.Committed(t, "usdt-pie")
+	argv := []string{exe, "a", "b"}
+	plain, err := exec.Command(exe, argv[1:]...).Output()
+	if err != nil {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	want := map[string]uint64{"sema_start": 1, "sema_done": 3}
+	for _, n := range []string{"noargs", "one_reg", "imm", "mixed", "indexed", "global", "six", "loop"} {
+		want[n] = 8
+	}
+	for _, traps := range []bool{false, true} {
+		out, st := tracedRun(t, argv, &probe.Options{NoTrampolines: traps}, []string{"usdt:demo:*"})
+		if !bytes.Equal(out, plain) {
+			t.Errorf("traps %v: traced output %q, untraced %q", traps, out, plain)
+		}
+		got := map[string]uint64{}
+		for _, p := range st.Probes {
+			for _, s := range p.Sites {
+				got[strings.TrimPrefix(s.Symbol, "usdt:demo:")] += s.Hits
+			}
+		}
+		t.Logf("traps %v: %v (traps %d)", traps, got, st.Traps)
+		for n, w := range want {
+			if got[n] != w {
+				t.Errorf("traps %v: usdt:demo:%s counted %d, want %d", traps, n, got[n], w)
+			}
+		}
+		if len(got) != len(want) {
+			t.Errorf("traps %v: probes %v, want %v", traps, got, want)
+		}
+	}
+}

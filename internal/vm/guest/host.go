@@ -31,6 +31,10 @@ var (
 	libDir       = "/usr/lib/aarch64-linux-gnu"
 )
 
+// LibDir is the host directory whose arm64 C library (libc6:arm64) the
+// guest gets, at the same path: a test reads the guest's libraries there.
+func LibDir() string { return libDir }
+
 // Available reports whether the guest can be booted here: nil, or an
 // error wrapping ErrUnavailable that names the missing part.
 func Available() error {

@@ -10,9 +10,8 @@
 //     trampoline packages support today. It asks those packages (it keeps
 //     no copy of their tables) and says so when a capability is missing.
 //     On arm64 a trampoline is a b that displaces one instruction; the
-//     engine (package probe) installs trampolines on x86-64 only, so an
-//     arm64 trampoline decision is what probeopt would do, not yet what a
-//     trace does.
+//     engine (package probe) installs it for entry counts (not yet with
+//     events or for return probes, where the site takes its fallback).
 //
 // The package also owns the function-wide checks: the instruction-boundary
 // map of a function (a probe address is accepted only where a decode from

@@ -120,8 +120,8 @@ func probeoptARM64(s *Site, o *Options) Decision {
 // neither it nor the rest of the file (Site.Branches) may have a direct
 // branch there. It reports the decision when a trampoline is taken.
 //
-// The decision is what probeopt would do: the engine (package probe)
-// installs trampolines on x86-64 only.
+// The engine (package probe) installs such a trampoline for counting;
+// with events or a return probe the site takes its trap fallback.
 func trampolineARM64(d *Decision, s *Site, o *Options) (Decision, bool) {
 	ts, ok := analyzeTrampoline(d, s, o, "nop", trampoline.AnalyzeARM64)
 	if !ok {

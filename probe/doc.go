@@ -300,10 +300,13 @@
 // text (batchpatch), generate trampolines (trampoline) or control processes
 // (proc): it puts them together. The engine runs on linux/amd64 and
 // linux/arm64 (one engine; arch_linux_GOARCH.go holds what differs: the
-// breakpoint, the PC after it, the argument registers, the emulator). On
-// arm64 every site is served by traps (brk, the instruction emulated or
-// stepped in place): arm64 trampolines exist in package trampoline but are
-// not wired here yet, so return probes are refused there, and Attach needs
+// breakpoint, the PC after it, the argument registers, the emulator, the
+// reach of a jump to a slot). On arm64 a trampoline site is one word
+// replaced by a b to its slot, which counts in the data area's shared
+// words (not per thread); a trap site is a brk, the instruction emulated
+// or stepped in place. Not on arm64 yet: return probes (refused: arm64
+// slots have no return handler), trampolines with Options.Events (such
+// sites take traps), boosted copies, and Attach without
 // Options.NoGuardian (package guardian is linux/amd64 only). Elsewhere
 // Spawn and Attach return an error wrapping ErrNotSupported.
 package probe

@@ -244,6 +244,14 @@ func TestPatchWhileThreadsRun(t *testing.T) {
 	if err := tr.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	// The rounds start once the threads run (the program's start-up
+	// takes seconds in the arm64 guest under load).
+	if !fixture.Eventually(60*time.Second, func() bool {
+		ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", tr.Pid()))
+		return err == nil && len(ents) > threads
+	}) {
+		t.Fatalf("the program did not start its %d threads", threads)
+	}
 	once := []string{"store", "scale", "divmod", "bump"}
 	for round := 0; round < 3; round++ {
 		time.Sleep(100 * time.Millisecond)

@@ -54,7 +54,7 @@ const (
 
 func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 	errs := make([]error, len(tids))
-	orig := s.ps.code[:len(trapInsn)]
+	orig := s.ps.trap().bytes()
 	if err := w.WriteMemory(s.addr, orig); err != nil {
 		for i := range errs {
 			errs[i] = fmt.Errorf("restore the byte at %#x: %w", s.addr, err)
@@ -67,7 +67,7 @@ func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 		d, errs[i] = stepOver(w, tid, s.addr)
 		deferred += d
 	}
-	if err := w.WriteMemory(s.addr, trapInsn[:]); err != nil {
+	if err := w.WriteMemory(s.addr, trapInsn.bytes()); err != nil {
 		// The site now runs unprobed; the caller drops it.
 		for i := range errs {
 			if errs[i] == nil {

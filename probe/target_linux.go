@@ -143,20 +143,24 @@ type liveSite struct {
 // trap returns the site's original bytes that the breakpoint replaces.
 func (ps *plannedSite) trap() trapBytes { return trapBytes(ps.code[:len(trapInsn)]) }
 
+// bytes returns a copy of b: a patch's bytes are its own (a batch may
+// write into them), never the engine's breakpoint or a plan's code.
+func (b trapBytes) bytes() []byte { return append([]byte(nil), b[:]...) }
+
 // installPatch and removePatch are the batch patches that put the site in
 // and take it out: a breakpoint (int3, brk), or the jump to the trampoline.
 func (s *liveSite) installPatch() batchpatch.Patch {
 	if s.tramp != nil {
 		return s.tramp.install()
 	}
-	return batchpatch.Patch{Addr: s.addr, Old: s.ps.code[:len(trapInsn)], New: trapInsn[:]}
+	return batchpatch.Patch{Addr: s.addr, Old: s.ps.trap().bytes(), New: trapInsn.bytes()}
 }
 
 func (s *liveSite) removePatch() batchpatch.Patch {
 	if s.tramp != nil {
 		return s.tramp.remove()
 	}
-	return batchpatch.Patch{Addr: s.addr, Old: trapInsn[:], New: s.ps.code[:len(trapInsn)]}
+	return batchpatch.Patch{Addr: s.addr, Old: trapInsn.bytes(), New: s.ps.trap().bytes()}
 }
 
 // target is one traced address space: a process and its threads.

@@ -866,7 +866,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 			restore = append(restore, s.removePatch())
 		}
 		for a, b := range parent.retired {
-			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn[:], New: b[:]})
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn.bytes(), New: b.bytes()})
 		}
 		for _, p := range parent.retiredTramps {
 			restore = append(restore, p)
@@ -918,7 +918,7 @@ func (t *Tracer) onFork(parent *target, child *proc.Process) {
 		// Sites the parent removed after the fork: the child still has
 		// their int3 bytes or jumps.
 		for a, orig := range parent.retired {
-			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn[:], New: orig[:]})
+			restore = append(restore, batchpatch.Patch{Addr: a, Old: trapInsn.bytes(), New: orig.bytes()})
 		}
 		for _, p := range parent.retiredTramps {
 			restore = append(restore, p)

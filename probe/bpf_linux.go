@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -155,6 +156,10 @@ func (t *Tracer) threadStripes() int {
 }
 
 func loadBPF(t *Tracer, obj *bpf.Object, o *BPFOptions) (*BPF, error) {
+	if !archTrampEvents {
+		// The JIT (bpf/jit) writes x86-64 code; the arm64 half is to come.
+		return nil, fmt.Errorf("probe: BPF programs on %s: %w", runtime.GOARCH, ErrNotSupported)
+	}
 	obj.SetUSDTCookie(!o.USDTByAddress)
 	for _, p := range obj.Programs {
 		if p.Insns == nil {

@@ -41,6 +41,10 @@ const (
 // in a slot without a second trap (slot_linux.go).
 const canBoost = true
 
+// archSpawnGuard says whether a spawned process gets a guardian unless
+// Options.NoGuardian (guard_linux.go).
+const archSpawnGuard = true
+
 // hostEmu is the emulator of the traced processes' CPU.
 type hostEmu = emulate.X86
 
@@ -59,6 +63,10 @@ func retValue(r *proc.Regs) uint64 { return r.Rax }
 
 // threadBase returns the thread pointer (the fs base).
 func threadBase(r *proc.Regs) uint64 { return r.Fs_base }
+
+// goReg returns the register Go code holds its goroutine's g in (r14;
+// gothread.go).
+func goReg(r *proc.Regs) uint64 { return r.R14 }
 
 // hostEmulator returns the emulator of the CPU i describes, which is the
 // CPU of every traced process: its vendor's behaviour and its address

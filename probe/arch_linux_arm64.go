@@ -59,6 +59,11 @@ const (
 // instruction is stepped in place).
 const canBoost = false
 
+// archSpawnGuard says whether a spawned process gets a guardian unless
+// Options.NoGuardian: not on arm64, where package guardian does not run;
+// a spawned process is killed if the tracer dies, as before guardians.
+const archSpawnGuard = false
+
 // hostEmu is the emulator of the traced processes' CPU.
 type hostEmu = emulate.ARM64
 
@@ -78,6 +83,11 @@ func retValue(r *proc.Regs) uint64 { return r.Regs[0] }
 // in the general-purpose register set, and it is used by the trampolines'
 // event rings only, which arm64 does not have yet.
 func threadBase(r *proc.Regs) uint64 { return 0 }
+
+// goReg returns the register Go code holds its goroutine's g in on arm64
+// (x28). No arm64 site reads it yet: fileInfo.goG gives x86-64 files' sites
+// only.
+func goReg(r *proc.Regs) uint64 { return r.Regs[28] }
 
 // hostEmulator returns the emulator of the traced processes' CPU. The
 // zero emulate.ARM64 refuses every pointer-authentication instruction (a

@@ -123,7 +123,7 @@
 // mapped after a removal (a thread may still be in a slot); a clean Detach
 // unmaps them, and a later Attach those an earlier tracer left, once no
 // thread can be in them: no PC there, no return probe armed, no signal
-// frame that interrupted a slot (see areas_linux_amd64.go for the checks
+// frame that interrupted a slot (see areas_linux.go for the checks
 // and what they do not cover). A site
 // whose trampoline cannot be made, or whose displaced bytes hold another
 // site, falls back to traps; Options.NoTrampolines asks for traps
@@ -306,7 +306,10 @@
 // words (not per thread); a trap site is a brk, the instruction emulated
 // or stepped in place. Not on arm64 yet: return probes (refused: arm64
 // slots have no return handler), trampolines with Options.Events (such
-// sites take traps), boosted copies, and Attach without
-// Options.NoGuardian (package guardian is linux/amd64 only). Elsewhere
+// sites take traps), boosted copies, Attach without Options.NoGuardian
+// (package guardian is linux/amd64 only; a spawned process has no guardian
+// there and is killed if the tracer dies), goroutine ids in events, and
+// the unmapping of the areas at Detach or at a later attach (they stay
+// mapped). Elsewhere
 // Spawn and Attach return an error wrapping ErrNotSupported.
 package probe

@@ -82,9 +82,9 @@ func (tg *target) releaseGuard() {
 // its stop latch and stops its kill on exit: from then on the death of
 // this program leaves it to the guardian, as an attached process. Until
 // then it would be killed, before it ran an instruction. nil without a
-// guardian (Options.NoGuardian).
+// guardian (Options.NoGuardian, or arm64: archSpawnGuard).
 func spawnGuard(p *proc.Process, o *Options) (*guardian.Guard, error) {
-	if o.NoGuardian {
+	if o.NoGuardian || !archSpawnGuard {
 		return nil, nil
 	}
 	g, err := guardian.Start(p.Pid(), nil)

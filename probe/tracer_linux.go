@@ -136,7 +136,7 @@ var spawnLookedUp func(path string)
 // returns it stopped before its first instruction, with no probes: call
 // Add, then Resume. If the calling program dies without detaching, the
 // process runs on restored by its guardian (see Options.NoGuardian; without
-// one it is killed, as it is when the calling program dies before Spawn
+// one, and on arm64, which has no guardian, it is killed, as it is when the calling program dies before Spawn
 // has returned). When argv[0] resolves to an ELF file, the process must
 // run that very file (same device and inode, checked after the exec, before
 // the file is read for probe sites): one replaced in between gives an error

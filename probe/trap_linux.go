@@ -101,7 +101,7 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 				ev.Args = goArgs(ctx.Regs)
 			}
 			if e.goG != nil {
-				ev.Goid = tg.goid(rg.R14, e.goG)
+				ev.Goid = tg.goid(goReg(ctx.Regs), e.goG)
 			}
 			select {
 			case t.events <- ev:

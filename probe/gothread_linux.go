@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe
 
@@ -10,7 +10,7 @@ import (
 	"github.com/probeopt/probeopt/trampoline"
 )
 
-// goid reads the goroutine id of the g at g (a stopped thread's r14), 0
+// goid reads the goroutine id of the g at g (a stopped thread's goReg), 0
 // for no g or an unreadable one. It runs on the tracer thread (a read of
 // the memory file, no ptrace call).
 func (tg *target) goid(g uint64, o *trampoline.GoG) uint64 {

@@ -59,15 +59,16 @@ func newBenchBPFCmd() *cobra.Command {
 		Use:   "bpf [flags]",
 		Short: "Time an eBPF program at probeopt's probes against the same object on kernel uprobes",
 		Long: `Build a workload (gcc) and a BPF object (clang: per hit, a per-CPU counter
-and a log2 histogram of the first argument), and run the workload's loop
+and a per-CPU log2 histogram of the first argument), and run the workload's loop
 untraced, with the program attached by probeopt (in a trampoline slot) and
 with the same object on a kernel uprobe (cilium/ebpf, filtered on the
 workload's pid), at two function entries: push %rbp, which Linux emulates
 at its int3, and mov %rdi,%rax, which it single-steps out of line; with 1
 and 2 threads. Each thread's CPU time in its loop is measured (other work
 on the machine does not inflate it); the cost of a hit is the traced time
-per call less the untraced one. The program's own counter must equal
-threads x calls in every traced run. The rows are medians of --runs runs.
+per call less the untraced one. In every traced run the program's counter
+must equal threads x calls and its histogram the log2 slots of the
+arguments the workload passed. The rows are medians of --runs runs.
 
 The table: per entry and threads, the untraced cost of a call, the cost
 of a hit with probeopt and with the kernel, their ratio, and probeopt's

@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
+	"math/bits"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,15 +51,17 @@ func benchBPF(progress io.Writer, o *benchBPFOptions) (*benchBPFReport, error) {
 				var cpus []float64
 				row := benchBPFRow{Entry: entry, Threads: n, Mode: mode, Calls: calls}
 				for range o.runs {
-					cpu, hits, strategy, err := bpfBenchRun(exe, obj, entry, mode, n, calls)
+					r, err := bpfBenchRun(exe, obj, entry, mode, n, calls)
 					if err != nil {
 						return nil, fmt.Errorf("%s, %d threads, %s: %w", entry, n, mode, err)
 					}
-					if mode != "untraced" && hits != uint64(n*calls) {
-						return nil, fmt.Errorf("%s, %d threads, %s: the program counted %d hits, not %d", entry, n, mode, hits, n*calls)
+					if mode != "untraced" {
+						if err := r.check(n, calls); err != nil {
+							return nil, fmt.Errorf("%s, %d threads, %s: %w", entry, n, mode, err)
+						}
 					}
-					cpus = append(cpus, cpu)
-					row.Hits, row.Strategy = hits, strategy
+					cpus = append(cpus, r.cpu)
+					row.Hits, row.Strategy = r.hits, r.strategy
 				}
 				sort.Float64s(cpus)
 				row.CPUNs = cpus[len(cpus)/2]
@@ -148,20 +151,60 @@ func (p *bpfBenchProc) finish() (float64, error) {
 	return sum / float64(n), nil
 }
 
-// bpfBenchRun runs the workload once in mode and returns the mean CPU
-// time of its threads' loops, the program's count and probeopt's
-// strategy at the site.
-func bpfBenchRun(exe, obj, entry, mode string, threads, calls int) (float64, uint64, string, error) {
+// bpfBenchResult is what one run of the workload gave.
+type bpfBenchResult struct {
+	cpu      float64    // mean CPU ns of the threads' loops
+	hits     uint64     // the program's counter, its stripes summed
+	hist     [64]uint64 // the program's histogram, its stripes summed
+	strategy string     // probeopt's strategy at the site
+}
+
+// check compares the program's maps with the calls the workload made:
+// threads x calls hits, and each thread's arguments 0..calls-1 in the
+// log2 slots they fall in.
+func (r *bpfBenchResult) check(threads, calls int) error {
+	if r.hits != uint64(threads*calls) {
+		return fmt.Errorf("the program counted %d hits, not %d", r.hits, threads*calls)
+	}
+	var want [64]uint64
+	for v := uint64(0); v < uint64(calls); v++ {
+		want[max(bits.Len64(v), 1)-1] += uint64(threads)
+	}
+	if r.hist != want {
+		return fmt.Errorf("the program's histogram is %v, not %v", r.hist, want)
+	}
+	return nil
+}
+
+// readMaps reads the program's counter and histogram through lookup,
+// which returns a key's per-CPU values.
+func (r *bpfBenchResult) readMaps(lookup func(m string, key uint32) ([][]byte, error)) error {
+	vals, err := lookup("hits", 0)
+	if err != nil {
+		return err
+	}
+	r.hits = sumCounts(vals)
+	for k := range r.hist {
+		if vals, err = lookup("hist", uint32(k)); err != nil {
+			return err
+		}
+		r.hist[k] = sumCounts(vals)
+	}
+	return nil
+}
+
+// bpfBenchRun runs the workload once in mode.
+func bpfBenchRun(exe, obj, entry, mode string, threads, calls int) (*bpfBenchResult, error) {
 	args := []string{entry, strconv.Itoa(threads), strconv.Itoa(calls)}
 	inR, inW, err := os.Pipe()
 	if err != nil {
-		return 0, 0, "", err
+		return nil, err
 	}
 	defer inR.Close()
 	defer inW.Close()
 	outR, outW, err := os.Pipe()
 	if err != nil {
-		return 0, 0, "", err
+		return nil, err
 	}
 	defer outR.Close()
 	p := &bpfBenchProc{in: inW, out: bufio.NewReader(outR)}
@@ -169,41 +212,42 @@ func bpfBenchRun(exe, obj, entry, mode string, threads, calls int) (float64, uin
 		tr, err := probe.Spawn(append([]string{exe}, args...), &probe.SpawnOptions{Stdin: inR, Stdout: outW})
 		outW.Close()
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		defer tr.Kill()
 		if err := tr.Resume(); err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		if err := p.ready(); err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		o, err := bpf.Open(obj)
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		b, err := tr.LoadBPF(o, nil)
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		if _, err := b.Attach("count", entry, nil); err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
-		strategy := ""
+		r := &bpfBenchResult{}
 		for _, pr := range tr.Stats().Probes {
 			for _, s := range pr.Sites {
-				strategy = string(s.Strategy)
+				r.strategy = string(s.Strategy)
 			}
 		}
-		cpu, err := p.finish()
-		if err != nil {
-			return 0, 0, "", err
+		if r.cpu, err = p.finish(); err != nil {
+			return nil, err
 		}
 		if es, err := tr.Wait(); err != nil || es.Code != 0 || es.Signal != 0 {
-			return 0, 0, "", fmt.Errorf("workload: %+v %v", es, err)
+			return nil, fmt.Errorf("workload: %+v %v", es, err)
 		}
-		vals, err := b.Map("hits").LookupPerCPU([]byte{0, 0, 0, 0})
-		return cpu, sumCounts(vals), strategy, err
+		err = r.readMaps(func(m string, key uint32) ([][]byte, error) {
+			return b.Map(m).LookupPerCPU(binary.LittleEndian.AppendUint32(nil, key))
+		})
+		return r, err
 	}
 	cmd := exec.Command(exe, args...)
 	cmd.Stdin, cmd.Stdout = inR, outW
@@ -211,54 +255,55 @@ func bpfBenchRun(exe, obj, entry, mode string, threads, calls int) (float64, uin
 	if mode == "kernel" {
 		spec, err := ebpf.LoadCollectionSpec(obj)
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		if coll, err = ebpf.NewCollection(spec); err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		defer coll.Close()
 	}
 	if err := cmd.Start(); err != nil {
-		return 0, 0, "", err
+		return nil, err
 	}
 	outW.Close()
 	defer cmd.Process.Kill()
 	if err := p.ready(); err != nil {
-		return 0, 0, "", err
+		return nil, err
 	}
 	if coll != nil {
 		ex, err := link.OpenExecutable(exe)
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		l, err := ex.Uprobe(entry, coll.Programs["count"], &link.UprobeOptions{PID: cmd.Process.Pid})
 		if err != nil {
-			return 0, 0, "", err
+			return nil, err
 		}
 		defer l.Close()
 	}
-	cpu, err := p.finish()
-	if err != nil {
-		return 0, 0, "", err
+	r := &bpfBenchResult{}
+	if r.cpu, err = p.finish(); err != nil {
+		return nil, err
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		if err != nil {
-			return 0, 0, "", fmt.Errorf("workload: %w", err)
+			return nil, fmt.Errorf("workload: %w", err)
 		}
 	case <-time.After(time.Minute):
-		return 0, 0, "", fmt.Errorf("the workload did not exit")
+		return nil, fmt.Errorf("the workload did not exit")
 	}
 	if coll == nil {
-		return cpu, 0, "", nil
+		return r, nil
 	}
-	var vals [][]byte
-	if err := coll.Maps["hits"].Lookup(uint32(0), &vals); err != nil {
-		return 0, 0, "", err
-	}
-	return cpu, sumCounts(vals), "", nil
+	err = r.readMaps(func(m string, key uint32) ([][]byte, error) {
+		var vals [][]byte
+		err := coll.Maps[m].Lookup(key, &vals)
+		return vals, err
+	})
+	return r, err
 }
 
 // sumCounts adds per-CPU 64-bit counters.

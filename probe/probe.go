@@ -194,6 +194,11 @@ type Options struct {
 	// the scheduler from lengthening them. It needs CAP_SYS_NICE (root)
 	// for a negative value; 0 leaves the priorities alone.
 	StopNice int
+	// StopFIFO runs the tracer's thread under SCHED_FIFO during the
+	// engine's stops (proc.Options.StopFIFO), so that the threads it
+	// resumes at the end of a stop cannot preempt it before it has
+	// resumed the others. It needs CAP_SYS_NICE (root).
+	StopFIFO bool
 	// OnPass, when set, is called after each pass of a bounded batch with
 	// the sites written so far and the batch's number of sites (for a
 	// progress display). It runs on the goroutine that called Add or

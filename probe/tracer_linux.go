@@ -123,9 +123,9 @@ const xolMethod = "out-of-line copies in slots without a second trap (xol.Reloca
 // are always kept (and stopped) at first, so that their int3 bytes can be
 // removed before they run, even when they are not followed; vfork
 // children's hits are told apart through vw; the stops at
-// Options.StopNice.
+// Options.StopNice and StopFIFO.
 func procOptions(o *Options, vw *vforkWatch) proc.Options {
-	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14, OnVfork: vw.on, StopNice: o.StopNice}
+	return proc.Options{FollowForks: true, HoldExec: true, EventBuffer: 1 << 14, OnVfork: vw.on, StopNice: o.StopNice, StopFIFO: o.StopFIFO}
 }
 
 // spawnLookedUp, when not nil, is called by Spawn between the lookup of the

@@ -353,3 +353,42 @@ func procNice(t *testing.T, pid int) string {
 	}
 	return strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))[16]
 }
+
+// TestStopFIFO checks that with Options.StopFIFO the tracer thread runs
+// under SCHED_FIFO inside Stopped, as the kernel reports it, and has its
+// own policy and nice value back after, with and without StopNice.
+func TestStopFIFO(t *testing.T) {
+	testenv.NeedPtrace(t)
+	if os.Geteuid() != 0 {
+		testenv.Unavailable(t, "a real-time policy needs root")
+	}
+	for _, nice := range []int{0, -20} {
+		p, err := Spawn([]string{"/bin/sh", "-c", "sleep 30"}, &SpawnOptions{Options: Options{StopFIFO: true, StopNice: nice}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Kill()
+		if err := p.Resume(); err != nil {
+			t.Fatal(err)
+		}
+		var tid int
+		var inside *unix.SchedAttr
+		if _, err := p.Stopped(func(w *World) error {
+			tid = unix.Gettid()
+			inside, err = unix.SchedGetAttr(tid, 0)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if inside.Policy != unix.SCHED_FIFO || inside.Priority != 1 {
+			t.Errorf("nice %d: policy %d priority %d inside Stopped, want SCHED_FIFO 1", nice, inside.Policy, inside.Priority)
+		}
+		after, err := unix.SchedGetAttr(tid, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after.Policy != unix.SCHED_NORMAL || after.Nice == -20 {
+			t.Errorf("nice %d: policy %d nice %d after Stopped, want SCHED_NORMAL at the thread's own nice", nice, after.Policy, after.Nice)
+		}
+	}
+}

@@ -31,21 +31,22 @@ type ptraceProcess struct {
 	opts Options
 
 	// Owned by the tracer goroutine.
-	threads map[int]*thread
-	sharers map[int]*ptraceProcess // children sharing the address space
-	parent  *ptraceProcess         // for a sharer: the process whose memory it shares
-	mem     *os.File               // /proc/PID/mem
-	memErr  error
-	stopped bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
-	trap    TrapHandler
-	exiting func(tid int) // see SetExitHandler
-	execs   int
-	sysSite uint64 // address of a syscall instruction, 0 if not found yet
-	stats   StopStats
-	niceOld *int      // the tracer thread's nice value before a StopNice stop raised it
-	stopT0  time.Time // first interrupt of the current stop
-	stopT1  time.Time // every thread stopped
-	done    bool      // exited or detached
+	threads  map[int]*thread
+	sharers  map[int]*ptraceProcess // children sharing the address space
+	parent   *ptraceProcess         // for a sharer: the process whose memory it shares
+	mem      *os.File               // /proc/PID/mem
+	memErr   error
+	stopped  bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
+	trap     TrapHandler
+	exiting  func(tid int) // see SetExitHandler
+	execs    int
+	sysSite  uint64 // address of a syscall instruction, 0 if not found yet
+	stats    StopStats
+	niceOld  *int            // the tracer thread's nice value before a StopNice stop raised it
+	schedOld *unix.SchedAttr // the tracer thread's policy before a StopFIFO stop
+	stopT0   time.Time       // first interrupt of the current stop
+	stopT1   time.Time       // every thread stopped
+	done     bool            // exited or detached
 
 	events  chan Event
 	dropped atomic.Int64
@@ -488,9 +489,19 @@ func restoreNice(p *ptraceProcess) {
 	}
 }
 
-// renice sets the tracer thread's nice value to Options.StopNice for the
-// stop of Stopped, keeping the value it had.
+// renice sets the tracer thread's nice value to Options.StopNice and its
+// policy to SCHED_FIFO with Options.StopFIFO, for the stop of Stopped,
+// keeping what it had.
 func (p *ptraceProcess) renice() {
+	if p.opts.StopFIFO && p.schedOld == nil {
+		old, err := unix.SchedGetAttr(0, 0)
+		if err == nil && old.Policy != unix.SCHED_FIFO && old.Policy != unix.SCHED_RR {
+			fifo := unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_FIFO, Priority: 1}
+			if unix.SchedSetAttr(0, &fifo, 0) == nil {
+				p.schedOld = old
+			}
+		}
+	}
 	if p.opts.StopNice == 0 || p.niceOld != nil {
 		return
 	}
@@ -506,8 +517,12 @@ func (p *ptraceProcess) renice() {
 	}
 }
 
-// unrenice puts back the nice value renice changed.
+// unrenice puts back the nice value and the policy renice changed.
 func (p *ptraceProcess) unrenice() {
+	if p.schedOld != nil {
+		_ = unix.SchedSetAttr(0, p.schedOld, 0)
+		p.schedOld = nil
+	}
 	if p.niceOld == nil {
 		return
 	}

@@ -35,6 +35,7 @@ type benchPatchOptions struct {
 	patches  []int
 	maxPause time.Duration
 	stopNice int
+	stopFIFO bool
 }
 
 // benchPatchRow is one line of the "bench patch" table. Durations are in
@@ -106,8 +107,9 @@ install, the target's worst stall, and that thread's worst stall over as
 long with nothing patched (the machine's noise); then where the time of
 the longest pass went (stop, text read, thread check, write, read back,
 other work, resume) and how many units the passes' clocks deferred. The
-tracer runs at nice --stop-nice while the world is stopped
-(proc.Options.StopNice; it needs root). Patches a thread held back are
+tracer runs at nice --stop-nice and, with --stop-fifo, under SCHED_FIFO
+while the world is stopped (proc.Options.StopNice and StopFIFO; they need
+root). Patches a thread held back are
 applied again, their passes counted with the others. The goals: no pause
 over the bound plus 10 %, every size installed in at most 10 times the
 unbounded pass's total, and the worst stall within the bound plus 10 %.
@@ -155,6 +157,7 @@ Needs Linux on x86-64 and permission to trace a child process.`,
 	f.IntSliceVar(&o.patches, "patches", nil, "time bounded pauses for these numbers of patches instead (at most 1,000,000)")
 	f.DurationVar(&o.maxPause, "max-pause", 2*time.Millisecond, "with --patches: the pause bound of a pass")
 	f.IntVar(&o.stopNice, "stop-nice", -20, "with --patches: the tracer's nice value while the world is stopped, -20 to 19 (0 leaves it alone)")
+	f.BoolVar(&o.stopFIFO, "stop-fifo", true, "with --patches: run the tracer under SCHED_FIFO while the world is stopped, so that a thread it resumes cannot delay the others")
 	return cmd
 }
 

@@ -107,19 +107,19 @@ func startPatchTarget(threads, sites int) (*patchTarget, error) {
 	// signal its threads every 10 ms, and each signal is a ptrace stop.
 	env := append(os.Environ(), "GODEBUG=asyncpreemptoff=1")
 	args := []string{exe, "bench", "patch-target", "--threads", strconv.Itoa(threads), "--sites", strconv.Itoa(sites)}
-	return spawnPatchTarget(args, env, 0, sites, benchOld, benchNew)
+	return spawnPatchTarget(args, env, proc.Options{}, sites, benchOld, benchNew)
 }
 
 // spawnPatchTarget spawns a target that prints its addresses (see
-// runPatchTarget), traced with proc.Options.StopNice nice, and returns it
-// running once every thread has started.
-func spawnPatchTarget(args, env []string, nice, sites int, old, new func(int) []byte) (*patchTarget, error) {
+// runPatchTarget), traced with the stop priorities of stop (StopNice,
+// StopFIFO), and returns it running once every thread has started.
+func spawnPatchTarget(args, env []string, stop proc.Options, sites int, old, new func(int) []byte) (*patchTarget, error) {
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, err
 	}
 	defer r.Close()
-	p, err := proc.Spawn(args, &proc.SpawnOptions{Stdout: w, Env: env, Options: proc.Options{StopNice: nice}})
+	p, err := proc.Spawn(args, &proc.SpawnOptions{Stdout: w, Env: env, Options: proc.Options{StopNice: stop.StopNice, StopFIFO: stop.StopFIFO}})
 	w.Close()
 	if err != nil {
 		return nil, fmt.Errorf("start target: %w", err)

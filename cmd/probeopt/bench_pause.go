@@ -81,7 +81,8 @@ type benchPassPhases struct {
 
 // benchPauseReport is the result of the bounded-pause benchmark.
 type benchPauseReport struct {
-	StopNice int // the tracer's nice value during a stop (proc.Options.StopNice)
+	StopNice int  // the tracer's nice value during a stop (proc.Options.StopNice)
+	StopFIFO bool // the tracer under SCHED_FIFO during a stop (proc.Options.StopFIFO)
 	Threads  int
 	Sites    int
 	Rows     []benchPauseRow
@@ -129,7 +130,11 @@ func printBenchPause(w io.Writer, rep *benchPauseReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "\n%d target threads and a stall thread over %d generated functions; medians of %d installs; the tracer at nice %d while stopped.\n", rep.Threads, rep.Sites, repeatsOf(rep.Rows), rep.StopNice)
+	policy := ""
+	if rep.StopFIFO {
+		policy = " under SCHED_FIFO"
+	}
+	fmt.Fprintf(w, "\n%d target threads and a stall thread over %d generated functions; medians of %d installs; the tracer at nice %d%s while stopped.\n", rep.Threads, rep.Sites, repeatsOf(rep.Rows), rep.StopNice, policy)
 	unbounded := map[int]benchPauseRow{}
 	for _, r := range rep.Rows {
 		if r.MaxPause == 0 {

@@ -26,13 +26,13 @@ func benchPause(stderr io.Writer, o *benchPatchOptions) (*benchPauseReport, erro
 		return nil, fmt.Errorf("bench patch: %w", err)
 	}
 	defer os.RemoveAll(dir)
-	t, err := startPauseTarget(dir, o.threads, sites, o.stopNice)
+	t, err := startPauseTarget(dir, o.threads, sites, proc.Options{StopNice: o.stopNice, StopFIFO: o.stopFIFO})
 	if err != nil {
 		return nil, fmt.Errorf("bench patch: %w", err)
 	}
 	defer t.p.Kill()
 	all := t.patches()
-	rep := &benchPauseReport{Threads: o.threads, Sites: sites, StopNice: o.stopNice}
+	rep := &benchPauseReport{Threads: o.threads, Sites: sites, StopNice: o.stopNice, StopFIFO: o.stopFIFO}
 	prog := newProgress(stderr, "bench patch", "installs", 2*len(o.patches)*o.repeat)
 	if !isTerminal(stderr) {
 		prog = nil
@@ -60,9 +60,9 @@ func benchPause(stderr io.Writer, o *benchPatchOptions) (*benchPauseReport, erro
 }
 
 // startPauseTarget compiles the workload with sites functions into dir
-// and starts it with threads calling threads, traced with
-// proc.Options.StopNice stopNice.
-func startPauseTarget(dir string, threads, sites, stopNice int) (*patchTarget, error) {
+// and starts it with threads calling threads, traced with the stop
+// priorities of stop.
+func startPauseTarget(dir string, threads, sites int, stop proc.Options) (*patchTarget, error) {
 	cc, err := exec.LookPath("gcc")
 	if err != nil {
 		return nil, fmt.Errorf("the bounded-pause workload is compiled with gcc: %w", err)
@@ -78,7 +78,7 @@ func startPauseTarget(dir string, threads, sites, stopNice int) (*patchTarget, e
 	if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("gcc: %w\n%s", err, out)
 	}
-	return spawnPatchTarget([]string{exe, strconv.Itoa(threads)}, os.Environ(), stopNice, sites, pauseOld, pauseNew)
+	return spawnPatchTarget([]string{exe, strconv.Itoa(threads)}, os.Environ(), stop, sites, pauseOld, pauseNew)
 }
 
 // benchPauseRun installs and removes ps repeat times under the bound (0:

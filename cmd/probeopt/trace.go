@@ -79,8 +79,10 @@ site is written in one stop of the whole process, or, with --max-pause, in
 as many stops as it takes for none to last longer than DURATION (2ms is what
 the project recommends, from docs/BENCHMARKS.md): the process runs between
 them, and each probe counts from the stop that wrote its site; on a terminal
-a progress line shows the sites written. On a busy machine --stop-nice -20
-(as root) keeps the scheduler from lengthening those stops. --traps serves every site
+a progress line shows the sites written. The tracer runs under SCHED_FIFO
+during those stops (--stop-fifo, as root), so that a thread it resumes
+cannot hold back the others; on a busy machine --stop-nice -20 also keeps
+the scheduler from lengthening them. --traps serves every site
 through traps. Return probes need a trampoline; a thread has --return-depth
 of them armed at once (63 by default), and the report counts the returns of
 deeper calls it could not observe. A site that falls back from a

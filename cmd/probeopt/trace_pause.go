@@ -18,11 +18,13 @@ import (
 type tracePauseOptions struct {
 	maxPause time.Duration
 	stopNice int
+	stopFIFO bool
 }
 
 func addTracePauseFlags(f *pflag.FlagSet, o *tracePauseOptions) {
 	f.DurationVar(&o.maxPause, "max-pause", 0, "stop the process at most `DURATION` at a time to write probes (e.g. 2ms): a larger batch is written in several passes; 0 writes each batch in one stop")
 	f.IntVar(&o.stopNice, "stop-nice", 0, "run the tracer, and each thread until it has stopped, at nice `N` (-20 to 19) during the stops that write probes, so that a busy machine's scheduler does not lengthen them (needs root); 0 leaves the priorities alone")
+	f.BoolVar(&o.stopFIFO, "stop-fifo", true, "run the tracer under SCHED_FIFO during the stops that write probes, so that a thread it resumes cannot hold back the others (needs root; left alone without it)")
 }
 
 // check rejects a negative bound and a nice value out of range.
@@ -37,11 +39,11 @@ func (o *tracePauseOptions) check() error {
 }
 
 // apply sets the tracer options of the flags: the bound, the nice value
-// of the stops, and a progress
+// and policy of the stops, and a progress
 // line on stderr while the passes of a batch run, when it is a terminal.
 // The returned function erases the line.
 func (o *tracePauseOptions) apply(opts *probe.Options, stderr io.Writer) (done func()) {
-	opts.MaxPause, opts.StopNice = o.maxPause, o.stopNice
+	opts.MaxPause, opts.StopNice, opts.StopFIFO = o.maxPause, o.stopNice, o.stopFIFO
 	if o.maxPause <= 0 || !isTerminal(stderr) {
 		return func() {}
 	}

@@ -47,8 +47,8 @@
 // uses) and may change every other general-purpose register and the
 // flags; it uses no vector register. It needs, below the stack pointer
 // it is called with, 512 bytes of BPF stack per frame (one per level of
-// bpf-to-bpf call, at most eight) plus 80 bytes of saved registers and
-// the context's address per frame and 192 bytes for the helpers: 6 KiB
+// bpf-to-bpf call, at most eight) plus 96 bytes of saved registers and
+// probe_read_kernel's words per frame and 192 bytes for the helpers: 6 KiB
 // is always enough. The
 // stack pointer need not be aligned. The caller must not rely on a red
 // zone below its stack pointer: a probe slot moves the stack below the
@@ -83,12 +83,14 @@
 // probe_read_str, which copy through process_vm_readv on the process
 // itself, so that a bad pointer fails in the kernel with -EFAULT (dst
 // zeroed) and never faults the process; probe_read_kernel, the same copy
-// (what a program reads as the kernel's, its context and its stack, lies
-// in the process), a failed read returning the kernel's error for that
-// address (-ERANGE below the kernel's half, -EFAULT in it), and a plain
-// copy for a read of the stack between the stack pointer and the end of
-// a context that lies on the same stack (a probe slot's struct pt_regs,
-// whose address each frame keeps below its BPF stack); ringbuf_output, reserve, submit
+// of what a program reads as the kernel's (its context, its stack and its
+// maps' arenas, which lie in the process here), and -ERANGE with dst
+// zeroed for any other address below the kernel's half, as the kernel
+// refuses a user address before it reads (a failed read in the upper
+// half returns -EFAULT), with a plain copy for a read of the stack
+// between the stack pointer and the end of a context that lies on the
+// same stack (a probe slot's struct pt_regs; each frame keeps the
+// context's address and the end of its stack below its BPF stack); ringbuf_output, reserve, submit
 // and discard on the ring layout of package bpf/maps.
 //
 // # Memory

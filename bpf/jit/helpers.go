@@ -2,6 +2,7 @@ package jit
 
 import (
 	"fmt"
+	"sort"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
@@ -849,15 +850,15 @@ func (c *compiler) readSelf() {
 // zeroed. The copy is the kernel's own (process_vm_readv on this
 // process), so a bad pointer faults in the kernel, never here.
 //
-// With kernel, probe_read_kernel: the same copy, since the memory a
-// program reads as the kernel's (its context, struct pt_regs, and its
-// stack) lies in the process here, but a read that lies between the
-// stack pointer and the end of a context on the same stack (a probe
-// slot's) is a plain copy, without a system call; a failed copy returns what the
-// kernel's returns for that address, -ERANGE below the canonical upper
-// half of a 48-bit address space (the kernel refuses a user address
-// before it reads) and -EFAULT in it, with dst zeroed. A readable user
-// address, which the kernel refuses with -ERANGE, is read.
+// With kernel, probe_read_kernel: the memory a program reads as the
+// kernel's (its context, struct pt_regs, its stack and its maps) lies in
+// the process here. A read of it is the same copy, or a plain copy when
+// it lies between the stack pointer and the end of a context on the same
+// stack (a probe slot's), without a system call. Any other address below
+// the canonical upper half of a 48-bit address space is the process's
+// own, which the kernel refuses before it reads: -ERANGE with dst zeroed
+// (kernelMemory). A failed copy returns -EFAULT in the upper half, as the
+// kernel's does, and -ERANGE below it.
 func (c *compiler) probeRead(kernel bool) {
 	a := c.a
 	ok, fail := a.NewLabel(), a.NewLabel()
@@ -884,6 +885,7 @@ func (c *compiler) probeRead(kernel bool) {
 		a.RepMovsb()
 		c.retZero()
 		a.Bind(slow)
+		c.kernelMemory()
 	}
 	a.ALUImm8(x86enc.Sub, s64, rsp, 32)
 	a.Mov(s32, rsi, rsi)
@@ -918,6 +920,74 @@ func (c *compiler) probeRead(kernel bool) {
 	a.Bind(done)
 	a.ALUImm8(x86enc.Add, s64, rsp, 32)
 	a.Ret()
+}
+
+// kernelMemory returns from probe_read_kernel(dst, size, src) with
+// -ERANGE and dst zeroed, as the kernel does for a user address, unless
+// [src, src+size) lies in what the program reads as the kernel's memory:
+// its stack (from the stack pointer to the end of the entry's frame), its
+// context (struct pt_regs and the words after it), the arenas of its maps;
+// or src lies in the upper half (the copy then fails with -EFAULT, as the
+// kernel's does there), or size is 0. It changes rax, rcx and r9.
+func (c *compiler) kernelMemory() {
+	a := c.a
+	read := a.NewLabel()
+	a.Test(s32, rsi, rsi)
+	a.Jcc(x86enc.CondE, read)
+	a.MovImm(rax, 0xffff_8000_0000_0000)
+	a.ALU(x86enc.Cmp, s64, rdx, rax)
+	a.Jcc(x86enc.CondAE, read)
+	a.Mov(s32, rcx, rsi)
+	a.Mov(s64, r9, rdx)
+	a.ALU(x86enc.Add, s64, r9, rcx) // the end, below 2^48 + 2^32
+	// within checks [rdx, r9) against [lo, hi): lo in rax, then hi in
+	// rax; a range that holds it goes to read.
+	within := func(lo, hi func()) {
+		next := a.NewLabel()
+		lo()
+		a.ALU(x86enc.Cmp, s64, rdx, rax)
+		a.Jcc(x86enc.CondB, next)
+		hi()
+		a.ALU(x86enc.Cmp, s64, r9, rax)
+		a.Jcc(x86enc.CondBE, read)
+		a.Bind(next)
+	}
+	within(func() { a.Mov(s64, rax, rsp) }, func() { a.Load(s64, rax, x86enc.At(x86enc.RBP, -topSlot)) })
+	within(func() { a.Load(s64, rax, x86enc.At(x86enc.RBP, -rawCtxSlot)) }, func() {
+		a.Load(s64, rax, x86enc.At(x86enc.RBP, -rawCtxSlot))
+		a.ALUImm32(x86enc.Add, s64, rax, CtxFlags+8)
+	})
+	for _, ar := range c.arenas() {
+		base, end := ar.Base(), ar.Base()+uint64(ar.Len())
+		within(func() { a.MovImm(rax, base) }, func() { a.MovImm(rax, end) })
+	}
+	a.Mov(s32, rcx, rsi)
+	a.ALU(x86enc.Xor, s32, rax, rax)
+	a.RepStosb()
+	c.retImm(eRANGE)
+	a.Bind(read)
+}
+
+// arenas returns the arenas of the program's maps, each once, in the
+// order of the maps' names.
+func (c *compiler) arenas() []*maps.Arena {
+	names := make([]string, 0, len(c.opts.Maps))
+	for n := range c.opts.Maps {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var out []*maps.Arena
+	for _, n := range names {
+		ar := c.opts.Maps[n].Arena()
+		known := false
+		for _, o := range out {
+			known = known || o == ar
+		}
+		if ar != nil && !known {
+			out = append(out, ar)
+		}
+	}
+	return out
 }
 
 // probeReadStr: probe_read_user_str(dst, size, src) -> the length copied

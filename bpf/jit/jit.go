@@ -259,15 +259,26 @@ func (c *compiler) label(off int) x86enc.Label {
 // and the registers of R6-R9.
 var savedRegs = []x86enc.Reg{x86enc.RBP, x86enc.RBX, x86enc.R13, x86enc.R14, x86enc.R15}
 
-// ctxSlot is where each frame keeps, below its BPF stack, the address of
-// its run's context when the context lies on the same stack just above
-// the code (a probe slot's struct pt_regs), else 0: probe_read_kernel
-// reads it through rbp (R10) for its fast path (helpers.go).
-const ctxSlot = StackSize + 8
+// Below its BPF stack each frame keeps three words for probe_read_kernel,
+// which reads them through rbp (R10) to tell the memory the program reads
+// as the kernel's (helpers.go): at ctxSlot, the address of its run's
+// context when the context lies on the same stack just above the code (a
+// probe slot's struct pt_regs), else 0 (the fast path's copy); at
+// rawCtxSlot, the context's address; at topSlot, the end of the stack the
+// code uses (the entry's return address).
+const (
+	ctxSlot    = StackSize + 8
+	rawCtxSlot = StackSize + 16
+	topSlot    = StackSize + 24
+)
 
 // frameSize is what a frame reserves below its saved registers: the BPF
-// stack and the context slot, 16 bytes.
-const frameSize = StackSize + 16
+// stack and the three slots above, 32 bytes.
+const frameSize = StackSize + 32
+
+// callerFrame is how far above a called function's rbp its caller's
+// frame starts: its five saved registers and the return address.
+const callerFrame = 48
 
 // ctxNear bounds how far above the entry's stack pointer (below its
 // frame) the context may lie to count as on the same stack: a slot's is
@@ -278,11 +289,11 @@ const frameSize = StackSize + 16
 const ctxNear = 1024
 
 // prologue starts a function: the entry also saves r12 and takes the
-// stripe number from rsi; it keeps the context's address in the context
-// slot, and a called function copies its caller's (at rbp+56: above its
-// five saved registers and the return address lies the caller's frame,
-// whose slot is 8 bytes above its bottom). Only rax and r11 are changed:
-// rdi-r8 hold the arguments.
+// stripe number from rsi; it fills its frame's slots (the context, on the
+// same stack or not, and the end of its stack), and a called function
+// copies its caller's (at rbp+callerFrame the caller's frame starts, its
+// slots at the same distances from its bottom). Only rax and r11 are
+// changed: rdi-r8 hold the arguments.
 func (c *compiler) prologue(off int) {
 	a := c.a
 	for _, r := range savedRegs {
@@ -295,10 +306,15 @@ func (c *compiler) prologue(off int) {
 	a.Mov(x86enc.S64, x86enc.RBP, x86enc.RSP)
 	a.ALUImm32(x86enc.Sub, x86enc.S64, x86enc.RSP, frameSize)
 	if off != 0 {
-		a.Load(x86enc.S64, x86enc.RAX, x86enc.At(x86enc.RBP, 56))
-		a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -ctxSlot), x86enc.RAX)
+		for _, slot := range []int32{ctxSlot, rawCtxSlot, topSlot} {
+			a.Load(x86enc.S64, x86enc.RAX, x86enc.At(x86enc.RBP, callerFrame+frameSize-slot))
+			a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -slot), x86enc.RAX)
+		}
 		return
 	}
+	a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -rawCtxSlot), x86enc.RDI)
+	a.Lea(x86enc.RAX, x86enc.At(x86enc.RBP, callerFrame))
+	a.Store(x86enc.S64, x86enc.At(x86enc.RBP, -topSlot), x86enc.RAX)
 	near := a.NewLabel()
 	a.Mov(x86enc.S64, x86enc.R11, x86enc.RDI)
 	a.ALU(x86enc.Sub, x86enc.S64, x86enc.R11, x86enc.RSP)

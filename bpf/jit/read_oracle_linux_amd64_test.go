@@ -227,29 +227,40 @@ func TestCommOracle(t *testing.T) {
 
 // TestReadKernelOracle compares probe_read_kernel with the kernel's on
 // what a program may read as the kernel's memory, its own stack (at
-// every offset and size within 24 bytes of known words), and on the
-// addresses whose reads fail: NULL and an unmapped low address (the
-// kernel's -ERANGE for an address below the kernel's half) and the
-// unmapped start of the kernel's half (-EFAULT), dst zeroed each time.
+// every offset and size within 24 bytes of known words), its context
+// and a value of its map, and on the addresses whose reads fail: NULL and
+// an unmapped low address (the kernel's -ERANGE for an address below the
+// kernel's half), a readable address of this process (-ERANGE too: the
+// kernel refuses a user address before it reads) and the unmapped start
+// of the kernel's half (-EFAULT), dst zeroed each time.
 func TestReadKernelOracle(t *testing.T) {
 	newOracle(t)
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
+	const (
+		fromStack = iota // fp-32+off
+		fromAbs          // src
+		fromCtx          // the context, +off
+		fromMap          // the map's value, +off
+	)
 	type kcase struct {
-		off, size int   // a read of the stack at fp-32+off
-		src       int64 // else a read of src (off < 0)
+		from      int
+		off, size int
+		src       int64
 	}
 	var cases []kcase
 	for off := 0; off < 24; off += 5 {
 		for size := 1; size <= 24-off; size += 3 {
-			cases = append(cases, kcase{off: off, size: size})
+			cases = append(cases, kcase{from: fromStack, off: off, size: size})
 		}
 	}
-	for _, src := range []int64{0, 4096, -1 << 47} {
-		cases = append(cases, kcase{off: -1, size: 8, src: src})
+	user := []byte("a readable word of the tracer")
+	for _, src := range []int64{0, 4096, -1 << 47, int64(uintptr(unsafe.Pointer(&user[0])))} {
+		cases = append(cases, kcase{from: fromAbs, size: 8, src: src})
 	}
+	cases = append(cases, kcase{from: fromCtx, size: 8}, kcase{from: fromMap, off: 8, size: 16})
 	gen := func() asm.Instructions {
-		insns := asm.Instructions{asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
+		insns := asm.Instructions{asm.Mov.Reg(asm.R7, asm.R1), asm.LoadMapValue(asm.R6, 0, 0).WithReference("o")}
 		for i, w := range []int64{0x0706050403020100, 0x0f0e0d0c0b0a0908, 0x1716151413121110, 0x1f1e1d1c1b1a1918} {
 			insns = append(insns, asm.LoadImm(asm.R1, w, asm.DWord), asm.StoreMem(asm.RFP, int16(-32+8*i), asm.R1, asm.DWord))
 		}
@@ -259,10 +270,15 @@ func TestReadKernelOracle(t *testing.T) {
 				insns = append(insns, asm.StoreMem(asm.RFP, int16(off), asm.R1, asm.DWord))
 			}
 			insns = append(insns, asm.Mov.Reg(asm.R1, asm.RFP), asm.Add.Imm(asm.R1, -64), asm.Mov.Imm(asm.R2, int32(c.size)))
-			if c.off >= 0 {
+			switch c.from {
+			case fromStack:
 				insns = append(insns, asm.Mov.Reg(asm.R3, asm.RFP), asm.Add.Imm(asm.R3, int32(-32+c.off)))
-			} else {
+			case fromAbs:
 				insns = append(insns, asm.LoadImm(asm.R3, c.src, asm.DWord))
+			case fromCtx:
+				insns = append(insns, asm.Mov.Reg(asm.R3, asm.R7), asm.Add.Imm(asm.R3, int32(c.off)))
+			case fromMap:
+				insns = append(insns, asm.Mov.Reg(asm.R3, asm.R6), asm.Add.Imm(asm.R3, int32(c.off)))
 			}
 			insns = append(insns, asm.FnProbeReadKernel.Call(), asm.StoreMem(asm.R6, int16(40*i), asm.R0, asm.DWord))
 			for off := 0; off < 32; off += 8 {
@@ -276,17 +292,19 @@ func TestReadKernelOracle(t *testing.T) {
 	failed := 0
 	for i, c := range cases {
 		k, j := kout[40*i:40*i+40], jout[40*i:40*i+40]
-		if c.off < 0 && int64(binary.LittleEndian.Uint64(k)) == 0 {
-			t.Errorf("%+v: the kernel's read succeeded; the case must fail", c)
+		kr := int64(binary.LittleEndian.Uint64(k))
+		if (c.from == fromAbs) != (kr != 0) {
+			t.Errorf("%+v: the kernel's read returned %d; the case must fail exactly when it reads an absolute address", c, kr)
 		}
-		if c.off < 0 && int64(binary.LittleEndian.Uint64(k)) != 0 {
+		if kr != 0 {
 			failed++
 		}
 		if !bytes.Equal(k, j) {
-			t.Errorf("%+v: kernel r0 %d %x, JIT r0 %d %x", c, int64(binary.LittleEndian.Uint64(k)), k[8:],
+			t.Errorf("%+v: kernel r0 %d %x, JIT r0 %d %x", c, kr, k[8:],
 				int64(binary.LittleEndian.Uint64(j)), j[8:])
 		}
 	}
+	runtime.KeepAlive(user)
 	t.Logf("%d probe_read_kernel calls compared (%d failing)", len(cases), failed)
 }
 

@@ -99,6 +99,10 @@ func (a *Arena) Mem() []byte { return a.mem }
 // Base is the address of the arena in the executing process.
 func (a *Arena) Base() uint64 { return a.base }
 
+// Len is the size of the arena's memory in bytes: its maps lie in
+// [Base, Base+Len).
+func (a *Arena) Len() int { return len(a.mem) }
+
 // Used is the number of bytes allocated.
 func (a *Arena) Used() int { return a.used }
 
@@ -220,6 +224,9 @@ func New(arena *Arena, spec *ebpf.MapSpec, opts *Options) (*Map, error) {
 
 // Name is the map's name.
 func (m *Map) Name() string { return m.name }
+
+// Arena returns the arena the map lies in.
+func (m *Map) Arena() *Arena { return m.arena }
 
 // Type is the map's type.
 func (m *Map) Type() ebpf.MapType { return m.typ }

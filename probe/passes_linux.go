@@ -158,24 +158,72 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	}
 	// The slots, and the guardian's record of the sites, before any
 	// pass writes a site (the process runs).
-	slotErr := tg.flushSlots()
-	if slotErr == nil {
-		slotErr = tg.guardRecord(b)
+	err := tg.flushSlots()
+	if err == nil {
+		err = tg.guardRecord(b)
 	}
-	// By the address of their patch: a jump may start after the bytes a
-	// site keeps (an endbr64, a first instruction).
-	added := make(map[uint64]*liveSite, len(b.added))
+	tg.passing = true
+	var r *batchpatch.Result
+	if err == nil {
+		r, err = batchpatch.Apply(tg.p, b.patches, t.passOptions(tg, b))
+	}
+	tg.passing = false
+	tg.removing = nil
+	tg.settlePasses(b, r, err, res)
+}
+
+// passSites are a bounded batch's sites by the address of their patch:
+// a jump may start after the bytes a site keeps (an endbr64, a first
+// instruction).
+type passSites struct {
+	added, removed, next map[uint64]*liveSite
+}
+
+func newPassSites(b *staged) passSites {
+	ps := passSites{
+		added:   make(map[uint64]*liveSite, len(b.added)),
+		removed: make(map[uint64]*liveSite, len(b.removed)),
+		next:    make(map[uint64]*liveSite, len(b.next)),
+	}
 	for _, s := range b.added {
-		added[s.installPatch().Addr] = s
+		ps.added[s.installPatch().Addr] = s
 	}
-	removed := make(map[uint64]*liveSite, len(b.removed))
 	for _, s := range b.removed {
-		removed[s.removePatch().Addr] = s
+		ps.removed[s.removePatch().Addr] = s
 	}
-	next := make(map[uint64]*liveSite, len(b.next))
 	for _, s := range b.next {
-		next[s.installPatch().Addr] = s
+		ps.next[s.installPatch().Addr] = s
 	}
+	return ps
+}
+
+// landed makes the sites of the patches a pass applied live, or retires
+// the ones it removed (the world is stopped: w, when it is a proc.World).
+func (tg *target) landed(ps passSites, w batchpatch.World, applied []batchpatch.Patch) {
+	pw, _ := w.(*proc.World)
+	for _, p := range applied {
+		if s := ps.added[p.Addr]; s != nil && pw != nil {
+			tg.semaphore(pw, s, +1)
+		}
+		if s := ps.removed[p.Addr]; s != nil {
+			if pw != nil {
+				tg.semaphore(pw, s, -1)
+			}
+			tg.retire(s)
+			tg.forget(s)
+			delete(tg.removing, s.addr)
+			continue
+		}
+		if s := ps.next[p.Addr]; s != nil {
+			s.goLive()
+		}
+	}
+}
+
+// passOptions are the options of batch b's passes: each patch a unit,
+// the bound, the sites going live as their pass lands, the tracer's
+// figures and progress, and the lock released between passes.
+func (t *Tracer) passOptions(tg *target, b *staged) *batchpatch.Options {
 	steps := -1
 	for i := range b.patches {
 		b.patches[i].Unit = b.patches[i].Addr
@@ -183,31 +231,11 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 			steps = 0
 		}
 	}
+	ps := newPassSites(b)
 	opts := patchOptions(steps)
 	opts.MaxPause = t.opts.MaxPause
 	opts.PassGap = -1 // slept with the lock released, below
-	opts.Landed = func(w batchpatch.World, applied []batchpatch.Patch) {
-		pw, _ := w.(*proc.World)
-		for _, p := range applied {
-			if s := added[p.Addr]; s != nil {
-				if pw != nil {
-					tg.semaphore(pw, s, +1)
-				}
-			}
-			if s := removed[p.Addr]; s != nil {
-				if pw != nil {
-					tg.semaphore(pw, s, -1)
-				}
-				tg.retire(s)
-				tg.forget(s)
-				delete(tg.removing, s.addr)
-				continue
-			}
-			if s := next[p.Addr]; s != nil {
-				s.goLive()
-			}
-		}
-	}
+	opts.Landed = func(w batchpatch.World, applied []batchpatch.Patch) { tg.landed(ps, w, applied) }
 	done, total := 0, len(b.patches)
 	opts.OnPass = func(st batchpatch.PassStats, applied []batchpatch.Patch) {
 		t.batches++
@@ -227,14 +255,14 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 		}
 		return nil
 	}
-	tg.passing = true
-	var r *batchpatch.Result
-	err := slotErr
-	if err == nil {
-		r, err = batchpatch.Apply(tg.p, b.patches, opts)
-	}
-	tg.passing = false
-	tg.removing = nil
+	return opts
+}
+
+// settlePasses records the outcome of batch b's passes (r, err): the
+// error, the probes whose sites were not written, and the table of the
+// sites that stay: the batch's, less the additions that were not
+// written, plus the removals that were not.
+func (tg *target) settlePasses(b *staged, r *batchpatch.Result, err error, res *batchResult) {
 	applied := map[uint64]bool{}
 	if r != nil {
 		for _, p := range r.Applied {
@@ -252,8 +280,6 @@ func (t *Tracer) runPasses(tg *target, res *batchResult) {
 	if tg.closed {
 		return
 	}
-	// The sites that stay: the batch's, less the additions that were
-	// not written, plus the removals that were not.
 	final := make(map[uint64]*liveSite, len(b.next))
 	for a, s := range b.next {
 		final[a] = s

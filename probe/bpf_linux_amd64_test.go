@@ -231,108 +231,21 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 	}
 	defer coll.Close()
 	cmd, w := startWorkload(t, exe, args)
-	in := w.in
-	for _, a := range attach {
-		path := exe
-		if a.Module != "" {
-			path = mappedPath(t, cmd.Process.Pid, a.Module)
-		}
-		ex, err := link.OpenExecutable(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts := &link.UprobeOptions{PID: cmd.Process.Pid, Cookie: a.Cookie}
-		var l link.Link
-		if a.Return {
-			l, err = ex.Uretprobe(a.Symbol, coll.Programs[a.Prog], opts)
-		} else {
-			l, err = ex.Uprobe(a.Symbol, coll.Programs[a.Prog], opts)
-		}
-		if err != nil {
-			t.Fatalf("kernel uprobe %s at %s: %v", a.Prog, a.Symbol, err)
-		}
-		defer l.Close()
-	}
-	readers := map[string]*ringbuf.Reader{}
-	perfReaders := map[string]*perf.Reader{}
-	for name, m := range coll.Maps {
-		switch m.Type() {
-		case ebpf.RingBuf:
-			rd, err := ringbuf.NewReader(m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			readers[name] = rd
-		case ebpf.PerfEventArray:
-			rd, err := perf.NewReader(m, 1<<18)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer rd.Close()
-			perfReaders[name] = rd
-		}
-	}
+	defer kernelAttach(t, coll, cmd.Process.Pid, exe, attach)()
+	rd := newKernelRecords(t, coll)
+	defer rd.close()
 	w.start(t)
 	mappings := mappingsOf(t, cmd.Process.Pid)
-	in.Close()
+	w.in.Close()
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("workload: %v", err)
 	}
-	d := bpfDump{Maps: map[string]map[string]string{}, Records: map[string][]string{}}
-	for name, rd := range readers {
-		rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
-		for {
-			rec, err := rd.Read()
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatal(err)
-				}
-				break
-			}
-			d.Records[name] = append(d.Records[name], hex.EncodeToString(rec.RawSample))
-		}
-		sort.Strings(d.Records[name])
-	}
-	for name, rd := range perfReaders {
-		rd.SetDeadline(time.Now().Add(200 * time.Millisecond))
-		for {
-			rec, err := rd.Read()
-			if err != nil {
-				if !errors.Is(err, os.ErrDeadlineExceeded) {
-					t.Fatal(err)
-				}
-				break
-			}
-			if rec.LostSamples != 0 {
-				t.Errorf("perf %s: the kernel lost %d samples", name, rec.LostSamples)
-			}
-			d.Records[name] = append(d.Records[name], hex.EncodeToString(rec.RawSample))
-		}
-		sort.Strings(d.Records[name])
-	}
+	d := bpfDump{Maps: map[string]map[string]string{}, Records: rd.drain(t)}
 	for name, m := range coll.Maps {
 		if m.Type() == ebpf.RingBuf || m.Type() == ebpf.PerfEventArray || strings.HasPrefix(name, ".") {
 			continue
 		}
-		entries := map[string]string{}
-		it := m.Iterate()
-		key := make([]byte, m.KeySize())
-		if m.Type() == ebpf.PerCPUArray || m.Type() == ebpf.PerCPUHash {
-			var vals [][]byte
-			for it.Next(&key, &vals) {
-				entries[hex.EncodeToString(key)] = sumWords(vals)
-			}
-		} else {
-			val := make([]byte, m.ValueSize())
-			for it.Next(&key, &val) {
-				entries[hex.EncodeToString(key)] = hex.EncodeToString(val)
-			}
-		}
-		if err := it.Err(); err != nil {
-			t.Fatal(err)
-		}
-		d.Maps[name] = entries
+		d.Maps[name] = kernelMapEntries(t, m)
 	}
 	symbolize(&d, mappings)
 	d.Mappings = mappings
@@ -340,6 +253,144 @@ func bpfKernelRun(t *testing.T, objPath, exe string, args []string, attach []bpf
 		d.Printk = printkLines()
 	}
 	return d
+}
+
+// kernelAttach attaches the programs of coll to process pid as attach
+// says, and returns what detaches them.
+func kernelAttach(t *testing.T, coll *ebpf.Collection, pid int, exe string, attach []bpfAttach) (detach func()) {
+	t.Helper()
+	var links []link.Link
+	detach = func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}
+	for _, a := range attach {
+		path := exe
+		if a.Module != "" {
+			path = mappedPath(t, pid, a.Module)
+		}
+		ex, err := link.OpenExecutable(path)
+		if err != nil {
+			detach()
+			t.Fatal(err)
+		}
+		opts := &link.UprobeOptions{PID: pid, Cookie: a.Cookie}
+		var l link.Link
+		if a.Return {
+			l, err = ex.Uretprobe(a.Symbol, coll.Programs[a.Prog], opts)
+		} else {
+			l, err = ex.Uprobe(a.Symbol, coll.Programs[a.Prog], opts)
+		}
+		if err != nil {
+			detach()
+			t.Fatalf("kernel uprobe %s at %s: %v", a.Prog, a.Symbol, err)
+		}
+		links = append(links, l)
+	}
+	return detach
+}
+
+// kernelRecords reads the ring buffers and perf event arrays of a
+// collection.
+type kernelRecords struct {
+	rings map[string]*ringbuf.Reader
+	perfs map[string]*perf.Reader
+}
+
+func newKernelRecords(t *testing.T, coll *ebpf.Collection) *kernelRecords {
+	t.Helper()
+	kr := &kernelRecords{rings: map[string]*ringbuf.Reader{}, perfs: map[string]*perf.Reader{}}
+	for name, m := range coll.Maps {
+		switch m.Type() {
+		case ebpf.RingBuf:
+			rd, err := ringbuf.NewReader(m)
+			if err != nil {
+				kr.close()
+				t.Fatal(err)
+			}
+			kr.rings[name] = rd
+		case ebpf.PerfEventArray:
+			rd, err := perf.NewReader(m, 1<<18)
+			if err != nil {
+				kr.close()
+				t.Fatal(err)
+			}
+			kr.perfs[name] = rd
+		}
+	}
+	return kr
+}
+
+func (kr *kernelRecords) close() {
+	for _, rd := range kr.rings {
+		rd.Close()
+	}
+	for _, rd := range kr.perfs {
+		rd.Close()
+	}
+}
+
+// drain reads every record left, in hex, sorted per map; a perf ring
+// that lost samples is an error.
+func (kr *kernelRecords) drain(t *testing.T) map[string][]string {
+	t.Helper()
+	out := map[string][]string{}
+	// each reads a map's records until the reader's deadline passes.
+	each := func(name string, setDeadline func(time.Time), read func() ([]byte, uint64, error)) {
+		setDeadline(time.Now().Add(200 * time.Millisecond))
+		for {
+			rec, lost, err := read()
+			if err != nil {
+				if !errors.Is(err, os.ErrDeadlineExceeded) {
+					t.Fatal(err)
+				}
+				break
+			}
+			if lost != 0 {
+				t.Errorf("perf %s: the kernel lost %d samples", name, lost)
+			}
+			out[name] = append(out[name], hex.EncodeToString(rec))
+		}
+		sort.Strings(out[name])
+	}
+	for name, rd := range kr.rings {
+		each(name, rd.SetDeadline, func() ([]byte, uint64, error) {
+			rec, err := rd.Read()
+			return rec.RawSample, 0, err
+		})
+	}
+	for name, rd := range kr.perfs {
+		each(name, rd.SetDeadline, func() ([]byte, uint64, error) {
+			rec, err := rd.Read()
+			return rec.RawSample, rec.LostSamples, err
+		})
+	}
+	return out
+}
+
+// kernelMapEntries returns a kernel map's entries, key to value in hex,
+// a per-CPU map's values summed as words (sumWords).
+func kernelMapEntries(t *testing.T, m *ebpf.Map) map[string]string {
+	t.Helper()
+	entries := map[string]string{}
+	it := m.Iterate()
+	key := make([]byte, m.KeySize())
+	if m.Type() == ebpf.PerCPUArray || m.Type() == ebpf.PerCPUHash {
+		var vals [][]byte
+		for it.Next(&key, &vals) {
+			entries[hex.EncodeToString(key)] = sumWords(vals)
+		}
+	} else {
+		val := make([]byte, m.ValueSize())
+		for it.Next(&key, &val) {
+			entries[hex.EncodeToString(key)] = hex.EncodeToString(val)
+		}
+	}
+	if err := it.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return entries
 }
 
 // mappedPath returns the path of the file process pid maps whose base

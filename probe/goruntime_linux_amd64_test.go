@@ -236,9 +236,41 @@ func TestGoReturnProbes(t *testing.T) {
 	if err != nil {
 		t.Fatalf("untraced: %v", err)
 	}
-	// The results of each return, as the program computes them.
+	exp := gortReturns(rounds)
+	for _, traps := range []bool{false, true} {
+		t.Run(map[bool]string{false: "trampolines", true: "traps"}[traps], func(t *testing.T) {
+			run := traceGortReturns(t, argv, exp, traps)
+			if !bytes.Equal(run.out, want) {
+				t.Errorf("traced output %q, untraced %q", run.out, want)
+			}
+			for g := 0; g < rounds; g++ {
+				if run.args[uint64(g)] == 0 || len(run.args) != rounds {
+					t.Errorf("mayPanic's entry events have the arguments %v, want 0 to %d", run.args, rounds-1)
+					break
+				}
+			}
+			tramps := checkGortReturns(t, run, exp)
+			// A return instruction takes a detour only when the bytes
+			// after it may be displaced (spin's here).
+			if traps != (tramps == 0) {
+				t.Errorf("%d return sites with trampolines", tramps)
+			}
+		})
+	}
+}
+
+// gortExpect is what gort's functions return, as the program computes it:
+// how many times each returns, and, where known, how often each result
+// comes back.
+type gortExpect struct {
+	returns map[string]uint64
+	results map[string]map[uint64]uint64
+}
+
+// gortReturns computes gortExpect for a run of rounds rounds.
+func gortReturns(rounds int) gortExpect {
 	results := map[string]map[uint64]uint64{"main.mayPanic": {}, "main.safeDiv": {}, "main.grow": {}, "main.churn": nil, "main.spin": nil}
-	returns := map[string]uint64{"main.spin": rounds + 1, "main.churn": rounds, "main.safeDiv": rounds, "main.grow": rounds * (gortGrowDepth + 1)}
+	returns := map[string]uint64{"main.spin": uint64(rounds + 1), "main.churn": uint64(rounds), "main.safeDiv": uint64(rounds), "main.grow": uint64(rounds * (gortGrowDepth + 1))}
 	for g := 0; g < rounds; g++ {
 		if g%3 == 0 {
 			results["main.safeDiv"][uint64(-len(fmt.Sprintf("third %d", g)))]++
@@ -249,7 +281,7 @@ func TestGoReturnProbes(t *testing.T) {
 		results["main.safeDiv"][uint64(100/(g%3))]++
 	}
 	for v := 0; v <= gortGrowDepth; v++ {
-		results["main.grow"][uint64(v)] = rounds
+		results["main.grow"][uint64(v)] = uint64(rounds)
 	}
 	// spin's loop, computed here.
 	spin := func(n int) uint64 {
@@ -263,105 +295,110 @@ func TestGoReturnProbes(t *testing.T) {
 	for g := 0; g < rounds; g++ {
 		results["main.spin"][spin(20000+g)]++
 	}
-	for _, traps := range []bool{false, true} {
-		t.Run(map[bool]string{false: "trampolines", true: "traps"}[traps], func(t *testing.T) {
-			var specs []string
-			for name := range returns {
-				specs = append(specs, name+"%return")
-			}
-			specs = append(specs, "main.mayPanic")
-			r, w := fixture.Pipe(t)
-			tr, err := probe.Spawn(argv, &probe.SpawnOptions{Stdout: w, Options: probe.Options{Events: true, NoTrampolines: traps}})
-			w.Close()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tr.Kill()
-			probes, err := tr.Add(specs...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			name := map[int]string{}
-			for _, p := range probes {
-				name[p.ID] = strings.TrimSuffix(p.Spec, "%return")
-			}
-			got, args := map[string]map[uint64]uint64{}, map[uint64]uint64{}
-			evDone := make(chan struct{})
-			go func() {
-				defer close(evDone)
-				for ev := range tr.Events() {
-					n := name[ev.Probe]
-					if ev.Probe == probes[len(probes)-1].ID {
-						args[ev.Args[0]]++
-						continue
-					}
-					if !ev.Return {
-						t.Errorf("%s: an event that is not a return: %+v", n, ev)
-					}
-					if got[n] == nil {
-						got[n] = map[uint64]uint64{}
-					}
-					got[n][ev.Ret]++
-				}
-			}()
-			var out bytes.Buffer
-			copied := make(chan struct{})
-			go func() { out.ReadFrom(r); close(copied) }()
-			if err := tr.Resume(); err != nil {
-				t.Fatal(err)
-			}
-			st, err := tr.Wait()
-			<-copied
-			<-evDone
-			if err != nil || !st.Success() {
-				t.Fatalf("traced: %+v %v", st, err)
-			}
-			if !bytes.Equal(out.Bytes(), want) {
-				t.Errorf("traced output %q, untraced %q", out.Bytes(), want)
-			}
-			stats := tr.Stats()
-			if stats.DroppedEvents != 0 {
-				t.Fatalf("%d events dropped", stats.DroppedEvents)
-			}
-			for g := 0; g < rounds; g++ {
-				if args[uint64(g)] == 0 || len(args) != rounds {
-					t.Errorf("mayPanic's entry events have the arguments %v, want 0 to %d", args, rounds-1)
-					break
-				}
-			}
-			tramps := 0
-			for _, p := range stats.Probes {
-				if !strings.HasSuffix(p.Spec, "%return") {
-					continue
-				}
-				n := strings.TrimSuffix(p.Spec, "%return")
-				var hits, events uint64
-				var where []string
-				for _, s := range p.Sites {
-					hits += s.Hits
-					where = append(where, fmt.Sprintf("%s %s", s.Symbol, s.Strategy))
-					if s.Strategy == plan.TrampolineDetour || s.Strategy == plan.TrampolineNop {
-						tramps++
-					}
-				}
-				for _, c := range got[n] {
-					events += c
-				}
-				if hits != returns[n] || events != returns[n] {
-					t.Errorf("%s: %d hits, %d return events at %v; it returns %d times", n, hits, events, where, returns[n])
-				}
-				if w := results[n]; w != nil && !maps.Equal(got[n], w) {
-					t.Errorf("%s: results %v, the program's %v", n, got[n], w)
-				}
-				t.Logf("%s: %d returns at %v", n, hits, where)
-			}
-			// A return instruction takes a detour only when the bytes
-			// after it may be displaced (spin's here).
-			if traps != (tramps == 0) {
-				t.Errorf("%d return sites with trampolines", tramps)
-			}
-		})
+	return gortExpect{returns: returns, results: results}
+}
+
+// gortRun is a traced run of gort: its output, the results of each
+// function's return events, mayPanic's entry arguments, and the stats.
+type gortRun struct {
+	out   []byte
+	got   map[string]map[uint64]uint64
+	args  map[uint64]uint64
+	stats probe.Stats
+}
+
+// traceGortReturns runs gort with a return probe on each function of exp
+// and an entry probe on main.mayPanic, events on, traps only with traps.
+func traceGortReturns(t *testing.T, argv []string, exp gortExpect, traps bool) gortRun {
+	t.Helper()
+	var specs []string
+	for name := range exp.returns {
+		specs = append(specs, name+"%return")
 	}
+	specs = append(specs, "main.mayPanic")
+	r, w := fixture.Pipe(t)
+	tr, err := probe.Spawn(argv, &probe.SpawnOptions{Stdout: w, Options: probe.Options{Events: true, NoTrampolines: traps}})
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Kill()
+	probes, err := tr.Add(specs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := map[int]string{}
+	for _, p := range probes {
+		name[p.ID] = strings.TrimSuffix(p.Spec, "%return")
+	}
+	run := gortRun{got: map[string]map[uint64]uint64{}, args: map[uint64]uint64{}}
+	evDone := make(chan struct{})
+	go func() {
+		defer close(evDone)
+		for ev := range tr.Events() {
+			n := name[ev.Probe]
+			if ev.Probe == probes[len(probes)-1].ID {
+				run.args[ev.Args[0]]++
+				continue
+			}
+			if !ev.Return {
+				t.Errorf("%s: an event that is not a return: %+v", n, ev)
+			}
+			if run.got[n] == nil {
+				run.got[n] = map[uint64]uint64{}
+			}
+			run.got[n][ev.Ret]++
+		}
+	}()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { out.ReadFrom(r); close(copied) }()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tr.Wait()
+	<-copied
+	<-evDone
+	if err != nil || !st.Success() {
+		t.Fatalf("traced: %+v %v", st, err)
+	}
+	run.out, run.stats = out.Bytes(), tr.Stats()
+	if run.stats.DroppedEvents != 0 {
+		t.Fatalf("%d events dropped", run.stats.DroppedEvents)
+	}
+	return run
+}
+
+// checkGortReturns compares each return probe's hits, events and results
+// with exp, and returns how many return sites had a trampoline.
+func checkGortReturns(t *testing.T, run gortRun, exp gortExpect) (tramps int) {
+	t.Helper()
+	for _, p := range run.stats.Probes {
+		if !strings.HasSuffix(p.Spec, "%return") {
+			continue
+		}
+		n := strings.TrimSuffix(p.Spec, "%return")
+		var hits, events uint64
+		var where []string
+		for _, s := range p.Sites {
+			hits += s.Hits
+			where = append(where, fmt.Sprintf("%s %s", s.Symbol, s.Strategy))
+			if s.Strategy == plan.TrampolineDetour || s.Strategy == plan.TrampolineNop {
+				tramps++
+			}
+		}
+		for _, c := range run.got[n] {
+			events += c
+		}
+		if hits != exp.returns[n] || events != exp.returns[n] {
+			t.Errorf("%s: %d hits, %d return events at %v; it returns %d times", n, hits, events, where, exp.returns[n])
+		}
+		if w := exp.results[n]; w != nil && !maps.Equal(run.got[n], w) {
+			t.Errorf("%s: results %v, the program's %v", n, run.got[n], w)
+		}
+		t.Logf("%s: %d returns at %v", n, hits, where)
+	}
+	return tramps
 }
 
 // TestGoStartEntries probes the first instructions a Go program runs,

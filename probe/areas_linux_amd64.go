@@ -21,14 +21,6 @@ const areaScanLimit = 512 << 20
 // areasBusy returns why the areas may still be in use in the stopped
 // process (see the checks above), "" when none applies.
 func areasBusy(w *proc.World, areas []leftArea) string {
-	inCode := func(v uint64) bool {
-		for _, a := range areas {
-			if a.kind != areaData && v >= a.addr && v < a.addr+a.size {
-				return true
-			}
-		}
-		return false
-	}
 	maps, err := w.Maps()
 	if err != nil {
 		return err.Error()
@@ -37,21 +29,56 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 	if err != nil {
 		return err.Error()
 	}
-	// 2: the threads' PCs.
-	for _, th := range ths {
-		for _, a := range areas {
+	c := &areaCheck{w: w, areas: areas, maps: maps, ths: ths, budget: areaScanLimit}
+	for _, check := range []func() string{c.threadPCs, c.armedReturns, c.jumpsInto, c.stackWords} {
+		if why := check(); why != "" {
+			return why
+		}
+	}
+	return ""
+}
+
+// areaCheck is the state of areasBusy's checks: the stopped process's
+// mappings and threads, and the bytes of text and stacks they may still
+// read (budget).
+type areaCheck struct {
+	w      *proc.World
+	areas  []leftArea
+	maps   []proc.Mapping
+	ths    []proc.ThreadInfo
+	budget uint64
+}
+
+// inCode reports whether v lies in a slot area (not the data area).
+func (c *areaCheck) inCode(v uint64) bool {
+	for _, a := range c.areas {
+		if a.kind != areaData && v >= a.addr && v < a.addr+a.size {
+			return true
+		}
+	}
+	return false
+}
+
+// threadPCs is check 2: a thread's PC in an area.
+func (c *areaCheck) threadPCs() string {
+	for _, th := range c.ths {
+		for _, a := range c.areas {
 			if th.PC >= a.addr && th.PC < a.addr+a.size {
 				return fmt.Sprintf("thread %d runs at %#x in the area at %#x", th.Tid, th.PC, a.addr)
 			}
 		}
 	}
-	// 3: armed return probes.
-	for _, a := range areas {
+	return ""
+}
+
+// armedReturns is check 3: a return probe armed in a thread table.
+func (c *areaCheck) armedReturns() string {
+	for _, a := range c.areas {
 		if a.threads == nil {
 			continue
 		}
 		mem := make([]byte, a.threads.Size())
-		if err := w.ReadMemory(a.threads.Addr, mem); err != nil {
+		if err := c.w.ReadMemory(a.threads.Addr, mem); err != nil {
 			return fmt.Sprintf("read the thread table at %#x: %v", a.threads.Addr, err)
 		}
 		stacks, err := a.threads.ReadThreads(mem)
@@ -64,18 +91,22 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 			}
 		}
 	}
-	budget := uint64(areaScanLimit)
-	// 1: jumps into the slot areas from executable files' text.
-	for _, m := range maps {
+	return ""
+}
+
+// jumpsInto is check 1: a jump into a slot area from an executable
+// file's text.
+func (c *areaCheck) jumpsInto() string {
+	for _, m := range c.maps {
 		if !m.Exec || m.Path == "" || strings.HasPrefix(m.Path, "[") {
 			continue
 		}
-		if m.End-m.Start > budget {
+		if m.End-m.Start > c.budget {
 			return "too much text to check for jumps into the areas"
 		}
-		budget -= m.End - m.Start
+		c.budget -= m.End - m.Start
 		text := make([]byte, m.End-m.Start)
-		if w.ReadMemory(m.Start, text) != nil {
+		if c.w.ReadMemory(m.Start, text) != nil {
 			continue // unreadable: nothing runs from there either
 		}
 		for i := 0; i+5 <= len(text); i++ {
@@ -83,12 +114,19 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 				continue
 			}
 			to := m.Start + uint64(i) + 5 + uint64(int64(int32(binary.LittleEndian.Uint32(text[i+1:]))))
-			if inCode(to) {
+			if c.inCode(to) {
 				return fmt.Sprintf("%s holds a jump at %#x into the area at %#x", m.Path, m.Start+uint64(i), to)
 			}
 		}
 	}
-	// 4: the stacks.
+	return ""
+}
+
+// stackWords is check 4: an address in a slot area just above a thread's
+// stack pointer, or a signal frame that interrupted a slot, on the
+// stacks.
+func (c *areaCheck) stackWords() string {
+	w, maps := c.w, c.maps
 	type span struct {
 		lo, hi uint64
 		sp     bool // lo is a thread's stack pointer
@@ -108,7 +146,7 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 	}
 	withSP := map[int]bool{}
 	offStack := false // a thread runs on a stack of another kind (an alternate signal stack)
-	for _, th := range ths {
+	for _, th := range c.ths {
 		r, err := w.Regs(th.Tid)
 		if err != nil {
 			continue
@@ -148,10 +186,10 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 		return ok
 	}
 	for _, sp := range spans {
-		if sp.hi-sp.lo > budget {
+		if sp.hi-sp.lo > c.budget {
 			return "too much stack to scan for addresses in the areas"
 		}
-		budget -= sp.hi - sp.lo
+		c.budget -= sp.hi - sp.lo
 		buf := make([]byte, sp.hi-sp.lo)
 		if w.ReadMemory(sp.lo, buf) != nil {
 			// Read page by page: a page that cannot be read holds nothing.
@@ -165,13 +203,13 @@ func areasBusy(w *proc.World, areas []leftArea) string {
 		for off := 0; off+8 <= len(buf); off += 8 {
 			v := binary.LittleEndian.Uint64(buf[off:])
 			switch {
-			case off < areaNearSP && sp.sp && inCode(v):
+			case off < areaNearSP && sp.sp && c.inCode(v):
 				// Just above a thread's stack pointer: the frame of a
 				// slot that called a function (a BPF program).
 				return fmt.Sprintf("the stack at %#x holds %#x, in an area", sp.lo+uint64(off), v)
 			case off+sigframeRIP+8 <= len(buf) && inRanges(exec, v) && isRestorer(v):
 				// A signal frame: the interrupted instruction pointer.
-				if rip := binary.LittleEndian.Uint64(buf[off+sigframeRIP:]); inCode(rip) {
+				if rip := binary.LittleEndian.Uint64(buf[off+sigframeRIP:]); c.inCode(rip) {
 					return fmt.Sprintf("a signal frame at %#x interrupted %#x, in an area", sp.lo+uint64(off), rip)
 				}
 			}

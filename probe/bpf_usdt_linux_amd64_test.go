@@ -147,19 +147,7 @@ func TestBPFUSDTArgs(t *testing.T) {
 		t.Errorf("%d traps: the programs must run in trampoline slots", st.Traps)
 	}
 
-	// The workload's construction: every round hits each probe once per
-	// thread with k = round % 8.
-	per := fmt.Sprintf("%016x", swap64(rounds/8*threads))
-	hits := map[string]string{usdtHit(12, 5, -1, 70000, -9): fmt.Sprintf("%016x", swap64(rounds*threads))}
-	byArgs := map[string]string{}
-	for k := int64(0); k < 8; k++ {
-		hits[usdtHit(11, -100-k, 200+k, -1000-k, 60000+k, -100000-k, 4000000000+k, -5000000000-k, int64(-0x0123456789abcdf0+k))] = per
-		hits[usdtHit(13, -7-k, 123456789*k, k-4)] = per
-		hits[usdtHit(13, -70-k, -123456789*k, k-40)] = per
-		hits[usdtHit(14, k, 1)] = per
-		byArgs[word(-7-k)] = word(rounds / 8 * threads * (123456789*k + k - 4))
-		byArgs[word(-70-k)] = word(rounds / 8 * threads * (-123456789*k + k - 40))
-	}
+	hits, byArgs := usdtConstruction(rounds, threads)
 	for name, d := range map[string]bpfDump{"libbpf": kernel, "probeopt": ours} {
 		for m, want := range map[string]map[string]string{"hits": hits, "by_args": byArgs} {
 			got := d.Maps[m]
@@ -178,45 +166,73 @@ func TestBPFUSDTArgs(t *testing.T) {
 	entries, _ := compareDumps(t, kernel, ours, nil)
 	t.Logf("%d map entries compared (%d spec IDs used)", entries, countNonZero(kernel.Maps[bpf.USDTSpecsMap]))
 
-	// By address (BPFOptions.USDTByAddress), as libbpf's loader does on a
-	// kernel without cookies: the same hits; the specs of on_usdt's
-	// attachments, with the IDs libbpf gave them; and each note's
-	// run-time address (readelf's location plus the executable's load
-	// address) mapped to its spec's ID. A second program at the same
-	// notes is refused, as libbpf refuses an IP collision.
-	t.Run("by-address", func(t *testing.T) {
-		addr, _ := bpfProbeoptRunBPF(t, obj, exe, args, ba[:4], &probe.BPFOptions{USDTByAddress: true})
-		if got := addr.Maps["hits"]; fmt.Sprint(got) != fmt.Sprint(hits) {
-			t.Errorf("hits: %d entries, want the construction's %d (%v)", len(got), len(hits), got)
-		}
-		for k, v := range kernel.Maps[bpf.USDTSpecsMap] {
-			if id := binary.LittleEndian.Uint32(mustHex(t, k)); id >= 5 {
-				v = strings.Repeat("0", len(v)) // the attachment of three
-			}
-			if addr.Maps[bpf.USDTSpecsMap][k] != v {
-				t.Errorf("spec %s: %s, libbpf's %s", k, addr.Maps[bpf.USDTSpecsMap][k], v)
-			}
-		}
-		base := loadAddress(t, addr.Mappings, exe)
-		want := map[string]string{}
-		for i, loc := range readelfLocations(t, exe, "regs", "consts", "mem", "guarded") {
-			want[word(int64(base+loc))] = hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, uint32(i)))
-		}
-		if got := addr.Maps[bpf.USDTIPMap]; fmt.Sprint(got) != fmt.Sprint(want) {
-			t.Errorf("%s: %v, want %v", bpf.USDTIPMap, got, want)
-		}
-		_, w, b := spawnLoadedBPF(t, obj, exe, []string{"8", "1"}, nil, &probe.BPFOptions{USDTByAddress: true})
-		defer w.in.Close()
-		if _, err := b.Attach("on_usdt", "usdt:usdtwork:mem", nil); err != nil {
-			t.Fatal(err)
-		}
-		if l, err := b.Attach("three", "usdt:usdtwork:mem", nil); err == nil {
-			t.Errorf("a second program at the same notes by address: %v, %v; want a refusal", l, err)
-		} else {
-			t.Logf("refused: %v", err)
-		}
-	})
+	t.Run("by-address", func(t *testing.T) { testUSDTByAddress(t, obj, exe, args, ba[:4], hits, kernel) })
+	testUSDTAttachments(t, obj, exe)
+}
 
+// usdtConstruction is the workload's construction: every round hits
+// each probe once per thread with k = round % 8. It returns the entries
+// of the hits and by_args maps.
+func usdtConstruction(rounds, threads int) (hits, byArgs map[string]string) {
+	per := fmt.Sprintf("%016x", swap64(uint64(rounds/8*threads)))
+	hits = map[string]string{usdtHit(12, 5, -1, 70000, -9): fmt.Sprintf("%016x", swap64(uint64(rounds*threads)))}
+	byArgs = map[string]string{}
+	for k := int64(0); k < 8; k++ {
+		hits[usdtHit(11, -100-k, 200+k, -1000-k, 60000+k, -100000-k, 4000000000+k, -5000000000-k, int64(-0x0123456789abcdf0+k))] = per
+		hits[usdtHit(13, -7-k, 123456789*k, k-4)] = per
+		hits[usdtHit(13, -70-k, -123456789*k, k-40)] = per
+		hits[usdtHit(14, k, 1)] = per
+		byArgs[word(-7-k)] = word(int64(rounds/8*threads) * (123456789*k + k - 4))
+		byArgs[word(-70-k)] = word(int64(rounds/8*threads) * (-123456789*k + k - 40))
+	}
+	return hits, byArgs
+}
+
+// testUSDTByAddress attaches by address (BPFOptions.USDTByAddress), as
+// libbpf's loader does on a kernel without cookies, and checks the same
+// hits; the specs of on_usdt's
+// attachments, with the IDs libbpf gave them; and each note's
+// run-time address (readelf's location plus the executable's load
+// address) mapped to its spec's ID. A second program at the same
+// notes is refused, as libbpf refuses an IP collision.
+func testUSDTByAddress(t *testing.T, obj, exe string, args []string, ba []bpfAttach, hits map[string]string, kernel bpfDump) {
+	addr, _ := bpfProbeoptRunBPF(t, obj, exe, args, ba, &probe.BPFOptions{USDTByAddress: true})
+	if got := addr.Maps["hits"]; fmt.Sprint(got) != fmt.Sprint(hits) {
+		t.Errorf("hits: %d entries, want the construction's %d (%v)", len(got), len(hits), got)
+	}
+	for k, v := range kernel.Maps[bpf.USDTSpecsMap] {
+		if id := binary.LittleEndian.Uint32(mustHex(t, k)); id >= 5 {
+			v = strings.Repeat("0", len(v)) // the attachment of three
+		}
+		if addr.Maps[bpf.USDTSpecsMap][k] != v {
+			t.Errorf("spec %s: %s, libbpf's %s", k, addr.Maps[bpf.USDTSpecsMap][k], v)
+		}
+	}
+	base := loadAddress(t, addr.Mappings, exe)
+	want := map[string]string{}
+	for i, loc := range readelfLocations(t, exe, "regs", "consts", "mem", "guarded") {
+		want[word(int64(base+loc))] = hex.EncodeToString(binary.LittleEndian.AppendUint32(nil, uint32(i)))
+	}
+	if got := addr.Maps[bpf.USDTIPMap]; fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("%s: %v, want %v", bpf.USDTIPMap, got, want)
+	}
+	_, w, b := spawnLoadedBPF(t, obj, exe, []string{"8", "1"}, nil, &probe.BPFOptions{USDTByAddress: true})
+	defer w.in.Close()
+	if _, err := b.Attach("on_usdt", "usdt:usdtwork:mem", nil); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := b.Attach("three", "usdt:usdtwork:mem", nil); err == nil {
+		t.Errorf("a second program at the same notes by address: %v, %v; want a refusal", l, err)
+	} else {
+		t.Logf("refused: %v", err)
+	}
+}
+
+// testUSDTAttachments checks what an attachment refuses (a rip-relative
+// argument, as libbpf refuses it; a USDT program at a function) and that
+// a closed link's spec IDs serve the next attachment, the text equal to
+// the file's after each.
+func testUSDTAttachments(t *testing.T, obj, exe string) {
 	// The rip-relative argument: refused, as libbpf refuses it.
 	tr, w, b := spawnLoaded(t, obj, exe, []string{"8", "1"}, nil)
 	defer w.in.Close()

@@ -3,6 +3,7 @@ package probe_test
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"os/exec"
@@ -298,6 +299,26 @@ func gortReturns(rounds int) gortExpect {
 	return gortExpect{returns: returns, results: results}
 }
 
+// resumeToExit resumes tr and waits for its exit, for the output read
+// from r and for the reader of its events (evDone closed), and returns
+// the output; an exit other than 0 fails the test.
+func resumeToExit(t *testing.T, tr *probe.Tracer, r io.Reader, evDone <-chan struct{}) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	copied := make(chan struct{})
+	go func() { out.ReadFrom(r); close(copied) }()
+	if err := tr.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	st, err := tr.Wait()
+	<-copied
+	<-evDone
+	if err != nil || !st.Success() {
+		t.Fatalf("traced: %+v %v\n%s", st, err, out.Bytes())
+	}
+	return out.Bytes()
+}
+
 // gortRun is a traced run of gort: its output, the results of each
 // function's return events, mayPanic's entry arguments, and the stats.
 type gortRun struct {
@@ -350,19 +371,8 @@ func traceGortReturns(t *testing.T, argv []string, exp gortExpect, traps bool) g
 			run.got[n][ev.Ret]++
 		}
 	}()
-	var out bytes.Buffer
-	copied := make(chan struct{})
-	go func() { out.ReadFrom(r); close(copied) }()
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := tr.Wait()
-	<-copied
-	<-evDone
-	if err != nil || !st.Success() {
-		t.Fatalf("traced: %+v %v", st, err)
-	}
-	run.out, run.stats = out.Bytes(), tr.Stats()
+	run.out = resumeToExit(t, tr, r, evDone)
+	run.stats = tr.Stats()
 	if run.stats.DroppedEvents != 0 {
 		t.Fatalf("%d events dropped", run.stats.DroppedEvents)
 	}

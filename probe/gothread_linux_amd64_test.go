@@ -1,7 +1,6 @@
 package probe_test
 
 import (
-	"bytes"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -69,25 +68,14 @@ func testGoEventThreads(t *testing.T, exe string, workers, calls int, traps bool
 			evs = append(evs, ev)
 		}
 	}()
-	var out bytes.Buffer
-	copied := make(chan struct{})
-	go func() { out.ReadFrom(r); close(copied) }()
-	if err := tr.Resume(); err != nil {
-		t.Fatal(err)
-	}
-	st, err := tr.Wait()
-	<-copied
-	<-evDone
-	if err != nil || !st.Success() {
-		t.Fatalf("traced: %+v %v\n%s", st, err, out.Bytes())
-	}
+	out := resumeToExit(t, tr, r, evDone)
 	stats := tr.Stats()
 	if stats.DroppedEvents != 0 {
 		t.Fatalf("%d events dropped", stats.DroppedEvents)
 	}
 	// The program's own report.
 	ws := map[int]goWorker{}
-	for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+	for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var i int
 		var g goWorker
 		if _, err := fmt.Sscanf(l, "worker %d locked %t tid %d goid %d sum %d", &i, &g.locked, &g.tid, &g.goid, &g.sum); err != nil {
@@ -100,7 +88,7 @@ func testGoEventThreads(t *testing.T, exe string, workers, calls int, traps bool
 		ws[i] = g
 	}
 	if len(ws) != 2*workers {
-		t.Fatalf("%d workers reported, want %d:\n%s", len(ws), 2*workers, out.Bytes())
+		t.Fatalf("%d workers reported, want %d:\n%s", len(ws), 2*workers, out)
 	}
 	entries, returns, reentries, asmTids := map[int]int{}, map[int]int{}, map[int]int{}, map[int]int{}
 	bad := 0

@@ -1213,135 +1213,185 @@ func (c *compiler) ringOutput(reserve x86enc.Label) {
 // multiple of 8 and BPF_F_USER_BUILD_ID give -EINVAL. On an error buf is
 // zeroed.
 func (c *compiler) getStack() {
+	w := &stackWalk{c: c, a: c.a}
 	a := c.a
-	const (
-		fLocal  = 0  // iovec: local base, length
-		fRemote = 16 // iovec: remote base (the frame), length
-		fFrame  = 32 // the frame read: next frame, return address
-		fBuf    = 48
-		fNum    = 56 // entries buf holds
-		fSkip   = 64
-		fMax    = 72 // entries to walk
-		fN      = 80 // entries walked
-		fSize   = 88
-		fCtx    = 96
-		frame   = 112
-	)
-	einval, efault, clear, nouser, walk, done, out := a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
-	a.ALUImm32(x86enc.Sub, s64, rsp, frame)
+	w.einval, w.efault, w.clear, w.nouser, w.walk, w.done, w.out = a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel(), a.NewLabel()
+	a.ALUImm32(x86enc.Sub, s64, rsp, gsFrameSize)
+	w.checkArgs()
+	w.walkUserStack()
+	w.finish()
+	w.fail()
+	a.Bind(w.out)
+	a.Load(s64, rax, x86enc.At(rsp, gsN))
+	a.ALUImm32(x86enc.Add, s64, rsp, gsFrameSize)
+	a.Ret()
+}
+
+// The stack frame of get_stack's code: the iovecs readSelf takes at
+// offsets 0 and 16, then the walk's state.
+const (
+	gsLocal     = 0  // iovec: local base, length
+	gsRemote    = 16 // iovec: remote base (the frame), length
+	gsFrame     = 32 // the frame read: next frame, return address
+	gsBuf       = 48
+	gsNum       = 56 // entries buf holds
+	gsSkip      = 64
+	gsMax       = 72 // entries to walk
+	gsN         = 80 // entries walked; at the end, the result
+	gsSize      = 88
+	gsCtx       = 96
+	gsFrameSize = 112
+)
+
+// stackWalk emits the phases of get_stack's code; its labels are the
+// places the phases jump to.
+type stackWalk struct {
+	c *compiler
+	a *x86enc.Asm
+	// einval and efault set the error and clear buf; clear clears buf
+	// with the error in rax; nouser ends a walk of no user stack; walk
+	// starts the frame-pointer chain; done ends the walk; out returns.
+	einval, efault, clear, nouser, walk, done, out x86enc.Label
+}
+
+// checkArgs saves the arguments in the frame, refuses unknown flags and a
+// size not a multiple of 8 (-EINVAL), and sets the skip count, the
+// entries buf holds and the entries to walk (skip included, at most
+// maxStack); without BPF_F_USER_STACK it goes to nouser.
+func (w *stackWalk) checkArgs() {
+	a := w.a
 	a.Mov(s32, rdx, rdx)
-	a.Store(s64, x86enc.At(rsp, fBuf), rsi)
-	a.Store(s64, x86enc.At(rsp, fSize), rdx)
-	a.Store(s64, x86enc.At(rsp, fCtx), rdi)
+	a.Store(s64, x86enc.At(rsp, gsBuf), rsi)
+	a.Store(s64, x86enc.At(rsp, gsSize), rdx)
+	a.Store(s64, x86enc.At(rsp, gsCtx), rdi)
 	a.Mov(s64, rax, rcx)
 	a.ALUImm32(x86enc.And, s64, rax, ^int32(stackSkipMask|stackUser))
-	a.Jcc(x86enc.CondNE, einval)
-	a.TestMemImm32(s32, x86enc.At(rsp, fSize), 7)
-	a.Jcc(x86enc.CondNE, einval)
+	a.Jcc(x86enc.CondNE, w.einval)
+	a.TestMemImm32(s32, x86enc.At(rsp, gsSize), 7)
+	a.Jcc(x86enc.CondNE, w.einval)
 	a.Mov(s64, r8, rcx)
 	a.ALUImm32(x86enc.And, s64, r8, stackSkipMask)
-	a.Store(s64, x86enc.At(rsp, fSkip), r8)
+	a.Store(s64, x86enc.At(rsp, gsSkip), r8)
 	a.Mov(s64, r9, rdx)
 	a.Shr(s64, r9, 3)
-	a.Store(s64, x86enc.At(rsp, fNum), r9)
+	a.Store(s64, x86enc.At(rsp, gsNum), r9)
 	a.Lea(rax, x86enc.Indexed(r9, r8, 1, 0))
 	a.ALUImm32(x86enc.Cmp, s64, rax, maxStack)
 	more := a.NewLabel()
 	a.Jcc(x86enc.CondBE, more)
 	a.MovImm32(rax, maxStack)
 	a.Bind(more)
-	a.Store(s64, x86enc.At(rsp, fMax), rax)
-	a.StoreImm(s64, x86enc.At(rsp, fN), 0)
+	a.Store(s64, x86enc.At(rsp, gsMax), rax)
+	a.StoreImm(s64, x86enc.At(rsp, gsN), 0)
 	a.Mov(s64, rax, rcx)
 	a.ALUImm32(x86enc.And, s64, rax, stackUser)
-	a.Jcc(x86enc.CondE, nouser)
-	// produce stores rax as the next entry, or ends the walk.
-	produce := func() {
-		skipped := a.NewLabel()
-		a.Load(s64, r9, x86enc.At(rsp, fN))
-		a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, fMax))
-		a.Jcc(x86enc.CondAE, done)
-		a.IncMem(s64, x86enc.At(rsp, fN))
-		a.ALULoad(x86enc.Sub, s64, r9, x86enc.At(rsp, fSkip))
-		a.Jcc(x86enc.CondB, skipped)
-		a.Load(s64, r10, x86enc.At(rsp, fBuf))
-		a.Store(s64, x86enc.Indexed(r10, r9, 8, 0), rax)
-		a.Bind(skipped)
-	}
-	// read reads n bytes at the remote base into the frame buffer; it
-	// goes to fail unless all were read.
-	read := func(n int32, fail x86enc.Label) {
-		a.Lea(rax, x86enc.At(rsp, fFrame))
-		a.Store(s64, x86enc.At(rsp, fLocal), rax)
-		a.StoreImm(s64, x86enc.At(rsp, fLocal+8), n)
-		a.StoreImm(s64, x86enc.At(rsp, fRemote+8), n)
-		c.readSelf()
-		a.ALUImm32(x86enc.Cmp, s64, rax, n)
-		a.Jcc(x86enc.CondNE, fail)
-	}
+	a.Jcc(x86enc.CondE, w.nouser)
+}
+
+// walkUserStack produces the probe's address, the return address at the
+// stack pointer when the probe is at a function's entry, then the return
+// address of each frame of the chain from rbp while the frame lies in
+// user space and above the one before, until done.
+func (w *stackWalk) walkUserStack() {
+	a := w.a
 	a.Load(s64, rax, x86enc.At(rdi, ptRIP))
-	produce()
-	a.Load(s64, rdi, x86enc.At(rsp, fCtx))
+	w.produce()
+	a.Load(s64, rdi, x86enc.At(rsp, gsCtx))
 	a.TestMemImm32(s32, x86enc.At(rdi, CtxFlags), CtxAtEntry)
-	a.Jcc(x86enc.CondE, walk)
+	a.Jcc(x86enc.CondE, w.walk)
 	a.Load(s64, rax, x86enc.At(rdi, ptRSP))
-	a.Store(s64, x86enc.At(rsp, fRemote), rax)
-	read(8, walk)
-	a.Load(s64, rax, x86enc.At(rsp, fFrame))
-	produce()
-	a.Bind(walk)
-	a.Load(s64, rdi, x86enc.At(rsp, fCtx))
+	a.Store(s64, x86enc.At(rsp, gsRemote), rax)
+	w.read(8, w.walk)
+	a.Load(s64, rax, x86enc.At(rsp, gsFrame))
+	w.produce()
+	a.Bind(w.walk)
+	a.Load(s64, rdi, x86enc.At(rsp, gsCtx))
 	a.Load(s64, rax, x86enc.At(rdi, ptRBP))
-	a.Store(s64, x86enc.At(rsp, fRemote), rax)
+	a.Store(s64, x86enc.At(rsp, gsRemote), rax)
 	loop := a.NewLabel()
 	a.Bind(loop)
-	a.Load(s64, r9, x86enc.At(rsp, fN))
-	a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, fMax))
-	a.Jcc(x86enc.CondAE, done)
-	a.Load(s64, rax, x86enc.At(rsp, fRemote))
+	a.Load(s64, r9, x86enc.At(rsp, gsN))
+	a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, gsMax))
+	a.Jcc(x86enc.CondAE, w.done)
+	a.Load(s64, rax, x86enc.At(rsp, gsRemote))
 	a.Lea(rdx, x86enc.At(rax, 16))
 	a.ALU(x86enc.Cmp, s64, rdx, rax)
-	a.Jcc(x86enc.CondB, done)
+	a.Jcc(x86enc.CondB, w.done)
 	a.MovImm(r10, userTop)
 	a.ALU(x86enc.Cmp, s64, rdx, r10)
-	a.Jcc(x86enc.CondA, done)
-	read(16, done)
-	a.Load(s64, rax, x86enc.At(rsp, fFrame+8))
-	produce()
-	a.Load(s64, rax, x86enc.At(rsp, fFrame))
-	a.Store(s64, x86enc.At(rsp, fRemote), rax)
+	a.Jcc(x86enc.CondA, w.done)
+	w.read(16, w.done)
+	a.Load(s64, rax, x86enc.At(rsp, gsFrame+8))
+	w.produce()
+	a.Load(s64, rax, x86enc.At(rsp, gsFrame))
+	a.Store(s64, x86enc.At(rsp, gsRemote), rax)
 	a.Jmp(loop)
-	// The entries walked: fewer than skip is -EFAULT; else the bytes
-	// written, the rest of buf zeroed.
-	a.Bind(done)
-	a.Load(s64, rax, x86enc.At(rsp, fN))
-	a.ALULoad(x86enc.Sub, s64, rax, x86enc.At(rsp, fSkip))
-	a.Jcc(x86enc.CondB, efault)
+}
+
+// produce stores rax as the next entry (unless it is one to skip), or
+// ends the walk at done when maxStack entries were walked.
+func (w *stackWalk) produce() {
+	a := w.a
+	skipped := a.NewLabel()
+	a.Load(s64, r9, x86enc.At(rsp, gsN))
+	a.ALULoad(x86enc.Cmp, s64, r9, x86enc.At(rsp, gsMax))
+	a.Jcc(x86enc.CondAE, w.done)
+	a.IncMem(s64, x86enc.At(rsp, gsN))
+	a.ALULoad(x86enc.Sub, s64, r9, x86enc.At(rsp, gsSkip))
+	a.Jcc(x86enc.CondB, skipped)
+	a.Load(s64, r10, x86enc.At(rsp, gsBuf))
+	a.Store(s64, x86enc.Indexed(r10, r9, 8, 0), rax)
+	a.Bind(skipped)
+}
+
+// read reads n bytes at the remote base into the frame buffer; it goes
+// to fail unless all were read.
+func (w *stackWalk) read(n int32, fail x86enc.Label) {
+	a := w.a
+	a.Lea(rax, x86enc.At(rsp, gsFrame))
+	a.Store(s64, x86enc.At(rsp, gsLocal), rax)
+	a.StoreImm(s64, x86enc.At(rsp, gsLocal+8), n)
+	a.StoreImm(s64, x86enc.At(rsp, gsRemote+8), n)
+	w.c.readSelf()
+	a.ALUImm32(x86enc.Cmp, s64, rax, n)
+	a.Jcc(x86enc.CondNE, fail)
+}
+
+// finish binds done: fewer entries walked than skip is -EFAULT; else the
+// result is the bytes written, and the rest of buf is zeroed. nouser
+// (nothing walked) ends the same way.
+func (w *stackWalk) finish() {
+	a := w.a
+	a.Bind(w.done)
+	a.Load(s64, rax, x86enc.At(rsp, gsN))
+	a.ALULoad(x86enc.Sub, s64, rax, x86enc.At(rsp, gsSkip))
+	a.Jcc(x86enc.CondB, w.efault)
 	a.Shl(s64, rax, 3)
-	a.Load(s64, rdi, x86enc.At(rsp, fBuf))
+	a.Load(s64, rdi, x86enc.At(rsp, gsBuf))
 	a.Mov(s64, rdx, rax)
-	a.Load(s64, rsi, x86enc.At(rsp, fSize))
-	a.Store(s64, x86enc.At(rsp, fN), rax)
-	c.zeroBytes(rdi, rdx, rsi, out)
-	// Not a user stack: nothing walked.
-	a.Bind(nouser)
-	a.StoreImm(s64, x86enc.At(rsp, fN), 0)
-	a.Jmp(done)
-	a.Bind(einval)
+	a.Load(s64, rsi, x86enc.At(rsp, gsSize))
+	a.Store(s64, x86enc.At(rsp, gsN), rax)
+	w.c.zeroBytes(rdi, rdx, rsi, w.out)
+	a.Bind(w.nouser)
+	a.StoreImm(s64, x86enc.At(rsp, gsN), 0)
+	a.Jmp(w.done)
+}
+
+// fail binds einval and efault: the error is the result and the whole
+// of buf is zeroed.
+func (w *stackWalk) fail() {
+	a := w.a
+	a.Bind(w.einval)
 	a.MovImm(rax, u64(eINVAL))
-	a.Jmp(clear)
-	a.Bind(efault)
+	a.Jmp(w.clear)
+	a.Bind(w.efault)
 	a.MovImm(rax, u64(eFAULT))
-	a.Bind(clear)
-	a.Store(s64, x86enc.At(rsp, fN), rax)
-	a.Load(s64, rdi, x86enc.At(rsp, fBuf))
+	a.Bind(w.clear)
+	a.Store(s64, x86enc.At(rsp, gsN), rax)
+	a.Load(s64, rdi, x86enc.At(rsp, gsBuf))
 	a.ALU(x86enc.Xor, s32, rdx, rdx)
-	a.Load(s64, rsi, x86enc.At(rsp, fSize))
-	c.zeroBytes(rdi, rdx, rsi, out)
-	a.Bind(out)
-	a.Load(s64, rax, x86enc.At(rsp, fN))
-	a.ALUImm32(x86enc.Add, s64, rsp, frame)
-	a.Ret()
+	a.Load(s64, rsi, x86enc.At(rsp, gsSize))
+	w.c.zeroBytes(rdi, rdx, rsi, w.out)
 }
 
 // tracePrintk: trace_printk(fmt, fmt_size, a1, a2, a3) writes a record

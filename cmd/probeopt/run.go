@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/cilium/ebpf"
@@ -208,31 +206,8 @@ func (r *runOut) line(v any, text string) {
 func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) error {
 	stderr := cmd.ErrOrStderr()
 	out := &runOut{w: cmd.OutOrStdout(), json: o.json}
-	obj, err := bpf.Open(objPath)
+	obj, targets, err := openRunObject(objPath, o.attach, stderr)
 	if err != nil {
-		return err
-	}
-	attach := map[string]string{}
-	for _, a := range o.attach {
-		p, s, _ := strings.Cut(a, "=")
-		if obj.Program(p) == nil {
-			return fmt.Errorf("--attach %s: no program %q in %s", a, p, objPath)
-		}
-		attach[p] = s
-	}
-	for _, p := range obj.Programs {
-		if _, ok := attach[p.Name]; !ok && p.Section.Manual {
-			return fmt.Errorf("program %s of section %s names no target: give --attach %s=SPEC", p.Name, p.Section, p.Name)
-		}
-	}
-	// The kernel's verdict before the process is touched.
-	if err := obj.Verify(); err != nil {
-		var ve *bpf.VerifierError
-		if errors.As(err, &ve) {
-			for _, l := range ve.Log {
-				fmt.Fprintf(stderr, "probeopt: verifier: %s\n", l)
-			}
-		}
 		return err
 	}
 	if o.output != "" {
@@ -243,91 +218,21 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 		defer f.Close()
 		out.w = f
 	}
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
-
-	var tr *probe.Tracer
-	if o.pid != 0 {
-		tr, err = probe.Attach(o.pid, nil)
-	} else {
-		tr, err = probe.Spawn(argv, &probe.SpawnOptions{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-	}
+	sigs, stopSignals := notifyStop()
+	defer stopSignals()
+	tr, err := startTracer(o.pid, argv, nil)
 	if err != nil {
-		return traceStartError(err, o.pid)
+		return err
 	}
 	// From here on a failure leaves nothing behind: the probes go with
 	// a detach, or the process with a kill.
-	abandon := func() {
-		if o.pid != 0 {
-			tr.Detach()
-		} else {
-			tr.Kill()
-		}
-	}
-	b, err := tr.LoadBPF(obj, nil)
+	b, endStreams, err := startPrograms(tr, obj, targets, out, stderr)
 	if err != nil {
-		abandon()
+		abandonTracer(tr, o.pid)
 		return err
 	}
-	for _, p := range obj.Programs {
-		if _, err := b.Attach(p.Name, attach[p.Name], nil); err != nil {
-			for _, line := range strings.Split(err.Error(), "\n") {
-				fmt.Fprintf(stderr, "probeopt: program %s: %s\n", p.Name, line)
-			}
-			abandon()
-			return errReported
-		}
-	}
-	for _, p := range tr.Stats().Probes {
-		for _, r := range p.Refused {
-			fmt.Fprintf(stderr, "probeopt: warning: %v\n", &r)
-		}
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, name := range b.MapNames() {
-		m := b.Map(name)
-		if m.Type() != ebpf.RingBuf && m.Type() != ebpf.PerfEventArray {
-			continue
-		}
-		rd, err := maps.NewReader(m)
-		if err != nil {
-			abandon()
-			return err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			streamRecords(rd, name, out, stop)
-		}()
-	}
-	pr, err := b.Printk()
-	if err != nil {
-		abandon()
-		return err
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		streamPrintk(pr, out, stop)
-	}()
-	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
-		abandon()
-		return err
-	}
-	detached := false
-	select {
-	case <-tr.Exited():
-	case s := <-sigs:
-		fmt.Fprintf(stderr, "probeopt: %v: removing the probes and detaching\n", s)
-		if err := tr.Detach(); err != nil && !errors.Is(err, probe.ErrClosed) {
-			fmt.Fprintf(stderr, "probeopt: detach: %v\n", err)
-		}
-		detached = true
-	}
-	close(stop)
-	wg.Wait()
+	detached := awaitExitOrSignal(tr, sigs, stderr)
+	endStreams()
 	for _, name := range b.MapNames() {
 		printMap(out, name, b.Map(name))
 	}
@@ -337,6 +242,126 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 	if detached {
 		return nil
 	}
+	return runExit(tr, o.pid)
+}
+
+// startPrograms attaches the programs in the stopped process, starts
+// streaming their output and lets the process run; endStreams stops the
+// streams once what is left has been written.
+func startPrograms(tr *probe.Tracer, obj *bpf.Object, targets map[string]string, out *runOut, stderr io.Writer) (b *probe.BPF, endStreams func(), err error) {
+	b, err = attachPrograms(tr, obj, targets, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	endStreams, err = streamOutput(b, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
+		endStreams()
+		return nil, nil, err
+	}
+	return b, endStreams, nil
+}
+
+// openRunObject opens the object at objPath, finds the target of each
+// of its programs (attach's PROG=SPEC or the program's section) and has
+// the running kernel verify it, before any process is touched; the
+// verifier's log of a rejected program goes to stderr.
+func openRunObject(objPath string, attach []string, stderr io.Writer) (*bpf.Object, map[string]string, error) {
+	obj, err := bpf.Open(objPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	targets := map[string]string{}
+	for _, a := range attach {
+		p, s, _ := strings.Cut(a, "=")
+		if obj.Program(p) == nil {
+			return nil, nil, fmt.Errorf("--attach %s: no program %q in %s", a, p, objPath)
+		}
+		targets[p] = s
+	}
+	for _, p := range obj.Programs {
+		if _, ok := targets[p.Name]; !ok && p.Section.Manual {
+			return nil, nil, fmt.Errorf("program %s of section %s names no target: give --attach %s=SPEC", p.Name, p.Section, p.Name)
+		}
+	}
+	if err := obj.Verify(); err != nil {
+		var ve *bpf.VerifierError
+		if errors.As(err, &ve) {
+			for _, l := range ve.Log {
+				fmt.Fprintf(stderr, "probeopt: verifier: %s\n", l)
+			}
+		}
+		return nil, nil, err
+	}
+	return obj, targets, nil
+}
+
+// attachPrograms loads the object into the traced process and attaches
+// each program to its target (targets[name], or its section's when
+// there is none); why a program could not be attached goes to stderr,
+// and the error is then errReported. The sites refused are warned of.
+func attachPrograms(tr *probe.Tracer, obj *bpf.Object, targets map[string]string, stderr io.Writer) (*probe.BPF, error) {
+	b, err := tr.LoadBPF(obj, nil)
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range obj.Programs {
+		if _, err := b.Attach(p.Name, targets[p.Name], nil); err != nil {
+			for _, line := range strings.Split(err.Error(), "\n") {
+				fmt.Fprintf(stderr, "probeopt: program %s: %s\n", p.Name, line)
+			}
+			return nil, errReported
+		}
+	}
+	warnRefused(stderr, tr)
+	return b, nil
+}
+
+// streamOutput starts writing the records of every ring buffer and perf
+// event array of b, and the trace_printk lines, to out while the process
+// runs; end stops the streams once what is left has been written.
+func streamOutput(b *probe.BPF, out *runOut) (end func(), err error) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	end = func() {
+		close(stop)
+		wg.Wait()
+	}
+	for _, name := range b.MapNames() {
+		m := b.Map(name)
+		if m.Type() != ebpf.RingBuf && m.Type() != ebpf.PerfEventArray {
+			continue
+		}
+		rd, err := maps.NewReader(m)
+		if err != nil {
+			end()
+			return nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			streamRecords(rd, name, out, stop)
+		}()
+	}
+	pr, err := b.Printk()
+	if err != nil {
+		end()
+		return nil, err
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		streamPrintk(pr, out, stop)
+	}()
+	return end, nil
+}
+
+// runExit waits for the process and returns run's outcome: CMD's exit
+// status when CMD failed (128+N when signal N killed it; an attached
+// process's status is its own business), nil otherwise.
+func runExit(tr *probe.Tracer, pid int) error {
 	es, err := tr.Wait()
 	if err != nil {
 		return err
@@ -344,7 +369,7 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 	switch {
 	case es.Signal != 0:
 		return &exitCodeError{128 + es.Signal}
-	case es.Code != 0 && o.pid == 0:
+	case es.Code != 0 && pid == 0:
 		return &exitCodeError{es.Code}
 	}
 	return nil

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"sort"
 	"strconv"
 	"strings"
@@ -349,9 +348,8 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	}
 	// Signals that arrive while the probes are being installed wait: the
 	// process is stopped then, and is detached or killed afterwards.
-	sigs := make(chan os.Signal, 2)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	defer signal.Stop(sigs)
+	sigs, stopSignals := notifyStop()
+	defer stopSignals()
 
 	// Events as JSON lines or binary records are written in the batches
 	// the tracer drains; the binary form leaves the report to stderr.
@@ -423,15 +421,9 @@ func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, s
 	}
 	// Bounded pauses (trace_pause.go).
 	progressDone := o.pause.apply(&opts, stderr)
-	var tr *probe.Tracer
-	var err error
-	if o.pid != 0 {
-		tr, err = probe.Attach(o.pid, &opts)
-	} else {
-		tr, err = probe.Spawn(argv, &probe.SpawnOptions{Options: opts, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
-	}
+	tr, err := startTracer(o.pid, argv, &opts)
 	if err != nil {
-		return nil, nil, traceStartError(err, o.pid)
+		return nil, nil, err
 	}
 	if err := o.pause.beforeAdd(tr, o.pid != 0); err != nil { // bounded pauses (trace_pause.go)
 		tr.Detach()
@@ -450,18 +442,10 @@ func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, s
 		}
 	}
 	if len(probes) == 0 {
-		if o.pid != 0 {
-			tr.Detach()
-		} else {
-			tr.Kill()
-		}
+		abandonTracer(tr, o.pid)
 		return nil, nil, errReported
 	}
-	for _, p := range tr.Stats().Probes {
-		for _, r := range p.Refused {
-			fmt.Fprintf(warn, "probeopt: warning: %v\n", &r)
-		}
-	}
+	warnRefused(warn, tr)
 	return tr, probes, nil
 }
 
@@ -480,15 +464,7 @@ func followTrace(tr *probe.Tracer, o *traceOptions, out, stderr io.Writer, sigs 
 			printEvents(out, o.json, o.goid, tr.Events(), stopEvents, specOf)
 		}()
 	}
-	select {
-	case <-tr.Exited():
-	case s := <-sigs:
-		fmt.Fprintf(stderr, "probeopt: %v: removing the probes and detaching\n", s)
-		if err := tr.Detach(); err != nil && !errors.Is(err, probe.ErrClosed) {
-			fmt.Fprintf(stderr, "probeopt: detach: %v\n", err)
-		}
-		detached = true
-	}
+	detached = awaitExitOrSignal(tr, sigs, stderr)
 	elapsed = time.Since(start)
 	close(stopEvents)
 	wg.Wait()

@@ -4,7 +4,6 @@ package main
 
 import (
 	"bufio"
-	"debug/elf"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -14,7 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -60,24 +59,50 @@ func TestRunAgainstConstruction(t *testing.T) {
 	if code != 0 || stdout != "ready\ndone\n" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	// The construction.
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syms, err := f.Symbols()
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var workPage uint64
-	for _, s := range syms {
-		if s.Name == "work" {
-			workPage = s.Value & 0xfff
+	want := e2eConstruction(symbolPageOffset(t, exe, "work"), n, threads)
+	var gotRecords, gotPerf, gotPrintk []string
+	seen := map[string]bool{}
+	for _, m := range readRunLines(t, out) {
+		switch {
+		case m.Data != "" && m.Map == "perf_records":
+			gotPerf = append(gotPerf, m.Data)
+		case m.Data != "":
+			gotRecords = append(gotRecords, m.Data)
+		case m.Printk != "":
+			gotPrintk = append(gotPrintk, m.Printk)
+		default:
+			seen[m.Map] = true
+			checkMapSums(t, m, want)
 		}
 	}
+	for m := range want.sums {
+		if !seen[m] {
+			t.Errorf("map %s not printed", m)
+		}
+	}
+	checkSameLines(t, "perf records", gotPerf, want.perf)
+	checkSameLines(t, "trace_printk", gotPrintk, want.printk)
+	checkSameLines(t, "records", gotRecords, want.records)
+	if len(want.records) == 0 {
+		t.Error("the construction has no records")
+	}
+}
+
+// e2eWant is what the e2e object's maps and rings hold after the workload
+// ran: sums are the sums of each map's values per key (hex of the key),
+// over a per-CPU map's stripes; records, perf and printk the lines of the
+// ring buffer, the perf event array and trace_printk, in any order.
+type e2eWant struct {
+	sums                  map[string]map[string]uint64
+	records, perf, printk []string
+}
+
+// e2eConstruction computes what the e2e object records when the BPF
+// workload makes n calls work(i%37, i*i) in each of threads threads, work
+// being at page offset workPage.
+func e2eConstruction(workPage uint64, n, threads uint64) e2eWant {
 	byKey, byRet, hist := map[string]uint64{}, map[string]uint64{}, map[string]uint64{}
-	var records, perfRecords, printk []string
+	var w e2eWant
 	var bad uint64
 	for i := uint64(0); i < n; i++ {
 		key, value := i%37, i*i
@@ -91,102 +116,114 @@ func TestRunAgainstConstruction(t *testing.T) {
 		if key == 5 && value%1000 == 25 {
 			for range threads {
 				rec := le64(key) + le64(value) + le64(1) + le64(workPage) + le64(workPage) + le64(0)
-				records = append(records, rec)
+				w.records = append(w.records, rec)
 				// Raw samples padded as the kernel pads them: 48+4 and
 				// 5+7 bytes.
-				perfRecords = append(perfRecords, rec+"00000000", rec[:10]+"00000000000000")
+				w.perf = append(w.perf, rec+"00000000", rec[:10]+"00000000000000")
 				bad++
-				printk = append(printk, fmt.Sprintf("key=%d value=%d low=%x", key, value, uint32(value)),
+				w.printk = append(w.printk, fmt.Sprintf("key=%d value=%d low=%x", key, value, uint32(value)),
 					fmt.Sprintf("%05d|%-4x|%c%%", uint32(value)%1000, 171, 'z'))
 			}
 		}
 	}
-	sort.Strings(records)
-	b, err := os.ReadFile(out)
+	w.sums = map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist,
+		"entries":    {"00000000": n * threads},
+		"ret_ids":    {le64(workPage): n * threads},
+		"by_ret_bad": {le64(uint64(0xffffffffffffeaf9)): bad}}
+	return w
+}
+
+// checkMapSums checks a map line of run against the construction: its
+// values summed per key (a per-CPU map's over its stripes) are want's,
+// and no other key has a value. The counter "entries" is a per-CPU
+// array. A map want does not know is not checked.
+func checkMapSums(t *testing.T, m runLine, want e2eWant) {
+	t.Helper()
+	sums, ok := want.sums[m.Map]
+	if !ok {
+		return
+	}
+	if m.Map == "entries" && m.Type != "percpu_array" {
+		t.Errorf("entries: type %s, want percpu_array", m.Type)
+	}
+	got := map[string]uint64{}
+	for _, e := range m.Entries {
+		vals := e.Values
+		if e.Value != "" {
+			vals = []string{e.Value}
+		}
+		for _, v := range vals {
+			w, _ := hex.DecodeString(v)
+			got[e.Key] += binary.LittleEndian.Uint64(w)
+		}
+	}
+	for k, v := range sums {
+		if got[k] != v {
+			t.Errorf("%s[%s]: %d, want %d", m.Map, k, got[k], v)
+		}
+	}
+	for k, v := range got {
+		if sums[k] == 0 && v != 0 {
+			t.Errorf("%s[%s]: %d, want none", m.Map, k, v)
+		}
+	}
+}
+
+// checkSameLines fails the test unless got and want hold the same lines,
+// in any order.
+func checkSameLines(t *testing.T, what string, got, want []string) {
+	t.Helper()
+	got, want = slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(want))
+	if !slices.Equal(got, want) {
+		t.Errorf("%s: got %d %.200q, want %d %.200q", what, len(got), got, len(want), want)
+	}
+}
+
+// symbolPageOffset is the offset in its page of symbol name of the ELF
+// file at path.
+func symbolPageOffset(t *testing.T, path, name string) uint64 {
+	t.Helper()
+	_, syms := fixture.OpenELF(t, path)
+	for _, s := range syms {
+		if s.Name == name {
+			return s.Value & 0xfff
+		}
+	}
+	t.Fatalf("%s: no symbol %s", path, name)
+	return 0
+}
+
+// runLine is a JSON line of "run --json": a ring or perf record (Map and
+// Data), a trace_printk line, or a map (Map, Type and Entries; a per-CPU
+// map's entries with Values).
+type runLine struct {
+	Printk  string `json:"trace_printk"`
+	Map     string
+	Data    string
+	Type    string
+	Entries []struct {
+		Key    string
+		Value  string
+		Values []string
+	}
+}
+
+// readRunLines reads the JSON lines "run --json" wrote to path.
+func readRunLines(t *testing.T, path string) []runLine {
+	t.Helper()
+	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var gotRecords, gotPerf, gotPrintk []string
-	seen := map[string]bool{}
+	var lines []runLine
 	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var m struct {
-			Printk  string `json:"trace_printk"`
-			Map     string
-			Data    string
-			Type    string
-			Entries []struct {
-				Key    string
-				Value  string
-				Values []string
-			}
-		}
+		var m runLine
 		if err := json.Unmarshal([]byte(line), &m); err != nil {
 			t.Fatalf("%q: %v", line, err)
 		}
-		if m.Data != "" && m.Map == "perf_records" {
-			gotPerf = append(gotPerf, m.Data)
-			continue
-		}
-		if m.Data != "" {
-			gotRecords = append(gotRecords, m.Data)
-			continue
-		}
-		if m.Printk != "" {
-			gotPrintk = append(gotPrintk, m.Printk)
-			continue
-		}
-		seen[m.Map] = true
-		want := map[string]map[string]uint64{"by_key": byKey, "by_ret": byRet, "value_log2": hist,
-			"ret_ids":    {le64(workPage): n * threads},
-			"by_ret_bad": {le64(uint64(0xffffffffffffeaf9)): bad}}[m.Map]
-		got := map[string]uint64{}
-		for _, e := range m.Entries {
-			vals := e.Values
-			if e.Value != "" {
-				vals = []string{e.Value}
-			}
-			for _, v := range vals {
-				w, _ := hex.DecodeString(v)
-				got[e.Key] += binary.LittleEndian.Uint64(w)
-			}
-		}
-		switch m.Map {
-		case "entries":
-			if m.Type != "percpu_array" || got["00000000"] != n*threads {
-				t.Errorf("entries (%s): %d, want %d", m.Type, got["00000000"], n*threads)
-			}
-		case "by_key", "by_ret", "value_log2", "ret_ids", "by_ret_bad":
-			for k, v := range want {
-				if got[k] != v {
-					t.Errorf("%s[%s]: %d, want %d", m.Map, k, got[k], v)
-				}
-			}
-			for k, v := range got {
-				if want[k] == 0 && v != 0 {
-					t.Errorf("%s[%s]: %d, want none", m.Map, k, v)
-				}
-			}
-		}
+		lines = append(lines, m)
 	}
-	for _, m := range []string{"by_key", "by_ret", "value_log2", "entries", "ret_ids", "by_ret_bad"} {
-		if !seen[m] {
-			t.Errorf("map %s not printed", m)
-		}
-	}
-	sort.Strings(perfRecords)
-	sort.Strings(gotPerf)
-	if strings.Join(gotPerf, ",") != strings.Join(perfRecords, ",") {
-		t.Errorf("perf records: got %d %.200v, want %d %.200v", len(gotPerf), gotPerf, len(perfRecords), perfRecords)
-	}
-	sort.Strings(printk)
-	sort.Strings(gotPrintk)
-	if strings.Join(gotPrintk, "\n") != strings.Join(printk, "\n") {
-		t.Errorf("trace_printk: got %d %.200q, want %d %.200q", len(gotPrintk), gotPrintk, len(printk), printk)
-	}
-	sort.Strings(gotRecords)
-	if strings.Join(gotRecords, ",") != strings.Join(records, ",") || len(records) == 0 {
-		t.Errorf("records: got %d %.200v, want %d %.200v", len(gotRecords), gotRecords, len(records), records)
-	}
+	return lines
 }
 
 // TestRunErrors: a file that is no BPF object, a program the verifier
@@ -311,19 +348,8 @@ func TestRunUSDT(t *testing.T) {
 		byC[le64(uint64(-100-k))] = le64(rounds/8*threads) + le64(uint64(200+k)) + le64(0xfedcba9876543210+uint64(k))
 		byK[le64(uint64(k))] = le64(1)
 	}
-	b, err := os.ReadFile(out)
-	if err != nil {
-		t.Fatal(err)
-	}
 	seen := map[string]bool{}
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var m struct {
-			Map     string
-			Entries []struct{ Key, Value string }
-		}
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("%q: %v", line, err)
-		}
+	for _, m := range readRunLines(t, out) {
 		want, ok := map[string]map[string]string{"by_c": byC, "by_k": byK}[m.Map]
 		if !ok {
 			continue

@@ -269,8 +269,6 @@ func (t *Threads) SlotSize() uint64 {
 // at once: Depth rounded up to fill a slot.
 func (t *Threads) MaxDepth() int { return int(t.SlotSize()-threadEntries) / threadEntrySize }
 
-func (t *Threads) slotLog() int { return bits.TrailingZeros64(t.SlotSize()) }
-
 // NewThreads validates and returns a thread table description.
 func NewThreads(addr uint64, slots int) (*Threads, error) {
 	t := &Threads{Addr: addr, Slots: slots}

@@ -3,6 +3,7 @@ package trampoline
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/internal/x86enc"
@@ -552,6 +553,24 @@ func (g *x86Gen) reserve(head, tail x86enc.Mem, records int, locked bool, full x
 	return retry
 }
 
+// threadHashOffset sets dst to the byte offset of the entry where the
+// lookup of the thread pointer in rdx starts, in a table of slots entries
+// of size bytes (both powers of two): the entry index is the top bits of
+// the pointer's Fibonacci hash (Threads.ThreadSlot, Data.ThreadSlot), 0
+// in a table of one entry. It changes only dst and the flags.
+func (g *x86Gen) threadHashOffset(dst x86enc.Reg, slots int, size uint64) {
+	a := g.a
+	if slots == 1 {
+		a.ALU(x86enc.Xor, x86enc.S32, dst, dst)
+		return
+	}
+	slotBits, sizeLog := bits.TrailingZeros(uint(slots)), bits.TrailingZeros64(size)
+	a.MovImm(dst, threadHashMul)
+	a.Imul(x86enc.S64, dst, rdx)
+	a.Shr(x86enc.S64, dst, uint8(64-slotBits-sizeLog))
+	a.ALUImm32(x86enc.And, x86enc.S64, dst, int32(-int64(size)))
+}
+
 // threadLookup finds the calling thread's slot in the thread table and
 // leaves its address in rsi; it jumps to notFound when the thread has no
 // thread pointer, or no slot (with claim: the table is full). It clobbers
@@ -567,16 +586,8 @@ func (g *x86Gen) threadLookup(claim bool, notFound x86enc.Label) {
 	g.threadPointer(rdx)
 	a.Test(x86enc.S64, rdx, rdx)
 	a.Jcc(x86enc.CondE, notFound)
-	// rax = the byte offset of the first slot probed: the slot index
-	// (Threads.ThreadSlot) times the slot size.
-	if t.Slots == 1 {
-		a.ALU(x86enc.Xor, x86enc.S32, rax, rax)
-	} else {
-		a.MovImm(rax, threadHashMul)
-		a.Imul(x86enc.S64, rax, rdx)
-		a.Shr(x86enc.S64, rax, uint8(64-t.bits()-t.slotLog()))
-		a.ALUImm32(x86enc.And, x86enc.S64, rax, -int32(t.SlotSize()))
-	}
+	// rax = the byte offset of the first slot probed (Threads.ThreadSlot).
+	g.threadHashOffset(rax, t.Slots, t.SlotSize())
 	g.addr(r11, t.Addr)
 	a.Lea(rsi, x86enc.Indexed(r11, rax, 1, 0))
 	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(rsi, threadKey), rdx)

@@ -19,14 +19,7 @@ func (g *x86Gen) stripeLookup(noStripe x86enc.Label) {
 	g.threadPointer(rdx)
 	a.Test(x86enc.S64, rdx, rdx)
 	a.Jcc(x86enc.CondE, noStripe)
-	if d.ThreadSlots == 1 {
-		a.ALU(x86enc.Xor, x86enc.S32, r10, r10)
-	} else {
-		a.MovImm(r10, threadHashMul)
-		a.Imul(x86enc.S64, r10, rdx)
-		a.Shr(x86enc.S64, r10, uint8(64-d.threadSlotBits()-d.stripeLog()))
-		a.ALUImm32(x86enc.And, x86enc.S64, r10, int32(-int64(size)))
-	}
+	g.threadHashOffset(r10, d.ThreadSlots, size)
 	g.addr(r11, base)
 	a.ALU(x86enc.Add, x86enc.S64, r11, r10)
 	a.ALUStore(x86enc.Cmp, x86enc.S64, x86enc.At(r11, stripeKey), rdx)

@@ -21,7 +21,7 @@ import (
 // (getrusage RUSAGE_THREAD), which time spent descheduled on a loaded
 // machine does not inflate.
 func benchRun(b *testing.B, name string) {
-	l := instantiateB(b)
+	l := loadObject(b, "probes", 1<<20)
 	var regs [regsSize]byte
 	f := l.funcs[name]
 	runtime.LockOSThread()
@@ -61,23 +61,8 @@ func BenchmarkCall(b *testing.B) { benchRun(b, "offset") }
 // slot puts it (the registers read by a plain copy); else elsewhere (each
 // read a system call).
 func benchUSDT(b *testing.B, onStack bool) {
-	o, err := Open(bpfObject(b, "usdt"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	needBPF(b)
-	if err := o.Verify(); err != nil {
-		b.Fatal(err)
-	}
-	arena, err := maps.NewArena(16 << 20)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer arena.Close()
-	in, err := o.Instantiate(arena, &InstanceOptions{Stripes: 4})
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := loadObject(b, "usdt", 16<<20)
+	in := l.in
 	note := &elfscan.USDTProbe{Provider: "usdtwork", Name: "regs", Args: "-1@%al 1@%r8b -2@%dx 2@%r9w -4@%ecx 4@%r10d -8@%rsi 8@%rdi"}
 	note.Arguments, note.ArgsErr = elfscan.ParseUSDTArgs(decode.X86_64, note.Args)
 	spec, err := NewUSDTSpec(note, 0)
@@ -87,11 +72,7 @@ func benchUSDT(b *testing.B, onStack bool) {
 	if err := in.Maps[USDTSpecsMap].Update([]byte{0, 0, 0, 0}, spec.Bytes(), maps.UpdateAny); err != nil {
 		b.Fatal(err)
 	}
-	f, err := jit.Load(in.Code["on_usdt"].Bytes)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
+	f := l.funcs["on_usdt"]
 	var ctx [jit.CtxFlags + 8]byte
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -29,13 +29,18 @@ type loaded struct {
 	funcs map[string]*jit.Func
 }
 
-func instantiate(t *testing.T) *loaded { return instantiateB(t) }
+// instantiate loads testdata's probes object for the test.
+func instantiate(t *testing.T) *loaded { return loadObject(t, "probes", 1<<20) }
 
 func ptr(regs *[regsSize]byte) unsafe.Pointer { return unsafe.Pointer(&regs[0]) }
 
-func instantiateB(t testing.TB) *loaded {
+// loadObject opens the BPF object built from testdata's name.bpf.c, has
+// the kernel verify it (skipping without the privilege), instantiates it
+// in an arena of arenaSize bytes with 4 stripes and loads every program's
+// code into this process, all released when the test ends.
+func loadObject(t testing.TB, name string, arenaSize int) *loaded {
 	t.Helper()
-	o, err := Open(bpfObject(t, "probes"))
+	o, err := Open(bpfObject(t, name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +48,7 @@ func instantiateB(t testing.TB) *loaded {
 	if err := o.Verify(); err != nil {
 		t.Fatal(err)
 	}
-	arena, err := maps.NewArena(1 << 20)
+	arena, err := maps.NewArena(arenaSize)
 	if err != nil {
 		t.Fatal(err)
 	}

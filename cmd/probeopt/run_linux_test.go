@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -27,10 +26,7 @@ import (
 // not root (BPF programs), no ptrace.
 func needRun(t *testing.T) {
 	t.Helper()
-	if runtime.GOARCH != "amd64" {
-		t.Skip("run needs linux/amd64")
-	}
-	testenv.NeedPtrace(t)
+	needLiveTrace(t, "run")
 	if os.Geteuid() != 0 {
 		testenv.Unavailable(t, "BPF programs need root (euid %d)", os.Geteuid())
 	}

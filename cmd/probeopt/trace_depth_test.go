@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -16,9 +15,7 @@ import (
 // counts 63 returns a recursion and says how many it missed, per site in
 // --json and in a line of the text; --return-depth 127 counts them all.
 func TestTraceReturnDepth(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
+	needLiveTrace(t, "trace")
 	prog, lib := fixture.Build(t, fixture.Coexist), fixture.Build(t, fixture.CoexistLib)
 	const calls = 101 * 50
 	for _, c := range []struct {

@@ -12,7 +12,6 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/internal/fixture"
-	"github.com/probeopt/probeopt/internal/testenv"
 )
 
 // TestTraceGoid runs "trace --events --goid" on a static Go program whose
@@ -21,10 +20,7 @@ import (
 // goroutine) carries both, in text and in JSON lines. --goid without
 // --events, or with the binary format, is a usage error.
 func TestTraceGoid(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
-	testenv.NeedPtrace(t)
+	needLiveTrace(t, "trace")
 	exe := fixture.GoCommandFor(t, "gothreads", runtime.GOARCH, false)
 	const workers, calls = 2, 100
 	for _, format := range []string{"text", "json"} {

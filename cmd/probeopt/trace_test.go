@@ -20,13 +20,21 @@ import (
 	"github.com/probeopt/probeopt/internal/testenv"
 )
 
+// needLiveTrace skips the test of command, which traces live processes,
+// where it cannot run: not linux/amd64, or no ptrace (a failure under CI).
+func needLiveTrace(t *testing.T, command string) {
+	t.Helper()
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skipf("%s needs linux/amd64", command)
+	}
+	testenv.NeedPtrace(t)
+}
+
 // traceTracee builds testdata/trace into a temporary directory of the test
 // and returns the path of its tracee program.
 func traceTracee(t *testing.T) string {
 	t.Helper()
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
+	needLiveTrace(t, "trace")
 	testenv.MustHaveTool(t, "make")
 	testenv.MustHaveTool(t, "gcc")
 	dir := t.TempDir()

@@ -5,7 +5,6 @@ package main
 import (
 	"encoding/json"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,10 +21,7 @@ import (
 // kernel thread; and that probeopt exits with the status of the command it
 // ran.
 func TestTraceWords(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
-	testenv.NeedPtrace(t)
+	needLiveTrace(t, "trace")
 	trueCmd := testenv.MustHaveTool(t, "true")
 	sh := testenv.MustHaveTool(t, "sh")
 	for _, c := range []struct {
@@ -79,10 +75,7 @@ func TestTraceWords(t *testing.T) {
 // TestTraceNotFoundJSON: the JSON report lists a module that holds
 // nothing a spec names, with the closest names.
 func TestTraceNotFoundJSON(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
-	testenv.NeedPtrace(t)
+	needLiveTrace(t, "trace")
 	stdout, stderr, code := runBinary(t, "trace", "--json", "libc.so.6:mallok", "--", testenv.MustHaveTool(t, "true"))
 	if code != exitFailed {
 		t.Fatalf("exit %d:\n%s", code, stderr)
@@ -100,10 +93,7 @@ func TestTraceNotFoundJSON(t *testing.T) {
 // TestTraceWarningsToOutput: with --output the warnings go to the report
 // file, not to the standard error the command shares.
 func TestTraceWarningsToOutput(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
-		t.Skip("trace needs linux/amd64")
-	}
-	testenv.NeedPtrace(t)
+	needLiveTrace(t, "trace")
 	report := t.TempDir() + "/report.txt"
 	_, stderr, code := runBinary(t, "trace", "-o", report, "libnothere.so:foo", "libc.so.6:malloc", "--", testenv.MustHaveTool(t, "true"))
 	b, err := os.ReadFile(report)

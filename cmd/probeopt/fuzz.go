@@ -285,6 +285,14 @@ func printCampaignEnd(tw io.Writer, mismatches int, stopped bool, seconds float6
 	fmt.Fprintf(tw, "time\t%.1f s\n", seconds)
 }
 
+// printCountRows writes a summary table's row "label  N: key" for each key
+// of counts, in the keys' order.
+func printCountRows(tw io.Writer, label string, counts map[string]int) {
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(tw, "%s\t%d: %s\n", label, counts[k], k)
+	}
+}
+
 // hostHead names the host CPU, the oracle of the x86-64 campaigns: Vendor
 // is the vendor whose rules the campaign follows, CPU names the model.
 type hostHead struct {

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -186,15 +184,9 @@ func printARM64FuzzReport(w io.Writer, rep *arm64FuzzReport, unit string, classe
 	fmt.Fprintf(tw, "compared\t%d (%d completed, %d faulted)\n", r.Cases, r.Completed, r.Faulted)
 	printCampaignEnd(tw, r.Mismatches, rep.Stopped, r.Seconds)
 	fmt.Fprintf(tw, "%s/s\t%.0f compared\n", unit, r.PerSecond)
-	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
-		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Skipped)) {
-		fmt.Fprintf(tw, "not compared\t%d: %s\n", r.Skipped[k], k)
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Forms)) {
-		fmt.Fprintf(tw, "form\t%d: %s\n", r.Forms[k], k)
-	}
+	printCountRows(tw, "refused", r.Refused)
+	printCountRows(tw, "not compared", r.Skipped)
+	printCountRows(tw, "form", r.Forms)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)

@@ -3,8 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"maps"
-	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -89,12 +87,8 @@ func printXOLX86Report(w io.Writer, rep *xolX86Report) {
 	}
 	printCampaignEnd(tw, r.Mismatches, rep.Stopped, r.Seconds)
 	fmt.Fprintf(tw, "cases/s\t%.0f compared\n", r.PerSecond)
-	for _, k := range slices.Sorted(maps.Keys(r.Refused)) {
-		fmt.Fprintf(tw, "refused\t%d: %s\n", r.Refused[k], k)
-	}
-	for _, k := range slices.Sorted(maps.Keys(r.Forms)) {
-		fmt.Fprintf(tw, "form\t%d: %s\n", r.Forms[k], k)
-	}
+	printCountRows(tw, "refused", r.Refused)
+	printCountRows(tw, "form", r.Forms)
 	tw.Flush()
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)

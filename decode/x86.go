@@ -17,6 +17,17 @@ func DecodeX86(b []byte, addr uint64) (X86Inst, error) {
 	return inst, err
 }
 
+// X86Len returns the length of the first instruction in b, located at
+// address addr, under the default (AMD) vendor rules: the length check
+// that generated code is verified with.
+func X86Len(b []byte, addr uint64) (int, error) {
+	var inst X86Inst
+	if err := (X86Decoder{}).Decode(b, addr, &inst); err != nil {
+		return 0, err
+	}
+	return inst.Len, nil
+}
+
 // Entry flags (see x86map.txt for the attributes they come from).
 const (
 	fInvalid  = 1 << iota // undefined in 64-bit mode

@@ -250,3 +250,27 @@ func TestX86Vectors(t *testing.T) {
 	}
 	t.Logf("%d vectors, %d decodes checked, %d failed", len(vs), checked, failures)
 }
+
+// TestX86Len checks X86Len against the vectors' lengths (llvm-mc's and
+// objdump's) for every vector that holds under the AMD rules: the length,
+// or an error on an error line.
+func TestX86Len(t *testing.T) {
+	vs, err := parseX86Vectors("testdata/x86.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, v := range vs {
+		if v.vendor == "intel" {
+			continue
+		}
+		n++
+		got, err := decode.X86Len(v.input, 0x401000)
+		if v.length == 0 && err == nil || v.length != 0 && (err != nil || got != v.length) {
+			t.Errorf("x86.txt:%d: %s: X86Len %d, %v; want %d", v.line, vectorHex(v), got, err, v.length)
+		}
+	}
+	if n < 2000 {
+		t.Fatalf("only %d vectors checked", n)
+	}
+}

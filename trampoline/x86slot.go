@@ -1248,21 +1248,12 @@ func generateReturnInto(a *x86enc.Asm, cfg *Config) error {
 func finishX86(a *x86enc.Asm) error {
 	_, err := a.Finish()
 	if err == nil {
-		err = a.Verify(x86Len)
+		err = a.Verify(decode.X86Len)
 	}
 	if err != nil {
 		return x86Err(err)
 	}
 	return nil
-}
-
-// x86Len is the length of the instruction at the start of code.
-func x86Len(code []byte, addr uint64) (int, error) {
-	var inst decode.X86Inst
-	if err := (decode.X86Decoder{}).Decode(code, addr, &inst); err != nil {
-		return 0, err
-	}
-	return inst.Len, nil
 }
 
 // x86Err gives an error of the encoder this package's sentinel.

@@ -13,12 +13,6 @@ import (
 	"github.com/probeopt/probeopt/decode"
 )
 
-func decodeLen(code []byte, addr uint64) (int, error) {
-	var inst decode.X86Inst
-	err := (decode.X86Decoder{}).Decode(code, addr, &inst)
-	return inst.Len, err
-}
-
 // testMaps returns maps for programs that reference "m" (an array of
 // the oracle's value size) and "h" (a hash), in a Go-allocated arena (the
 // code is only compiled).
@@ -66,7 +60,7 @@ func TestCodeDecodes(t *testing.T) {
 		if err != nil {
 			t.Fatalf("program %d: %v", i, err)
 		}
-		if err := code.Verify(decodeLen); err != nil {
+		if err := code.Verify(decode.X86Len); err != nil {
 			t.Fatalf("program %d: %v", i, err)
 		}
 	}

@@ -481,17 +481,11 @@ func TestFormsDecode(t *testing.T) {
 		if g := got(&inst, want); !sameOps(g, want) {
 			t.Errorf("% x:\n decodes as %v\n want      %v", code[last.Start:], g, want)
 		}
-		if err := a.Verify(decodeLen); err != nil {
+		if err := a.Verify(decode.X86Len); err != nil {
 			t.Errorf("% x: %v", code, err)
 		}
 	})
 	t.Logf("%d instructions", n)
-}
-
-func decodeLen(code []byte, addr uint64) (int, error) {
-	var inst decode.X86Inst
-	err := (decode.X86Decoder{}).Decode(code, addr, &inst)
-	return inst.Len, err
 }
 
 // TestDeterministic checks that the same calls give the same bytes
@@ -521,7 +515,7 @@ func TestDeterministic(t *testing.T) {
 		}
 		off += len(b)
 	}
-	if err := long.Verify(decodeLen); err != nil {
+	if err := long.Verify(decode.X86Len); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -199,7 +199,7 @@ func (h *x86Harness) build() ([]byte, x86hEntries, error) {
 	}
 	code, err := a.Finish()
 	if err == nil {
-		err = a.Verify(x86Len)
+		err = a.Verify(decode.X86Len)
 	}
 	return code, e, err
 }
@@ -269,14 +269,4 @@ func (h *x86Harness) idleLoop(a *x86enc.Asm, idle x86enc.Label) {
 	a.Bind(next)
 	a.Int3()
 	a.Jmp(idle)
-}
-
-// x86Len is the length of the instruction at the start of code, for
-// x86enc.Asm.Verify.
-func x86Len(code []byte, addr uint64) (int, error) {
-	var inst decode.X86Inst
-	if err := (decode.X86Decoder{}).Decode(code, addr, &inst); err != nil {
-		return 0, err
-	}
-	return inst.Len, nil
 }

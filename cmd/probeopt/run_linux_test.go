@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/bits"
 	"os"
 	"os/exec"
@@ -55,33 +56,87 @@ func TestRunAgainstConstruction(t *testing.T) {
 	if code != 0 || stdout != "ready\ndone\n" {
 		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-	want := e2eConstruction(symbolPageOffset(t, exe, "work"), n, threads)
-	var gotRecords, gotPerf, gotPrintk []string
-	seen := map[string]bool{}
-	for _, m := range readRunLines(t, out) {
-		switch {
-		case m.Data != "" && m.Map == "perf_records":
-			gotPerf = append(gotPerf, m.Data)
-		case m.Data != "":
-			gotRecords = append(gotRecords, m.Data)
-		case m.Printk != "":
-			gotPrintk = append(gotPrintk, m.Printk)
-		default:
-			seen[m.Map] = true
-			checkMapSums(t, m, want)
-		}
+	checkRunOutput(t, out, e2eConstruction(symbolPageOffset(t, exe, "work"), n, threads))
+}
+
+// TestRunSignalDetaches attaches run to a waiting workload, lets it make
+// its calls with the programs attached, then sends run SIGINT: run removes
+// the probes, detaches and exits 0 having printed every map and record as
+// the construction gives them; the workload's text equals its file again,
+// it is untraced, and it exits 0 on its own.
+func TestRunSignalDetaches(t *testing.T) {
+	needRun(t)
+	bin := probeoptBinary(t)
+	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
+	exe := fixture.Build(t, fixture.BPFWorkload)
+	const n, threads = 1000, 1
+	work, in, r := startWaitingWorkload(t, exe, n, threads)
+	pid := work.Process.Pid
+	out := filepath.Join(t.TempDir(), "maps.json")
+	var stderr strings.Builder
+	run := exec.Command(bin, "run", "--json", "-o", out, "--attach", "on_work=work", "--attach", "on_work_return=work", obj, "-p", strconv.Itoa(pid))
+	run.Stderr = &stderr
+	if err := run.Start(); err != nil {
+		t.Fatal(err)
 	}
-	for m := range want.sums {
-		if !seen[m] {
-			t.Errorf("map %s not printed", m)
-		}
+	defer func() { run.Process.Kill(); run.Wait() }()
+	// Every program is attached before run lets the workload go on: it
+	// then sleeps in its read again, traced, its text patched.
+	attached := fixture.Eventually(time.Minute, func() bool {
+		d, err := testenv.TextDiff(pid, exe)
+		return err == nil && d != "" && statusField(pid, "TracerPid") != "0" && strings.HasPrefix(statusField(pid, "State"), "S")
+	})
+	if !attached {
+		t.Fatalf("the workload was never traced, patched and running; run's stderr: %s", stderr.String())
 	}
-	checkSameLines(t, "perf records", gotPerf, want.perf)
-	checkSameLines(t, "trace_printk", gotPrintk, want.printk)
-	checkSameLines(t, "records", gotRecords, want.records)
-	if len(want.records) == 0 {
-		t.Error("the construction has no records")
+	fmt.Fprintln(in, "go")
+	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "done" {
+		t.Fatalf("workload: %q %v", line, err)
 	}
+	if err := run.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if ended, err := fixture.WaitWithin(run, time.Minute); !ended || err != nil {
+		t.Fatalf("run after SIGINT: ended %v, %v; stderr: %s", ended, err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "removing the probes and detaching") {
+		t.Errorf("stderr: %q", stderr.String())
+	}
+	testenv.TextEqualsFile(t, pid, exe)
+	if tp := statusField(pid, "TracerPid"); tp != "0" {
+		t.Errorf("TracerPid %q after run", tp)
+	}
+	checkRunOutput(t, out, e2eConstruction(symbolPageOffset(t, exe, "work"), n, threads))
+	in.Close()
+	if ended, err := fixture.WaitWithin(work, time.Minute); !ended || err != nil {
+		t.Errorf("workload after run: ended %v, %v", ended, err)
+	}
+}
+
+// startWaitingWorkload starts the BPF workload for n calls in each of
+// threads threads, untraced, and returns it once it is ready, waiting for
+// the line on in that starts its calls; r reads what it prints next. It
+// is killed when the test ends.
+func startWaitingWorkload(t *testing.T, exe string, n, threads int) (cmd *exec.Cmd, in io.WriteCloser, r *bufio.Reader) {
+	t.Helper()
+	cmd = exec.Command(exe, strconv.Itoa(n), strconv.Itoa(threads))
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r = bufio.NewReader(out)
+	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "ready" {
+		t.Fatalf("workload: %q %v", line, err)
+	}
+	return cmd, in, r
 }
 
 // e2eWant is what the e2e object's maps and rings hold after the workload
@@ -127,6 +182,39 @@ func e2eConstruction(workPage uint64, n, threads uint64) e2eWant {
 		"ret_ids":    {le64(workPage): n * threads},
 		"by_ret_bad": {le64(uint64(0xffffffffffffeaf9)): bad}}
 	return w
+}
+
+// checkRunOutput checks the JSON lines run wrote to path against the
+// construction: every map's sums (checkMapSums), every map printed, and
+// the records, perf records and trace_printk lines, in any order.
+func checkRunOutput(t *testing.T, path string, want e2eWant) {
+	t.Helper()
+	var gotRecords, gotPerf, gotPrintk []string
+	seen := map[string]bool{}
+	for _, m := range readRunLines(t, path) {
+		switch {
+		case m.Data != "" && m.Map == "perf_records":
+			gotPerf = append(gotPerf, m.Data)
+		case m.Data != "":
+			gotRecords = append(gotRecords, m.Data)
+		case m.Printk != "":
+			gotPrintk = append(gotPrintk, m.Printk)
+		default:
+			seen[m.Map] = true
+			checkMapSums(t, m, want)
+		}
+	}
+	for m := range want.sums {
+		if !seen[m] {
+			t.Errorf("map %s not printed", m)
+		}
+	}
+	checkSameLines(t, "perf records", gotPerf, want.perf)
+	checkSameLines(t, "trace_printk", gotPrintk, want.printk)
+	checkSameLines(t, "records", gotRecords, want.records)
+	if len(want.records) == 0 {
+		t.Error("the construction has no records")
+	}
 }
 
 // checkMapSums checks a map line of run against the construction: its
@@ -261,23 +349,7 @@ func TestRunErrors(t *testing.T) {
 
 	// A process: one program attaches, the other names nothing; the
 	// first is removed again, and the process runs on untraced.
-	cmd := exec.Command(exe, "1000", "1")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	pipeOut, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { cmd.Process.Kill(); cmd.Wait() }()
-	r := bufio.NewReader(pipeOut)
-	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "ready" {
-		t.Fatalf("workload: %q %v", line, err)
-	}
+	cmd, in, r := startWaitingWorkload(t, exe, 1000, 1)
 	pid := strconv.Itoa(cmd.Process.Pid)
 	_, stderr, code := runBinary(t, "run", "--attach", "on_work=work", "--attach", "on_work_return=nosuch", obj, "-p", pid)
 	if code != exitFailed || !strings.Contains(stderr, "nosuch") {

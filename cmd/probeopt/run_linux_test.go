@@ -3,12 +3,10 @@
 package main
 
 import (
-	"bufio"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/bits"
 	"os"
 	"os/exec"
@@ -70,7 +68,8 @@ func TestRunSignalDetaches(t *testing.T) {
 	obj := fixture.Build(t, fixture.BPFObject("bpf", "e2e"))
 	exe := fixture.Build(t, fixture.BPFWorkload)
 	const n, threads = 1000, 1
-	work, in, r := startWaitingWorkload(t, exe, n, threads)
+	work := exec.Command(exe, strconv.Itoa(n), strconv.Itoa(threads))
+	in, r := fixture.StartReady(t, work, "ready")
 	pid := work.Process.Pid
 	out := filepath.Join(t.TempDir(), "maps.json")
 	var stderr strings.Builder
@@ -111,32 +110,6 @@ func TestRunSignalDetaches(t *testing.T) {
 	if ended, err := fixture.WaitWithin(work, time.Minute); !ended || err != nil {
 		t.Errorf("workload after run: ended %v, %v", ended, err)
 	}
-}
-
-// startWaitingWorkload starts the BPF workload for n calls in each of
-// threads threads, untraced, and returns it once it is ready, waiting for
-// the line on in that starts its calls; r reads what it prints next. It
-// is killed when the test ends.
-func startWaitingWorkload(t *testing.T, exe string, n, threads int) (cmd *exec.Cmd, in io.WriteCloser, r *bufio.Reader) {
-	t.Helper()
-	cmd = exec.Command(exe, strconv.Itoa(n), strconv.Itoa(threads))
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	r = bufio.NewReader(out)
-	if line, err := fixture.ReadLine(r, time.Minute); err != nil || line != "ready" {
-		t.Fatalf("workload: %q %v", line, err)
-	}
-	return cmd, in, r
 }
 
 // e2eWant is what the e2e object's maps and rings hold after the workload
@@ -349,7 +322,8 @@ func TestRunErrors(t *testing.T) {
 
 	// A process: one program attaches, the other names nothing; the
 	// first is removed again, and the process runs on untraced.
-	cmd, in, r := startWaitingWorkload(t, exe, 1000, 1)
+	cmd := exec.Command(exe, "1000", "1")
+	in, r := fixture.StartReady(t, cmd, "ready")
 	pid := strconv.Itoa(cmd.Process.Pid)
 	_, stderr, code := runBinary(t, "run", "--attach", "on_work=work", "--attach", "on_work_return=nosuch", obj, "-p", pid)
 	if code != exitFailed || !strings.Contains(stderr, "nosuch") {

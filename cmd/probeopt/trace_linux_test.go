@@ -3,7 +3,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"fmt"
 	"os"
@@ -107,24 +106,9 @@ func TestTraceKilled(t *testing.T) {
 	bin := probeoptBinary(t)
 	report := filepath.Join(t.TempDir(), "report.json")
 	cmd := exec.Command(bin, "trace", "--json", "-o", report, "k_*", "c_sum", "--", tracee, "serve")
-	in, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	out := bufio.NewReader(outPipe)
-	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("server said %q, %v", l, err)
-	}
+	in, out := fixture.StartReady(t, cmd, "ready")
 	fmt.Fprintln(in, 10)
 	if l, err := out.ReadString('\n'); err != nil || !strings.HasPrefix(l, "work 10 ") {
 		t.Fatalf("server answered %q, %v", l, err)

@@ -317,22 +317,7 @@ func statusField(pid int, name string) string {
 func startTraceServer(t *testing.T, tracee string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
 	t.Helper()
 	srv := exec.Command(tracee, "serve")
-	in, err := srv.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	outPipe, err := srv.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { in.Close(); srv.Process.Kill(); srv.Wait() })
-	out := bufio.NewReader(outPipe)
-	if l, err := out.ReadString('\n'); err != nil || l != "ready\n" {
-		t.Fatalf("server said %q, %v", l, err)
-	}
+	in, out := fixture.StartReady(t, srv, "ready")
 	return srv, in, out
 }
 

@@ -78,6 +78,9 @@ const (
 	areaSlots   = 1
 	areaThreads = 2
 	areaData    = 3 // the data area (no header page of ours)
+	// areaTrapGuard is the trap guard's handler and table
+	// (trapguard_linux_amd64.go).
+	areaTrapGuard = 4
 )
 
 // Header fields (byte offsets; little-endian).
@@ -143,7 +146,7 @@ func findAreas(w *proc.World) ([]leftArea, error) {
 				if !ok {
 					break
 				}
-				if a.kind == areaSlots && m.Exec || a.kind == areaThreads && m.Write {
+				if (a.kind == areaSlots || a.kind == areaTrapGuard) && m.Exec || a.kind == areaThreads && m.Write {
 					out = append(out, a)
 				}
 				at += a.size
@@ -165,7 +168,7 @@ func readAreaHeader(w *proc.World, addr, end uint64) (leftArea, bool) {
 		size: binary.LittleEndian.Uint64(h[ahSize:]),
 		kind: int(binary.LittleEndian.Uint32(h[ahKind:])),
 	}
-	if a.addr != addr || a.size < areaHeaderSize || a.size%4096 != 0 || a.size > end-addr || a.kind != areaSlots && a.kind != areaThreads {
+	if a.addr != addr || a.size < areaHeaderSize || a.size%4096 != 0 || a.size > end-addr || a.kind != areaSlots && a.kind != areaThreads && a.kind != areaTrapGuard {
 		return leftArea{}, false
 	}
 	if a.kind == areaThreads {

@@ -232,6 +232,10 @@ func reclaimAreas(w *proc.World) (freed []leftArea, why string) {
 	if why := areasBusy(w, areas); why != "" {
 		return nil, why
 	}
+	// A trap guard's handler is SIGTRAP's no more before its area goes.
+	if err := releaseTrapGuards(w, areas); err != nil {
+		return nil, err.Error()
+	}
 	// Any subset may go: nothing can be in any of them. An area whose
 	// munmap fails is tried once more, and stays for the next look.
 	for _, a := range areas {
@@ -251,6 +255,7 @@ func reclaimAreas(w *proc.World) (freed []leftArea, why string) {
 // reclaimLeft unmaps the areas of ours the stopped process maps when
 // nothing can be in them, and keeps the count and why they stay.
 func (tg *target) reclaimLeft(w *proc.World) {
+	tg.dropTrapGuard(w)
 	freed, why := reclaimAreas(w)
 	tg.areasFreed += len(freed)
 	tg.areasKept = why

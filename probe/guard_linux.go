@@ -3,7 +3,9 @@
 package probe
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 
 	"github.com/probeopt/probeopt/guardian"
 	"github.com/probeopt/probeopt/proc"
@@ -21,6 +23,28 @@ type guardKey struct {
 	addr uint64
 	kind guardian.Kind
 	new  string
+}
+
+// trapGuard is the state of a target's trap guard, the SIGTRAP handler
+// that covers trap stops the tracer had not collected when it died
+// (trapguard_linux_amd64.go; none on arm64). Under Tracer.mu.
+type trapGuard struct {
+	area    uint64          // the trap guard's area, 0 when none is armed
+	orig    []byte          // SIGTRAP's kernel sigaction before it
+	n       int             // entries in its table
+	has     map[uint64]bool // trap sites noted (in the table or pending)
+	pending []uint64        // trap sites noted, not in the table yet
+	why     string          // why none is armed for this image ("" when not tried)
+	mem     *os.File        // /proc/PID/mem for writing the table
+}
+
+// reset forgets the trap guard (an exec replaced the image, or it was
+// taken out).
+func (g *trapGuard) reset() {
+	if g.mem != nil {
+		g.mem.Close()
+	}
+	*g = trapGuard{}
 }
 
 // guardRecord records, in the guardian's log, the original bytes of every
@@ -41,6 +65,9 @@ func (tg *target) guardSites(sites map[uint64]*liveSite) error {
 		r := guardian.Record{Addr: in.Addr, Kind: guardian.KindTrap, InstLen: len(s.ps.code), Orig: s.removePatch().New, New: in.New}
 		if s.tramp != nil {
 			r.Kind, r.InstLen = guardian.KindJump, 0
+		}
+		if r.Kind == guardian.KindTrap && bytes.Equal(in.New, trapInsn.bytes()) {
+			tg.noteTrapSite(in.Addr) // before its int3 is written, as the record
 		}
 		k := guardKey{in.Addr, r.Kind, string(in.New)}
 		if tg.guarded[k] {
@@ -68,6 +95,7 @@ func (tg *target) resetGuard() {
 		tg.guard.Reset()
 		tg.guarded = map[guardKey]bool{}
 	}
+	tg.tguard.reset() // an exec resets the handlers and unmaps the area
 }
 
 // releaseGuard tells the guardian that the target needs it no more.

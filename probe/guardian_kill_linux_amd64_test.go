@@ -52,7 +52,8 @@ func killCampaignTracer(arg string) int {
 	// that inherits the probes).
 	mode, spawned := strings.CutPrefix(f[0], "spawn-")
 	mode, forks := strings.CutPrefix(mode, "fork-")
-	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks}
+	// frozen: every site a trap (see TestGuardianKillFrozen).
+	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks, NoTrampolines: mode == "frozen"}
 	if mode == "bounded" {
 		opts.MaxPause = time.Nanosecond // a pass per site
 	}
@@ -71,7 +72,17 @@ func killCampaignTracer(arg string) int {
 		fmt.Println(err)
 		return 1
 	}
-	probes, err := tr.Add(killCampaignSpecs...)
+	specs := killCampaignSpecs
+	if mode == "frozen" {
+		// Traps only: no return probes (they need a trampoline).
+		specs = nil
+		for _, s := range killCampaignSpecs {
+			if !strings.HasSuffix(s, "%return") {
+				specs = append(specs, s)
+			}
+		}
+	}
+	probes, err := tr.Add(specs...)
 	if err != nil {
 		fmt.Println(err)
 		return 1
@@ -221,6 +232,44 @@ func startReadyTracer(t *testing.T, arg string) *exec.Cmd {
 	return tracer
 }
 
+// frozenFor is how long TestGuardianKillFrozen keeps the tracer stopped
+// before it kills it.
+const frozenFor = 50 * time.Millisecond
+
+// TestGuardianKillFrozen stops the tracer (SIGSTOP) while two threads hit
+// trap sites, so that they stay in trap stops it never collects, and
+// kills it 50 ms later: the kernel hands each such thread its SIGTRAP as
+// it detaches it (see package guardian), which the program's SIGTRAP
+// handler the engine installs sends back to the restored site. In every run the
+// program answers as the untraced one before, during and after, and its
+// text equals its files within a second. PROBEOPT_LONG=1 makes 40 runs;
+// CI 3.
+func TestGuardianKillFrozen(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := traceFixture(t, "tracee")
+	want := tserveAnswer(t, exe, 3, 2)
+	killCampaign(t, 3, 40, func(rnd *rand.Rand) []killRun {
+		return []killRun{{mode: "frozen", delay: time.Duration(rnd.Intn(40)) * time.Millisecond}}
+	}, func(t *testing.T, r killRun) time.Duration { return runKill(t, exe, r, want) })
+}
+
+// uncollectedTraps counts the threads of process pid in a ptrace stop
+// ("t (tracing stop)" in /proc/PID/task/TID/stat's state).
+func uncollectedTraps(pid int) int {
+	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	n := 0
+	for _, e := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, e.Name()))
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndexByte(string(b), ')'); i >= 0 && i+2 < len(b) && b[i+2] == 't' {
+			n++
+		}
+	}
+	return n
+}
+
 // TestGuardianKillUnguarded is the campaign's control: the same kill
 // while traps are served, without a guardian, leaves the program's text
 // changed (int3 bytes and jumps) a second after the tracer's death, or the
@@ -325,6 +374,16 @@ func runKill(t *testing.T, exe string, r killRun, want string) time.Duration {
 	case "serve", "churn", "bounded":
 		waitLine("ready")
 		time.Sleep(r.delay)
+	case "frozen":
+		// The tracer stopped collects no trap stop: the threads that run
+		// into a trap site stay in trap stops it has not collected.
+		waitLine("ready")
+		time.Sleep(r.delay)
+		_ = tracer.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(frozenFor)
+		if n := uncollectedTraps(s.cmd.Process.Pid); n == 0 {
+			t.Logf("no thread in a trap stop after %v", frozenFor)
+		}
 	case "detach":
 		waitLine("detaching")
 		time.Sleep(r.delay)

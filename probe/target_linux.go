@@ -224,6 +224,7 @@ type target struct {
 	// nil without one; guarded the ranges recorded in its log.
 	guard   *guardian.Guard
 	guarded map[guardKey]bool
+	tguard  trapGuard // the SIGTRAP handler of trap stops left uncollected (guard_linux.go)
 	// areasFreed counts the areas unmapped (an earlier tracer's when
 	// attached, all at Detach), areasKept says why the last look kept
 	// them (areas_linux_amd64.go).
@@ -315,6 +316,7 @@ func (tg *target) sync(w *proc.World) bool {
 func (tg *target) rescanStopped(w *proc.World) batchResult {
 	var res batchResult
 	tg.sync(w)
+	tg.armTrapGuard(w)
 	tg.verifyStopped(w)
 	maps, err := w.Maps()
 	if err != nil {

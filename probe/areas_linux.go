@@ -93,6 +93,9 @@ const (
 	ahSlots  = 40 // uint64: a thread table's Slots
 	ahDepth  = 48 // uint64: a thread table's Depth
 	ahLength = 56
+	// A trap guard's (trapguard_linux_amd64.go), after the common ones:
+	ahTrapOrig = 64 // 32 bytes: SIGTRAP's kernel sigaction before the trap guard
+	ahTrapData = 96 // uint64: the size of its read-write part, mapped just below
 )
 
 // dataAreaPath is how /proc/PID/maps names the data area's memfd.
@@ -103,6 +106,9 @@ type leftArea struct {
 	addr, size uint64
 	kind       int
 	threads    *trampoline.Threads // a thread table's layout
+	// before is the size of the trap guard's read-write part, mapped
+	// just below its header (ahTrapData); 0 for the other kinds.
+	before uint64
 }
 
 // writeAreaHeader writes the header page of the area at addr (size bytes
@@ -170,6 +176,16 @@ func readAreaHeader(w *proc.World, addr, end uint64) (leftArea, bool) {
 	}
 	if a.addr != addr || a.size < areaHeaderSize || a.size%4096 != 0 || a.size > end-addr || a.kind != areaSlots && a.kind != areaThreads && a.kind != areaTrapGuard {
 		return leftArea{}, false
+	}
+	if a.kind == areaTrapGuard {
+		var d [8]byte
+		if w.ReadMemory(addr+ahTrapData, d[:]) != nil {
+			return leftArea{}, false
+		}
+		a.before = binary.LittleEndian.Uint64(d[:])
+		if a.before%4096 != 0 || a.before > 1<<30 || a.before > addr {
+			return leftArea{}, false
+		}
 	}
 	if a.kind == areaThreads {
 		th := &trampoline.Threads{Addr: addr + areaHeaderSize, Slots: int(binary.LittleEndian.Uint64(h[ahSlots:])), Depth: int(binary.LittleEndian.Uint64(h[ahDepth:]))}

@@ -239,9 +239,9 @@ func reclaimAreas(w *proc.World) (freed []leftArea, why string) {
 	// Any subset may go: nothing can be in any of them. An area whose
 	// munmap fails is tried once more, and stays for the next look.
 	for _, a := range areas {
-		err := w.Munmap(a.addr, a.size)
+		err := w.Munmap(a.addr-a.before, a.before+a.size)
 		if err != nil {
-			err = w.Munmap(a.addr, a.size)
+			err = w.Munmap(a.addr-a.before, a.before+a.size)
 		}
 		if err != nil {
 			why = fmt.Sprintf("unmap the area at %#x: %v", a.addr, err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -54,24 +55,31 @@ import (
 // installs its own handler later replaces it (its handler then gets the
 // SIGTRAP of such a trap stop).
 //
-// The area (areaTrapGuard) is one read-execute mapping: the header page
-// (areas_linux.go) with the original disposition at ahTrapOrig, the code
-// page (the handler, the sigreturn stub it returns through, the handler's
-// sigaction and a SIG_DFL sigaction), then the table: a count, then the
-// sites' addresses (little-endian uint64).
+// The area (areaTrapGuard) is two mappings, one after the other: a
+// read-write part (a scratch page for the remote rt_sigaction calls, then
+// the table: a count, then the sites' addresses, little-endian uint64) and
+// the read-execute area proper, whose header page (areas_linux.go) holds
+// the original disposition (ahTrapOrig) and the size of the part below it
+// (ahTrapData), followed by the code page (the handler, the sigreturn stub
+// it returns through, the handler's sigaction and a SIG_DFL sigaction).
+// Making it costs three remote system calls at an attach (mmap, mprotect,
+// rt_sigaction) and none where SIGTRAP is not SIG_DFL (read from
+// /proc/PID/status); putting it back two at a detach.
 
-// The trap guard area's layout (offsets from its start).
+// The trap guard's layout: offsets from the area proper (its header), the
+// read-write part below it.
 const (
-	tgCode          = areaHeaderSize     // the handler
-	tgRestorer      = tgCode + 1024      // the sigreturn stub
-	tgAction        = tgCode + 2048      // the handler's kernel sigaction (32 bytes)
-	tgDefault       = tgCode + 2048 + 64 // SIG_DFL's kernel sigaction (zeros)
-	tgTable         = tgCode + pageSize  // the table's count, then its entries
-	tgTableSize     = 1 << 20            // bytes of the table, count included
-	tgAreaSize      = tgTable + tgTableSize
-	tgCapacity      = tgTableSize/8 - 1 // entries
-	ahTrapOrig      = 64                // header: the original kernel sigaction (32 bytes)
-	trapGuardWaitMs = 5000              // how long the handler waits for the text, in ms
+	tgCode          = areaHeaderSize         // the handler
+	tgRestorer      = tgCode + 1024          // the sigreturn stub
+	tgAction        = tgCode + 2048          // the handler's kernel sigaction (32 bytes)
+	tgDefault       = tgCode + 2048 + 64     // SIG_DFL's kernel sigaction (zeros)
+	tgSize          = tgCode + pageSize      // the read-execute part
+	tgTableSize     = 1 << 20                // bytes of the table, count included
+	tgData          = pageSize + tgTableSize // the read-write part: scratch, table
+	tgScratchBelow  = tgData                 // the scratch page, this far below the area
+	tgTableBelow    = tgData - pageSize      // the table (a count, then the entries), this far below
+	tgCapacity      = tgTableSize/8 - 1      // entries
+	trapGuardWaitMs = 5000                   // how long the handler waits for the text, in ms
 )
 
 // The kernel's struct sigaction on x86-64: handler, flags, restorer, mask.
@@ -96,7 +104,7 @@ func trapGuardCode(base uint64) ([]byte, error) {
 	a.Jcc(x86enc.CondNE, pass)
 	a.Load(x86enc.S64, x86enc.RBX, x86enc.At(x86enc.RDX, ucRIP))
 	a.Dec(x86enc.S64, x86enc.RBX) // where the int3 was
-	a.MovAbs(x86enc.R8, base+tgTable)
+	a.MovAbs(x86enc.R8, base-tgTableBelow)
 	a.Load(x86enc.S64, x86enc.R9, x86enc.At(x86enc.R8, 0))
 	a.ALU(x86enc.Xor, x86enc.S32, x86enc.RCX, x86enc.RCX)
 	a.Bind(scan)
@@ -185,28 +193,40 @@ func trapGuardAction(base uint64) []byte {
 }
 
 // remoteSigaction calls rt_sigaction(SIGTRAP, act, &old) in the stopped
-// process (act nil: a query), through a page mapped for the call.
-func remoteSigaction(w *proc.World, act []byte) ([]byte, error) {
-	page, err := w.Mmap(0, pageSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer func() { _ = w.Munmap(page, pageSize) }()
-	actAddr := uint64(0)
-	if act != nil {
-		if err := w.WriteMemory(page, act); err != nil {
-			return nil, err
-		}
-		actAddr = page
-	}
-	if _, err := w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), actAddr, page+sigactionSize, 8); err != nil {
+// process (act 0: a query) with old in the scratch page of the trap guard
+// at area, and returns old.
+func remoteSigaction(w *proc.World, area, act uint64) ([]byte, error) {
+	scratch := area - tgScratchBelow
+	if _, err := w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), act, scratch, 8); err != nil {
 		return nil, err
 	}
 	old := make([]byte, sigactionSize)
-	if err := w.ReadMemory(page+sigactionSize, old); err != nil {
+	if err := w.ReadMemory(scratch, old); err != nil {
 		return nil, err
 	}
 	return old, nil
+}
+
+// trapDisposition reads from /proc/PID/status whether the process
+// catches or ignores SIGTRAP (neither: SIG_DFL).
+func trapDisposition(pid int) (caught, ignored bool, err error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return false, false, err
+	}
+	bit := uint64(1) << (unix.SIGTRAP - 1)
+	for _, l := range strings.Split(string(b), "\n") {
+		for k, p := range map[string]*bool{"SigCgt:": &caught, "SigIgn:": &ignored} {
+			if v, ok := strings.CutPrefix(l, k); ok {
+				m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err != nil {
+					return false, false, fmt.Errorf("%s %q: %w", k, v, err)
+				}
+				*p = m&bit != 0
+			}
+		}
+	}
+	return caught, ignored, nil
 }
 
 // armTrapGuard installs the trap guard in the stopped process when it has
@@ -220,71 +240,83 @@ func (tg *target) armTrapGuard(w *proc.World) {
 	if tg.guard == nil || g.area != 0 || g.why != "" {
 		return
 	}
-	old, err := remoteSigaction(w, nil)
-	if err != nil {
+	caught, ignored, err := trapDisposition(tg.pid)
+	switch {
+	case err != nil:
 		g.why = fmt.Sprintf("read the disposition of SIGTRAP: %v", err)
 		return
-	}
-	if h := binary.LittleEndian.Uint64(old); h != 0 { // SIG_DFL is 0
-		if !tg.adoptTrapGuard(w, h) {
-			g.why = fmt.Sprintf("the program's disposition of SIGTRAP is %#x, not SIG_DFL", h)
+	case ignored:
+		g.why = "the program ignores SIGTRAP"
+		return
+	case caught:
+		if !tg.adoptTrapGuard(w) {
+			g.why = "the program handles SIGTRAP"
 		}
 		tg.flushTrapTable()
 		return
 	}
-	base, err := w.Mmap(0, tgAreaSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
+	base, err := w.Mmap(0, tgData+tgSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
 	if err != nil {
 		g.why = fmt.Sprintf("map the trap guard: %v", err)
 		return
 	}
+	area := base + tgData
 	fail := func(err error) {
-		_ = w.Munmap(base, tgAreaSize)
+		_ = w.Munmap(base, tgData+tgSize)
 		g.why = fmt.Sprintf("install the trap guard: %v", err)
 	}
-	code, err := trapGuardCode(base)
+	code, err := trapGuardCode(area)
 	if err != nil {
 		fail(err)
 		return
 	}
-	if err := writeAreaHeader(w, base, tgAreaSize, areaTrapGuard, os.Getpid(), nil); err != nil {
+	if err := writeAreaHeader(w, area, tgSize, areaTrapGuard, os.Getpid(), nil); err != nil {
 		fail(err)
 		return
 	}
+	var data [8]byte
+	binary.LittleEndian.PutUint64(data[:], tgData)
+	orig := make([]byte, sigactionSize) // SIG_DFL, as status said
 	for _, wr := range []struct {
 		at uint64
 		b  []byte
-	}{{base + ahTrapOrig, old}, {base + tgCode, code}, {base + tgRestorer, restorerCode}, {base + tgAction, trapGuardAction(base)}} {
+	}{{area + ahTrapOrig, orig}, {area + ahTrapData, data[:]}, {area + tgCode, code}, {area + tgRestorer, restorerCode}, {area + tgAction, trapGuardAction(area)}} {
 		if err := w.WriteMemory(wr.at, wr.b); err != nil {
 			fail(err)
 			return
 		}
 	}
-	if err := w.Mprotect(base, tgAreaSize, unix.PROT_READ|unix.PROT_EXEC); err != nil {
+	if err := w.Mprotect(area, tgSize, unix.PROT_READ|unix.PROT_EXEC); err != nil {
 		fail(err)
 		return
 	}
-	if _, err := remoteSigaction(w, trapGuardAction(base)); err != nil {
+	if _, err := w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), area+tgAction, 0, 8); err != nil {
 		fail(err)
 		return
 	}
-	g.area, g.orig = base, old
+	g.area, g.orig = area, orig
 	tg.flushTrapTable()
 }
 
-// adoptTrapGuard takes over the trap guard whose handler is at handler,
-// when it is one of ours (a forked child's, or an earlier tracer's the
-// process kept): its table is read and extended.
-func (tg *target) adoptTrapGuard(w *proc.World, handler uint64) bool {
+// adoptTrapGuard takes over the trap guard of ours whose handler is
+// SIGTRAP's (a forked child's, or an earlier tracer's the process kept):
+// its table is read and extended. It reports whether there was one.
+func (tg *target) adoptTrapGuard(w *proc.World) bool {
 	areas, err := findAreas(w)
 	if err != nil {
 		return false
 	}
 	for _, a := range areas {
-		if a.kind != areaTrapGuard || a.addr+tgCode != handler {
+		if a.kind != areaTrapGuard || a.before != tgData {
 			continue
 		}
+		cur, err := remoteSigaction(w, a.addr, 0)
+		if err != nil || binary.LittleEndian.Uint64(cur) != a.addr+tgCode {
+			continue
+		}
+		table := a.addr - tgTableBelow
 		var cnt [8]byte
-		if w.ReadMemory(a.addr+tgTable, cnt[:]) != nil {
+		if w.ReadMemory(table, cnt[:]) != nil {
 			return false
 		}
 		n := int(binary.LittleEndian.Uint64(cnt[:]))
@@ -292,7 +324,7 @@ func (tg *target) adoptTrapGuard(w *proc.World, handler uint64) bool {
 			return false
 		}
 		ents := make([]byte, 8*n)
-		if w.ReadMemory(a.addr+tgTable+8, ents) != nil {
+		if w.ReadMemory(table+8, ents) != nil {
 			return false
 		}
 		g := &tg.tguard
@@ -350,12 +382,13 @@ func (tg *target) flushTrapTable() {
 		}
 		g.mem = f
 	}
-	if n, err := g.mem.WriteAt(b, int64(g.area+tgTable+8+8*uint64(g.n))); err != nil || n != len(b) {
+	table := int64(g.area - tgTableBelow)
+	if n, err := g.mem.WriteAt(b, table+8+8*int64(g.n)); err != nil || n != len(b) {
 		return
 	}
 	var cnt [8]byte
 	binary.LittleEndian.PutUint64(cnt[:], uint64(g.n+len(add)))
-	if n, err := g.mem.WriteAt(cnt[:], int64(g.area+tgTable)); err != nil || n != len(cnt) {
+	if n, err := g.mem.WriteAt(cnt[:], table); err != nil || n != len(cnt) {
 		return
 	}
 	g.n += len(add)
@@ -377,19 +410,27 @@ func (tg *target) dropTrapGuard(w *proc.World) {
 }
 
 // restoreTrapDisposition puts orig back as SIGTRAP's disposition when the
-// disposition names the handler of the trap guard at area.
+// disposition names the handler of the trap guard at area (orig is
+// written to the scratch page first).
 func restoreTrapDisposition(w *proc.World, area uint64, orig []byte) error {
-	cur, err := remoteSigaction(w, nil)
+	if caught, _, err := trapDisposition(w.Pid()); err == nil && !caught {
+		return nil // the program put a disposition of its own
+	}
+	cur, err := remoteSigaction(w, area, 0)
 	if err != nil {
 		return err
 	}
 	if binary.LittleEndian.Uint64(cur) != area+tgCode {
-		return nil // the program's own now
+		return nil // the program's own handler now
 	}
 	if len(orig) != sigactionSize {
 		orig = make([]byte, sigactionSize)
 	}
-	_, err = remoteSigaction(w, orig)
+	act := area - tgScratchBelow + 2*sigactionSize
+	if err := w.WriteMemory(act, orig); err != nil {
+		return err
+	}
+	_, err = w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), act, 0, 8)
 	return err
 }
 
@@ -398,7 +439,7 @@ func restoreTrapDisposition(w *proc.World, area uint64, orig []byte) error {
 // each one's header). The world is stopped.
 func releaseTrapGuards(w *proc.World, areas []leftArea) error {
 	for _, a := range areas {
-		if a.kind != areaTrapGuard {
+		if a.kind != areaTrapGuard || a.before != tgData {
 			continue
 		}
 		orig := make([]byte, sigactionSize)

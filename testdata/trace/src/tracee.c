@@ -31,6 +31,13 @@
  *   tracee fserve T        print "ready", read a line, fork: the child
  *                          prints "child PID" and serves as tserve T; the
  *                          parent waits for it and exits with its status
+ *   tracee sigtrap [own]   (with "own": SIGTRAP handled by the program
+ *                          first) print "ready", then for each line:
+ *                          "query" prints SIGTRAP's disposition (default,
+ *                          ignored, own or other), a number N runs "work
+ *                          N", "raise" raises SIGTRAP, "int3" runs an int3
+ *                          (the own handler prints "own handler" and the
+ *                          program goes on)
  */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -213,6 +220,39 @@ static int tserve(int t)
 	return 0;
 }
 
+static void own_sigtrap(int sig)
+{
+	(void)sig;
+	write(1, "own handler\n", 12);
+}
+
+static int sigtrap_serve(int own)
+{
+	char line[64];
+	if (own)
+		signal(SIGTRAP, own_sigtrap);
+	printf("ready\n");
+	fflush(stdout);
+	while (fgets(line, sizeof line, stdin)) {
+		if (strncmp(line, "query", 5) == 0) {
+			struct sigaction sa;
+			sigaction(SIGTRAP, NULL, &sa);
+			printf("%s\n", sa.sa_handler == SIG_DFL ? "default" : sa.sa_handler == SIG_IGN ? "ignored" : sa.sa_handler == own_sigtrap ? "own" : "other");
+		} else if (strncmp(line, "raise", 5) == 0) {
+			fflush(stdout);
+			raise(SIGTRAP);
+		} else if (strncmp(line, "int3", 4) == 0) {
+			fflush(stdout);
+			__asm__ volatile("int3");
+		} else {
+			long n = atol(line);
+			printf("work %ld %016lx\n", n, work(n, 0));
+		}
+		fflush(stdout);
+	}
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc >= 3 && strcmp(argv[1], "work") == 0) {
@@ -359,6 +399,8 @@ int main(int argc, char **argv)
 		start_alarms();
 		return tserve(atoi(argv[2]));
 	}
+	if (argc >= 2 && strcmp(argv[1], "sigtrap") == 0)
+		return sigtrap_serve(argc >= 3 && strcmp(argv[2], "own") == 0);
 	if (argc >= 3 && strcmp(argv[1], "fserve") == 0) {
 		char line[64];
 		printf("ready\n");

@@ -45,20 +45,80 @@
 //     is taken before the signal: it stops with the SIGTRAP still queued.
 //
 // No thread runs the program between the tracer's death and the
-// guardian's PTRACE_SEIZE. One instant is not covered, and no arrangement
-// of ptrace covers it: a thread that has entered its trap stop at an int3
-// that the tracer has not collected yet when it dies is given its SIGTRAP
-// by the kernel as it is detached (the stop's signal is cleared only by
-// the tracer's wait4), and dies. The window is the time between a trap
-// and the tracer's wait4, which under a heavy trap load is most of the
-// time: measured on Linux 6.18 (AMD EPYC, shared machine), a thread left
-// 50 ms in an uncollected trap stop died 2 times in 3, one in a collected
-// stop never; the kill campaign (trampoline, return, emulated and stepped
-// sites, two threads) lost 1 target in 240 kills; but "probeopt trace
-// --traps -p" on 15 trap sites hit in a loop by two threads, killed with
-// SIGKILL, lost 4 targets in 6. Trampoline sites have no such window;
-// closing it for traps needs a trap that does not depend on a tracer (a
-// SIGTRAP handler in the process), which this package does not install.
+// guardian's PTRACE_SEIZE, with one exception that ptrace alone cannot
+// close: a thread that has entered its trap stop at an int3 that the
+// tracer has not collected yet when it dies is given its SIGTRAP by the
+// kernel as it is detached (the stop's signal is cleared only by the
+// tracer's wait4), and under SIG_DFL it dies. The window is the time
+// between a trap and the tracer's wait4, which under a heavy trap load is
+// most of the time: measured on Linux 6.18 (AMD EPYC, shared machine), a
+// thread left 50 ms in an uncollected trap stop died 2 times in 3, and a
+// tracer stopped (SIGSTOP) for 50 ms while two threads hit trap sites,
+// then killed, lost 3 targets in 3. Package probe closes it on x86-64 with
+// a trap guard (probe/trapguard_linux_amd64.go): a SIGTRAP handler in the
+// process, installed where SIGTRAP's disposition is SIG_DFL, that knows
+// the trap sites. The thread's SIGTRAP is delivered to it; the latch stops
+// the thread before the handler's first instruction; this package restores
+// the text; and the handler, when the thread runs again, sends it back to
+// the site, where the original instruction now is (same test: 0 targets
+// lost in 40). Every other SIGTRAP it passes on to the default action
+// unchanged (SIG_DFL again, the same siginfo queued to the same thread).
+//
+// The trap guard does not cover:
+//
+//   - a program that handles or ignores SIGTRAP itself when it is
+//     attached: it keeps its disposition, and the window. Every Go program
+//     is one (the Go runtime handles every signal): "probeopt trace
+//     --traps main.work -p PID" on a Go program whose two goroutines call
+//     main.work in a loop, the tracer stopped 50 ms and then killed, lost
+//     6 programs in 10 ("SIGTRAP: trace trap", sigcode 128, at main.work+1),
+//     as before the trap guard. A program that installs its own SIGTRAP
+//     handler after the attach replaces the trap guard: its handler then
+//     gets the SIGTRAP of such a stop.
+//   - a thread left in a single-step stop the tracer had not collected (an
+//     instruction stepped in place: the debug trap's SIGTRAP, si_code
+//     TRAP_TRACE, is passed on) or in the middle of a remote system call
+//     of the tracer's (proc.World.Syscall: the borrowed thread keeps the
+//     call's registers). Both last microseconds.
+//
+// What a program sees of the trap guard while the tracer is attached: a
+// query of SIGTRAP's disposition (sigaction) returns the handler, not
+// SIG_DFL (nothing short of intercepting the program's rt_sigaction calls
+// would hide it); its own SIGTRAP (raise, kill, an int3 of its own) ends
+// it as before. After a clean detach the disposition is SIG_DFL again;
+// after the tracer's death the handler stays (harmless: it passes every
+// SIGTRAP on) until a later attach unmaps the areas and puts the
+// disposition back.
+//
+// # What the kernel does to a traced thread when its tracer dies
+//
+// Read from kernel/ptrace.c (exit_ptrace, __ptrace_detach,
+// __ptrace_unlink) and kernel/signal.c (ptrace_stop, ptrace_signal,
+// get_signal), and measured on Linux 6.18 (a C tracer that exits with the
+// tracee's stop collected by wait4 or seen with WNOWAIT only): exit_ptrace
+// unlinks every tracee (and reinstates a group stop in effect: the latch)
+// and wakes it; unlike PTRACE_DETACH it does not call ptrace_disable, so
+// x86's trap flag set by PTRACE_SINGLESTEP stays set. The woken thread
+// leaves ptrace_stop with the stop's exit code, which the tracer's wait4
+// zeroes when it collects the stop:
+//
+//   - signal-delivery stop (an int3's SIGTRAP, a single step's SIGTRAP,
+//     any signal): uncollected, the signal is delivered as if the tracer
+//     had never seen it (SIGTRAP under SIG_DFL: killed, measured; a caught
+//     SIGTRAP: the handler runs, measured); collected, it is discarded
+//     (an int3's: harmless; a program's signal the tracer held, SIGALRM
+//     say: lost, measured with SIGUSR1);
+//   - single-step stop: as above, and the trap flag stays set, so even a
+//     collected one traps again after the next instruction (killed by
+//     SIGTRAP, measured, unless the guardian clears the flag first, which
+//     the latch gives it time to do);
+//   - system-call stop: ptrace_report_syscall sends the exit code as a
+//     signal; with PTRACE_O_TRACESYSGOOD (proc sets it) that is
+//     SIGTRAP|0x80, no valid signal, so nothing is sent (uncollected:
+//     survived, measured); without it SIGTRAP (killed, measured);
+//   - event stop (fork, clone, exec, exit, PTRACE_INTERRUPT's) and group
+//     stop: the exit code is not used; nothing is sent (uncollected fork
+//     event 0x105 and interrupt stop 0x8005: survived, measured).
 //
 // # What the guardian does, in one stop
 //

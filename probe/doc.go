@@ -294,6 +294,17 @@
 // the sites it inherited in its log, before it runs. Options.NoGuardian
 // traces without one.
 //
+// On x86-64 a guarded process whose SIGTRAP disposition is SIG_DFL also
+// gets a trap guard (trapguard_linux_amd64.go): a SIGTRAP handler that
+// knows every trap site, for the thread the kernel hands its SIGTRAP as
+// the dead tracer is detached (its trap stop was never collected): the
+// handler sends it back to the site once the guardian has restored it,
+// and passes every other SIGTRAP on to the default action unchanged.
+// While the tracer is attached the program sees the handler if it asks
+// for SIGTRAP's disposition; a clean Detach puts SIG_DFL back.
+// Options.NoTrapGuard traces without one (the guardian still restores
+// the text; such a thread then dies of its SIGTRAP).
+//
 // # What it does not do
 //
 // probe does not decode (decode), decide (plan), emulate (emulate), patch

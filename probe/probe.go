@@ -228,6 +228,13 @@ type Options struct {
 	// and the process is restored and runs on whatever the tracing program
 	// dies of.
 	NoGuardian bool
+	// NoTrapGuard installs no SIGTRAP handler in a guarded x86-64 process
+	// (see the package documentation): the program's sigaction queries
+	// then see SIG_DFL while it is traced, and a thread whose trap stop
+	// the tracing program had not collected when it died is killed by
+	// its SIGTRAP. By default one is installed where SIGTRAP's
+	// disposition is SIG_DFL.
+	NoTrapGuard bool
 }
 
 // DefaultRingSize is the capacity of each thread's event ring in events

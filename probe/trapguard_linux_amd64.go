@@ -240,6 +240,10 @@ func (tg *target) armTrapGuard(w *proc.World) {
 	if tg.guard == nil || g.area != 0 || g.why != "" {
 		return
 	}
+	if tg.t.opts.NoTrapGuard {
+		g.why = "Options.NoTrapGuard"
+		return
+	}
 	caught, ignored, err := trapDisposition(tg.pid)
 	switch {
 	case err != nil:

@@ -21,7 +21,7 @@ import (
 // trap) after it said "ready" when trace is set, sends the lines one at a
 // time ("DETACH" detaches the tracer instead) and returns what the program
 // printed for each and how it ended.
-func sigtrapSession(t *testing.T, exe string, args []string, trace bool, lines []string) ([]string, proc.ExitStatus) {
+func sigtrapSession(t *testing.T, exe string, args []string, trace bool, noTrapGuard bool, lines []string) ([]string, proc.ExitStatus) {
 	t.Helper()
 	inR, inW := fixture.Pipe(t)
 	outR, outW := fixture.Pipe(t)
@@ -40,7 +40,7 @@ func sigtrapSession(t *testing.T, exe string, args []string, trace bool, lines [
 	var tr *probe.Tracer
 	if trace {
 		var err error
-		tr, err = probe.Attach(cmd.Process.Pid, &probe.Options{NoTrampolines: true})
+		tr, err = probe.Attach(cmd.Process.Pid, &probe.Options{NoTrampolines: true, NoTrapGuard: noTrapGuard})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -108,7 +108,8 @@ func sigtrapSession(t *testing.T, exe string, args []string, trace bool, lines [
 // shows the trap guard while the tracer is attached (the one difference
 // package guardian documents) and SIG_DFL again after a clean detach, and
 // that a program with its own SIGTRAP handler keeps it: its int3 reaches
-// its handler, traced or not.
+// its handler, traced or not; with Options.NoTrapGuard a query shows
+// SIG_DFL while attached.
 func TestTrapGuardProgramSIGTRAP(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := traceFixture(t, "tracee")
@@ -118,12 +119,14 @@ func TestTrapGuardProgramSIGTRAP(t *testing.T) {
 		lines []string
 		// attached is what "query" prints while the tracer is attached
 		// ("" for the untraced answer).
-		attached string
+		attached    string
+		noTrapGuard bool
 	}{
-		{"raise", nil, []string{"query", "3", "raise", "3"}, "other"},
-		{"int3", nil, []string{"3", "query", "int3", "3"}, "other"},
-		{"detach", nil, []string{"query", "3", "DETACH", "query", "3", "raise"}, "other"},
-		{"own", []string{"own"}, []string{"query", "3", "int3", "raise", "3", "query"}, ""},
+		{"raise", nil, []string{"query", "3", "raise", "3"}, "other", false},
+		{"int3", nil, []string{"3", "query", "int3", "3"}, "other", false},
+		{"detach", nil, []string{"query", "3", "DETACH", "query", "3", "raise"}, "other", false},
+		{"own", []string{"own"}, []string{"query", "3", "int3", "raise", "3", "query"}, "", false},
+		{"notrapguard", nil, []string{"query", "3", "raise"}, "", true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var plain []string
@@ -132,8 +135,8 @@ func TestTrapGuardProgramSIGTRAP(t *testing.T) {
 					plain = append(plain, l)
 				}
 			}
-			want, wantWS := sigtrapSession(t, exe, c.args, false, plain)
-			got, gotWS := sigtrapSession(t, exe, c.args, true, c.lines)
+			want, wantWS := sigtrapSession(t, exe, c.args, false, false, plain)
+			got, gotWS := sigtrapSession(t, exe, c.args, true, c.noTrapGuard, c.lines)
 			// What the traced run should print: the untraced lines, with
 			// the trap guard shown by a query while attached.
 			var exp []string

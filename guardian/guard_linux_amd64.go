@@ -181,6 +181,35 @@ func (g *Guard) Record(recs ...Record) error {
 func (g *Guard) countPtr() *uint64 { return (*uint64)(unsafe.Pointer(&g.mem[offCount])) }
 func (g *Guard) loadCount() uint64 { return atomic.LoadUint64(g.countPtr()) }
 
+// Borrow records that a remote system call borrows thread tid, whose
+// registers before it are saved: a guardian that restores the process
+// puts them back (the tracer died in the middle of the call).
+func (g *Guard) Borrow(tid int, saved *proc.Regs) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(saved)), unsafe.Sizeof(*saved))
+	atomic.StoreUint64(g.borrowPtr(), 0)
+	copy(g.mem[offBorrowRegs:offBorrowRegs+maxRegs], b)
+	atomic.StoreUint64(g.borrowPtr(), uint64(tid))
+}
+
+// Return records that the borrowed thread has its registers back.
+func (g *Guard) Return() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		atomic.StoreUint64(g.borrowPtr(), 0)
+	}
+}
+
+// The registers fit in the log's header.
+var _ [maxRegs - unsafe.Sizeof(proc.Regs{})]byte
+
+func (g *Guard) borrowPtr() *uint64 { return (*uint64)(unsafe.Pointer(&g.mem[offBorrow])) }
+
 // Reset empties the log: the process replaced its image (exec), and the
 // ranges recorded name addresses of the old one.
 func (g *Guard) Reset() {
@@ -279,14 +308,15 @@ func serve() int {
 		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
 		return 1
 	}
-	rep, err := restore(pid, recs, time.Second)
+	borrowed, saved := readBorrow(mem)
+	rep, err := restore(pid, recs, borrowed, saved, time.Second)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
 		return 1
 	}
-	if rep.Bytes > 0 || rep.Rewound > 0 || rep.Late > 0 || rep.Left > 0 {
-		fmt.Fprintf(os.Stderr, "probeopt guardian: the tracer of process %d is gone: restored %d bytes in %d ranges; %d threads sent back to their trap sites, %d late traps served; %d ranges left as the program has them\n",
-			pid, rep.Bytes, rep.Ranges, rep.Rewound, rep.Late, rep.Left)
+	if rep.Bytes > 0 || rep.Rewound > 0 || rep.Late > 0 || rep.Left > 0 || rep.Returned > 0 {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: the tracer of process %d is gone: restored %d bytes in %d ranges; %d threads sent back to their trap sites, %d late traps served, %d borrowed threads given their registers back; %d ranges left as the program has them\n",
+			pid, rep.Bytes, rep.Ranges, rep.Rewound, rep.Late, rep.Returned, rep.Left)
 	}
 	return 0
 }
@@ -310,23 +340,38 @@ func readLog(mem []byte) ([]Record, error) {
 	return recs, nil
 }
 
+// readBorrow returns the thread a remote system call of the tracer's had
+// borrowed when it died (0 for none) and its registers before the call.
+func readBorrow(mem []byte) (int, *proc.Regs) {
+	tid := int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offBorrow]))))
+	if tid == 0 {
+		return 0, nil
+	}
+	var r proc.Regs
+	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r)), mem[offBorrowRegs:offBorrowRegs+maxRegs])
+	return tid, &r
+}
+
 // Report says what a restore did.
 type Report struct {
 	Bytes, Ranges int // bytes and contiguous ranges written back
 	Rewound       int // threads sent back from just past a breakpoint to its site
 	Late          int // traps taken just before the restore, served after it
 	Left          int // recorded ranges that hold bytes other than the tracer's or the file's, left alone
+	Returned      int // threads given back the registers a remote system call had replaced
 }
 
 // restore seizes process pid as soon as its former tracer has let it go
-// (within wait), and in one stop: sends every thread that stands just past
+// (within wait), and in one stop: gives the thread a remote system call
+// had borrowed (borrowed, 0 for none) its registers from before the call
+// (saved), sends every thread that stands just past
 // a breakpoint of a trap site back to the site, clears a trap flag left by
 // a single step, and writes back every byte of recs where memory holds the
 // tracer's. It then ends the latch's group stop (SIGCONT), serves the
 // breakpoint traps taken in the instant before the process stopped (the
 // thread goes back to the site, where the original instruction is now),
 // and detaches. A process that is gone needs nothing.
-func restore(pid int, recs []Record, wait time.Duration) (Report, error) {
+func restore(pid int, recs []Record, borrowed int, saved *proc.Regs, wait time.Duration) (Report, error) {
 	var rep Report
 	var p *proc.Process
 	deadline := time.Now().Add(wait)
@@ -350,7 +395,7 @@ func restore(pid int, recs []Record, wait time.Duration) (Report, error) {
 	_, err := p.Stopped(func(w *proc.World) error {
 		pl = makePlan(w, recs)
 		var err error
-		rep, err = restoreStopped(w, pl, rewound)
+		rep, err = restoreStopped(w, pl, rewound, borrowed, saved)
 		late = trapPending(pid)
 		return err
 	})
@@ -429,7 +474,7 @@ const trapFlag = 1 << 8
 
 // restoreStopped is restore's work on the stopped world.
 // Threads sent back are listed in rewound (tid -> site).
-func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64) (Report, error) {
+func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, borrowed int, saved *proc.Regs) (Report, error) {
 	rep := Report{Left: pl.left}
 	ths, err := w.Threads()
 	if err != nil {
@@ -444,6 +489,13 @@ func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64) (Report, er
 			continue
 		}
 		changed := false
+		if th.Tid == borrowed && saved != nil {
+			// The tracer died in a remote system call on this thread:
+			// its registers as they were before it (the call's effect,
+			// if it ran, stays).
+			r, changed = *saved, true
+			rep.Returned++
+		}
 		if r.Eflags&trapFlag != 0 {
 			r.Eflags &^= trapFlag
 			changed = true

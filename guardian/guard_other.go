@@ -2,7 +2,11 @@
 
 package guardian
 
-import "os"
+import (
+	"os"
+
+	"github.com/probeopt/probeopt/proc"
+)
 
 // DefaultRecords is the capacity of a log when Options.Records is 0.
 const DefaultRecords = 1 << 17
@@ -27,6 +31,12 @@ func (g *Guard) Pid() int { return 0 }
 
 // Record returns ErrNotSupported.
 func (g *Guard) Record(recs ...Record) error { return ErrNotSupported }
+
+// Borrow does nothing.
+func (g *Guard) Borrow(tid int, saved *proc.Regs) {}
+
+// Return does nothing.
+func (g *Guard) Return() {}
 
 // Reset does nothing.
 func (g *Guard) Reset() {}

@@ -50,8 +50,8 @@ const MaxOrig = 32
 // a record and then publishes it by storing the new count; the guardian
 // reads the count, then the records below it.
 const (
-	logMagic   = 0x31676f6c64726167 // "gardlog1"
-	headerSize = 64
+	logMagic   = 0x32676f6c64726167 // "gardlog2"
+	headerSize = 512
 	recordSize = 16 + 2*MaxOrig
 	// header fields (byte offsets)
 	offMagic = 0
@@ -59,6 +59,13 @@ const (
 	offState = 16 // stateActive or stateReleased
 	offCount = 24
 	offCap   = 32
+	// offBorrow is the thread a remote system call of the tracer's
+	// borrows (0 for none), then its registers before the call
+	// (offBorrowRegs, maxRegs bytes): the tracer stores the registers,
+	// then the thread id, and clears the id once they are back.
+	offBorrow     = 64
+	offBorrowRegs = 72
+	maxRegs       = headerSize - offBorrowRegs
 	// record fields
 	recAddr = 0
 	recKind = 8

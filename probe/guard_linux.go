@@ -88,6 +88,21 @@ func (tg *target) guardSites(sites map[uint64]*liveSite) error {
 	return nil
 }
 
+// borrowed is the target's proc.SyscallHandler: the guardian's log holds
+// the registers of the thread a remote system call borrows, so that a
+// tracer that dies in the middle of the call leaves the thread as it was
+// (package guardian puts them back).
+func (tg *target) borrowed(tid int, saved *proc.Regs, active bool) {
+	if tg.guard == nil {
+		return
+	}
+	if active {
+		tg.guard.Borrow(tid, saved)
+	} else {
+		tg.guard.Return()
+	}
+}
+
 // resetGuard empties the guardian's log after an exec (under Tracer.mu,
 // before the new image is probed).
 func (tg *target) resetGuard() {

@@ -64,7 +64,9 @@ import (
 // it returns through, the handler's sigaction and a SIG_DFL sigaction).
 // Making it costs three remote system calls at an attach (mmap, mprotect,
 // rt_sigaction) and none where SIGTRAP is not SIG_DFL (read from
-// /proc/PID/status); putting it back two at a detach.
+// /proc/PID/status); putting it back one at a detach. Each is an instant
+// in which the tracer's death leaves the borrowed thread with the call's
+// registers (see package guardian).
 
 // The trap guard's layout: offsets from the area proper (its header), the
 // read-write part below it.
@@ -414,18 +416,13 @@ func (tg *target) dropTrapGuard(w *proc.World) {
 }
 
 // restoreTrapDisposition puts orig back as SIGTRAP's disposition when the
-// disposition names the handler of the trap guard at area (orig is
-// written to the scratch page first).
+// disposition names the handler of the trap guard at area: one remote
+// rt_sigaction that swaps them, and a second only when the program had
+// put a handler of its own (which goes back). None when /proc/PID/status
+// says SIGTRAP is not caught.
 func restoreTrapDisposition(w *proc.World, area uint64, orig []byte) error {
 	if caught, _, err := trapDisposition(w.Pid()); err == nil && !caught {
 		return nil // the program put a disposition of its own
-	}
-	cur, err := remoteSigaction(w, area, 0)
-	if err != nil {
-		return err
-	}
-	if binary.LittleEndian.Uint64(cur) != area+tgCode {
-		return nil // the program's own handler now
 	}
 	if len(orig) != sigactionSize {
 		orig = make([]byte, sigactionSize)
@@ -434,7 +431,15 @@ func restoreTrapDisposition(w *proc.World, area uint64, orig []byte) error {
 	if err := w.WriteMemory(act, orig); err != nil {
 		return err
 	}
-	_, err = w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), act, 0, 8)
+	cur, err := remoteSigaction(w, area, act)
+	if err != nil {
+		return err
+	}
+	if binary.LittleEndian.Uint64(cur) == area+tgCode {
+		return nil
+	}
+	// The program's own handler: put it back.
+	_, err = w.Syscall(unix.SYS_RT_SIGACTION, uint64(unix.SIGTRAP), area-tgScratchBelow, 0, 8)
 	return err
 }
 

@@ -40,6 +40,7 @@ type processOps interface {
 	Maps() ([]Mapping, error)
 	Execs() int
 	SetExitHandler(h func(tid int)) error
+	SetSyscallHandler(h SyscallHandler) error
 	SetTrapHandler(h TrapHandler) (TrapHandler, error)
 	Release(fn func(ctx *TrapContext) bool) error
 	Detach() error

@@ -95,6 +95,17 @@ func (p *Process) Execs() int { return p.b.Execs() }
 // nil removes the handler.
 func (p *Process) SetExitHandler(h func(tid int)) error { return p.b.SetExitHandler(h) }
 
+// SyscallHandler is told, on the tracer thread, that a remote system call
+// (World.Syscall, Mmap, Munmap, ...) borrows thread tid, whose registers
+// before it are saved (active), and again once they are back (not
+// active). Between the two the thread holds the call's registers: a
+// tracer that dies then leaves it so, unless someone puts saved back. It
+// must not call back into the Process.
+type SyscallHandler func(tid int, saved *Regs, active bool)
+
+// SetSyscallHandler installs h (nil removes it).
+func (p *Process) SetSyscallHandler(h SyscallHandler) error { return p.b.SetSyscallHandler(h) }
+
 // SetTrapHandler installs h for breakpoint traps of every thread (nil
 // removes it) and returns the handler it replaces, so that a caller can
 // chain to it and put it back. See TrapHandler.

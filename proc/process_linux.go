@@ -31,22 +31,23 @@ type ptraceProcess struct {
 	opts Options
 
 	// Owned by the tracer goroutine.
-	threads  map[int]*thread
-	sharers  map[int]*ptraceProcess // children sharing the address space
-	parent   *ptraceProcess         // for a sharer: the process whose memory it shares
-	mem      *os.File               // /proc/PID/mem
-	memErr   error
-	stopped  bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
-	trap     TrapHandler
-	exiting  func(tid int) // see SetExitHandler
-	execs    int
-	sysSite  uint64 // address of a syscall instruction, 0 if not found yet
-	stats    StopStats
-	niceOld  *int            // the tracer thread's nice value before a StopNice stop raised it
-	schedOld *unix.SchedAttr // the tracer thread's policy before a StopFIFO stop
-	stopT0   time.Time       // first interrupt of the current stop
-	stopT1   time.Time       // every thread stopped
-	done     bool            // exited or detached
+	threads    map[int]*thread
+	sharers    map[int]*ptraceProcess // children sharing the address space
+	parent     *ptraceProcess         // for a sharer: the process whose memory it shares
+	mem        *os.File               // /proc/PID/mem
+	memErr     error
+	stopped    bool // the world is held stopped (Stop, Stopped, or fresh from Spawn/Attach)
+	trap       TrapHandler
+	exiting    func(tid int)  // see SetExitHandler
+	syscalling SyscallHandler // see SetSyscallHandler
+	execs      int
+	sysSite    uint64 // address of a syscall instruction, 0 if not found yet
+	stats      StopStats
+	niceOld    *int            // the tracer thread's nice value before a StopNice stop raised it
+	schedOld   *unix.SchedAttr // the tracer thread's policy before a StopFIFO stop
+	stopT0     time.Time       // first interrupt of the current stop
+	stopT1     time.Time       // every thread stopped
+	done       bool            // exited or detached
 
 	events  chan Event
 	dropped atomic.Int64
@@ -740,6 +741,10 @@ func (p *ptraceProcess) Execs() int {
 
 func (p *ptraceProcess) SetExitHandler(h func(tid int)) error {
 	return p.run(func() error { p.exiting = h; return nil })
+}
+
+func (p *ptraceProcess) SetSyscallHandler(h SyscallHandler) error {
+	return p.run(func() error { p.syscalling = h; return nil })
 }
 
 func (p *ptraceProcess) SetTrapHandler(h TrapHandler) (TrapHandler, error) {

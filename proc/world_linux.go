@@ -371,6 +371,10 @@ func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, er
 		return 0, fmt.Errorf("remote %s: %w", name, err)
 	}
 	saved := th.regs
+	if h := w.p.syscalling; h != nil {
+		h(th.tid, &saved, true)
+		defer h(th.tid, &saved, false)
+	}
 	var a [6]uint64
 	copy(a[:], args)
 	var stepErr error

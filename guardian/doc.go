@@ -76,10 +76,18 @@
 //     handler after the attach replaces the trap guard: its handler then
 //     gets the SIGTRAP of such a stop.
 //   - a thread left in a single-step stop the tracer had not collected (an
-//     instruction stepped in place: the debug trap's SIGTRAP, si_code
-//     TRAP_TRACE, is passed on) or in the middle of a remote system call
-//     of the tracer's (proc.World.Syscall: the borrowed thread keeps the
-//     call's registers). Both last microseconds.
+//     instruction stepped in place, or a remote system call's step: the
+//     debug trap's SIGTRAP, si_code TRAP_TRACE, is passed on). It lasts
+//     microseconds.
+//
+// A tracer that dies in the middle of a remote system call
+// (proc.World.Syscall: an area mapped or unmapped, the trap guard's
+// rt_sigaction) leaves the borrowed thread holding the call's registers
+// (at the tracer's system-call instruction, its arguments in place); run
+// on, it crashes. The tracer stores the thread's registers from before
+// the call in the log's header while the call lasts
+// (proc.SyscallHandler, Guard.Borrow), and the guardian puts them back in
+// its stop (the call's effect, if it ran, stays: each is harmless alone).
 //
 // What a program sees of the trap guard while the tracer is attached: a
 // query of SIGTRAP's disposition (sigaction) returns the handler, not
@@ -132,14 +140,14 @@
 //     file's bytes; bytes that are neither the tracer's nor the file's (the
 //     program rewrote its text, or an exec or a new mapping put other code
 //     there) are left alone and counted (Report.Left).
-//  3. A thread that stands just past the int3 of a trap site executed that
-//     int3 and was never served, when the int3 is in memory, or when the
-//     site's instruction is longer than one byte (no instruction boundary
-//     lies just past it: the site was removed after the thread ran its
-//     int3): it is sent back to the site, where the original instruction
-//     now is. A thread whose
-//     trap flag is set (the tracer died during a single step) has it
-//     cleared.
+//  3. The thread a remote system call had borrowed gets its registers
+//     from before the call back. A thread that stands just past the int3
+//     of a trap site executed that int3 and was never served, when the
+//     int3 is in memory, or when the site's instruction is longer than one
+//     byte (no instruction boundary lies just past it: the site was
+//     removed after the thread ran its int3): it is sent back to the site,
+//     where the original instruction now is. A thread whose trap flag is
+//     set (the tracer died during a single step) has it cleared.
 //  4. A thread with a SIGTRAP queued (the instant above) is let run under
 //     the guardian until it takes it; a trap at a restored site sends the
 //     thread back to the site and discards the signal.

@@ -3,7 +3,6 @@
 package guardian
 
 import (
-	"bufio"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -27,16 +26,8 @@ func TestRestoreBorrowedThread(t *testing.T) {
 	testenv.NeedPtrace(t)
 	testenv.MustHaveTool(t, "cat")
 	for _, give := range []bool{true, false} {
-		inR, inW := fixture.Pipe(t)
-		outR, outW := fixture.Pipe(t)
 		cmd := exec.Command("cat")
-		cmd.Stdin, cmd.Stdout = inR, outW
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		inR.Close()
-		outW.Close()
-		out := bufio.NewReader(outR)
+		inW, out := fixture.StartPiped(t, cmd)
 		pid := cmd.Process.Pid
 		if _, err := inW.WriteString("a\n"); err != nil {
 			t.Fatal(err)

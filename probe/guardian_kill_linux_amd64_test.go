@@ -490,16 +490,9 @@ func startThreadServer(t *testing.T, exe string, threads int) *threadServer {
 // interval timer).
 func startModeServer(t *testing.T, exe, mode string, threads int) *threadServer {
 	t.Helper()
-	inR, inW := fixture.Pipe(t)
-	outR, outW := fixture.Pipe(t)
 	cmd := exec.Command(exe, mode, strconv.Itoa(threads))
-	cmd.Stdin, cmd.Stdout = inR, outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	s := &threadServer{cmd: cmd, in: inW, out: bufio.NewReader(outR)}
+	inW, out := fixture.StartPiped(t, cmd)
+	s := &threadServer{cmd: cmd, in: inW, out: out}
 	if l, err := s.out.ReadString('\n'); err != nil || strings.TrimSpace(l) != "ready" {
 		s.stop()
 		t.Fatalf("tserve said %q, %v", l, err)

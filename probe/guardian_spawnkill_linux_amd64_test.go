@@ -220,16 +220,9 @@ func TestGuardianKillForked(t *testing.T) {
 // long after the tracer's death the text of both processes was whole.
 func runForkKill(t *testing.T, exe string, r killRun, want string) time.Duration {
 	t.Helper()
-	inR, inW := fixture.Pipe(t)
-	outR, outW := fixture.Pipe(t)
 	cmd := exec.Command(exe, "fserve", "2")
-	cmd.Stdin, cmd.Stdout = inR, outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	s := &threadServer{cmd: cmd, in: inW, out: bufio.NewReader(outR)}
+	inW, out := fixture.StartPiped(t, cmd)
+	s := &threadServer{cmd: cmd, in: inW, out: out}
 	defer s.stop()
 	if l, err := fixture.ReadLine(s.out, 10*time.Second); err != nil || strings.TrimSpace(l) != "ready" {
 		t.Fatalf("fserve said %q, %v", l, err)

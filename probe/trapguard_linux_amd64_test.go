@@ -3,7 +3,6 @@
 package probe_test
 
 import (
-	"bufio"
 	"errors"
 	"os/exec"
 	"strings"
@@ -23,16 +22,8 @@ import (
 // printed for each and how it ended.
 func sigtrapSession(t *testing.T, exe string, args []string, trace bool, noTrapGuard bool, lines []string) ([]string, proc.ExitStatus) {
 	t.Helper()
-	inR, inW := fixture.Pipe(t)
-	outR, outW := fixture.Pipe(t)
 	cmd := exec.Command(exe, append([]string{"sigtrap"}, args...)...)
-	cmd.Stdin, cmd.Stdout = inR, outW
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	inR.Close()
-	outW.Close()
-	out := bufio.NewReader(outR)
+	inW, out := fixture.StartPiped(t, cmd)
 	defer func() { inW.Close(); _ = cmd.Process.Kill(); _ = cmd.Wait() }() // the tracer may have collected it
 	if l, err := fixture.ReadLine(out, 10*time.Second); err != nil || strings.TrimSpace(l) != "ready" {
 		t.Fatalf("tracee sigtrap said %q, %v", l, err)

@@ -232,13 +232,20 @@ func reclaimAreas(w *proc.World) (freed []leftArea, why string) {
 	if why := areasBusy(w, areas); why != "" {
 		return nil, why
 	}
-	// A trap guard's handler is SIGTRAP's no more before its area goes.
-	if err := releaseTrapGuards(w, areas); err != nil {
-		return nil, err.Error()
-	}
 	// Any subset may go: nothing can be in any of them. An area whose
-	// munmap fails is tried once more, and stays for the next look.
+	// munmap fails is tried once more, and stays for the next look. The
+	// trap guards go last, once their handler is SIGTRAP's no more: until
+	// then a tracer that dies in one of these remote system calls leaves
+	// the process guarded.
+	sort.SliceStable(areas, func(i, j int) bool { return areas[i].kind != areaTrapGuard && areas[j].kind == areaTrapGuard })
+	released := false
 	for _, a := range areas {
+		if a.kind == areaTrapGuard && !released {
+			if err := releaseTrapGuards(w, areas); err != nil {
+				return freed, err.Error()
+			}
+			released = true
+		}
 		err := w.Munmap(a.addr-a.before, a.before+a.size)
 		if err != nil {
 			err = w.Munmap(a.addr-a.before, a.before+a.size)
@@ -255,8 +262,14 @@ func reclaimAreas(w *proc.World) (freed []leftArea, why string) {
 // reclaimLeft unmaps the areas of ours the stopped process maps when
 // nothing can be in them, and keeps the count and why they stay.
 func (tg *target) reclaimLeft(w *proc.World) {
-	tg.dropTrapGuard(w)
 	freed, why := reclaimAreas(w)
+	for _, a := range freed {
+		if a.addr == tg.tguard.area {
+			tg.tguard.reset() // its disposition went back with it
+			tg.tguard.why = "detached"
+		}
+	}
+	tg.dropTrapGuard(w) // the areas stay: the disposition goes back alone
 	tg.areasFreed += len(freed)
 	tg.areasKept = why
 }

@@ -36,8 +36,8 @@ import (
 // time, for up to trapGuardWait; then, and for every other SIGTRAP, it
 // passes the signal on to the default action unchanged: it puts SIG_DFL
 // back and queues the same signal, with the same siginfo, to its own
-// thread (rt_tgsigqueueinfo), which the kernel delivers when the handler
-// returns. The process then ends as it would have without the handler
+// thread (rt_tgsigqueueinfo), which the kernel delivers at once (the
+// handler blocks no signal: SA_NODEFER, an empty mask). The process then ends as it would have without the handler
 // (killed by SIGTRAP, with a core dump where the limits allow one).
 //
 // While the tracer lives the handler never runs for a trap site: the
@@ -90,6 +90,7 @@ const (
 	saSiginfo     = 0x4
 	saOnstack     = 0x08000000
 	saRestorer    = 0x04000000
+	saNodefer     = 0x40000000
 	siKernel      = 0x80      // si_code of a trap the CPU raised at an int3
 	ucRIP         = 40 + 16*8 // offset of the saved rip in a ucontext
 )
@@ -188,9 +189,11 @@ var restorerCode = []byte{0x48, 0xc7, 0xc0, 0x0f, 0x00, 0x00, 0x00, 0x0f, 0x05}
 func trapGuardAction(base uint64) []byte {
 	b := make([]byte, sigactionSize)
 	binary.LittleEndian.PutUint64(b[0:], base+tgCode)
-	binary.LittleEndian.PutUint64(b[8:], saSiginfo|saRestorer|saOnstack)
+	// No signal blocked while it runs, SIGTRAP included: a handler frame
+	// that never returns (the guardian gave a borrowed thread its
+	// registers back over it) leaves the thread's signal mask as it was.
+	binary.LittleEndian.PutUint64(b[8:], saSiginfo|saRestorer|saOnstack|saNodefer)
 	binary.LittleEndian.PutUint64(b[16:], base+tgRestorer)
-	binary.LittleEndian.PutUint64(b[24:], ^uint64(0)) // every signal blocked while it runs
 	return b
 }
 

@@ -264,7 +264,22 @@ func (tg *target) armTrapGuard(w *proc.World) {
 		tg.flushTrapTable()
 		return
 	}
-	base, err := w.Mmap(0, tgData+tgSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1, 0)
+	// Where the engine's other areas go (placeMapping: far below the
+	// program's mappings), so that the program's later mappings (the
+	// libraries the dynamic linker has yet to map) are where they would
+	// be untraced.
+	maps, err := w.Maps()
+	if err != nil {
+		g.why = fmt.Sprintf("map the trap guard: %v", err)
+		return
+	}
+	var near uint64
+	for _, m := range maps {
+		if m.Exec && m.Path != "" && !strings.HasPrefix(m.Path, "[") {
+			near = max(near, m.Start)
+		}
+	}
+	base, err := tg.placeMapping(w, []uint64{near}, tgData+tgSize, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		g.why = fmt.Sprintf("map the trap guard: %v", err)
 		return

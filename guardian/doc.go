@@ -54,14 +54,15 @@
 // most of the time: measured on Linux 6.18 (AMD EPYC, shared machine), a
 // thread left 50 ms in an uncollected trap stop died 2 times in 3, and a
 // tracer stopped (SIGSTOP) for 50 ms while two threads hit trap sites,
-// then killed, lost 3 targets in 3. Package probe closes it on x86-64 with
+// then killed, lost 40 targets in 40 (TestGuardianKillFrozen,
+// PROBEOPT_LONG=1, load 11-14). Package probe closes it on x86-64 with
 // a trap guard (probe/trapguard_linux_amd64.go): a SIGTRAP handler in the
 // process, installed where SIGTRAP's disposition is SIG_DFL, that knows
 // the trap sites. The thread's SIGTRAP is delivered to it; the latch stops
 // the thread before the handler's first instruction; this package restores
 // the text; and the handler, when the thread runs again, sends it back to
 // the site, where the original instruction now is (same test: 0 targets
-// lost in 40). Every other SIGTRAP it passes on to the default action
+// lost in 40, load 15). Every other SIGTRAP it passes on to the default action
 // unchanged (SIG_DFL again, the same siginfo queued to the same thread).
 //
 // The trap guard does not cover:

@@ -18,6 +18,7 @@ type a64Reg = uint32
 const (
 	a64SP  a64Reg = 31 // as a base or add operand
 	a64ZR  a64Reg = 31 // as a data operand
+	a64X12 a64Reg = 12
 	a64X13 a64Reg = 13
 	a64X14 a64Reg = 14
 	a64X15 a64Reg = 15
@@ -219,6 +220,51 @@ func (e *a64Emitter) stadd(s, n a64Reg) {
 // clrex
 func (e *a64Emitter) clrex() { e.emit(0xD5033F5F, "clrex") }
 
+// ldaxr t, [n]
+func (e *a64Emitter) ldaxr(t, n a64Reg) {
+	e.emit(0xC85FFC00|n<<5|t, fmt.Sprintf("ldaxr %s, [%s]", xt(t), xn(n)))
+}
+
+// isb
+func (e *a64Emitter) isb() { e.emit(0xD5033FDF, "isb") }
+
+// subImm: sub d, n, #v.
+func (e *a64Emitter) subImm(d, n a64Reg, v uint32) {
+	if v > 0xFFF {
+		e.fail("sub immediate %#x", v)
+	}
+	e.emit(0xD1000000|v<<10|n<<5|d, fmt.Sprintf("sub %s, %s, #%#x", xn(d), xn(n), v))
+}
+
+// mul d, n, m (madd d, n, m, xzr)
+func (e *a64Emitter) mul(d, n, m a64Reg) {
+	e.emit(0x9B007C00|m<<16|n<<5|d, fmt.Sprintf("mul %s, %s, %s", xt(d), xt(n), xt(m)))
+}
+
+// lsl d, n, #sh (ubfm d, n, #(64-sh), #(63-sh))
+func (e *a64Emitter) lsl(d, n a64Reg, sh uint32) {
+	if sh == 0 || sh > 63 {
+		e.fail("lsl by %d", sh)
+	}
+	e.emit(0xD3400000|(64-sh)<<16|(63-sh)<<10|n<<5|d, fmt.Sprintf("lsl %s, %s, #%d", xt(d), xt(n), sh))
+}
+
+// lowBits: d = n & (1<<width - 1) (ubfx d, n, #0, #width).
+func (e *a64Emitter) lowBits(d, n a64Reg, width uint32) {
+	if width == 0 || width > 63 {
+		e.fail("ubfx #0, #%d", width)
+	}
+	e.emit(0xD3400000|(width-1)<<10|n<<5|d, fmt.Sprintf("ubfx %s, %s, #0, #%d", xt(d), xt(n), width))
+}
+
+// bfi d, n, #lsb, #width
+func (e *a64Emitter) bfi(d, n a64Reg, lsb, width uint32) {
+	if width == 0 || lsb == 0 || lsb+width > 64 {
+		e.fail("bfi #%d, #%d", lsb, width)
+	}
+	e.emit(0xB3400000|((64-lsb)&63)<<16|(width-1)<<10|n<<5|d, fmt.Sprintf("bfi %s, %s, #%d, #%d", xt(d), xt(n), lsb, width))
+}
+
 // addImm: add d, n, #v (n and d may be sp).
 func (e *a64Emitter) addImm(d, n a64Reg, v uint32) {
 	if v > 0xFFF {
@@ -320,6 +366,11 @@ func (e *a64Emitter) bL(l a64Label) {
 func (e *a64Emitter) cbnzW(t a64Reg, l a64Label) {
 	e.fixes = append(e.fixes, a64Fix{at: len(e.words), label: l, kind: a64FixImm19, text: "cbnz " + wt(t) + ", "})
 	e.emit(0x35000000|t, "")
+}
+
+func (e *a64Emitter) cbzX(t a64Reg, l a64Label) {
+	e.fixes = append(e.fixes, a64Fix{at: len(e.words), label: l, kind: a64FixImm19, text: "cbz " + xt(t) + ", "})
+	e.emit(0xB4000000|t, "")
 }
 
 func (e *a64Emitter) cbnzX(t a64Reg, l a64Label) {

@@ -151,6 +151,9 @@ type arm64Case struct {
 	ring    int // ring records
 	threads int
 	cpu     string
+	// stripes, when not 0, enables the per-thread data plane: stripes
+	// stripes of 16 counters, and per-thread rings of threadRing records.
+	stripes, threadRing int
 }
 
 // arm64Run is what one run printed and the data area it wrote.
@@ -192,6 +195,11 @@ func (img *arm64Image) patch(t *testing.T, c *arm64Case) (string, *trampoline.Da
 	data, err := trampoline.NewData(img.sym(t, "probe_data"), 32, c.ring)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.stripes > 0 {
+		if err := data.SetThreads(c.stripes, 16, c.threadRing); err != nil {
+			t.Fatal(err)
+		}
 	}
 	doff := img.off(t, data.Addr, int(data.Size()))
 	if err := data.Init(file[doff : doff+int(data.Size())]); err != nil {
@@ -316,6 +324,22 @@ func TestARM64Qemu(t *testing.T) {
 			{site: "site_entry", handler: trampoline.Handler{ID: 11, Event: true}},
 			{site: "site_leaf", handler: trampoline.Handler{ID: 12, Count: true, Counter: 31}},
 		}},
+		// The per-thread data plane: counters 0-15 count in the
+		// threads' stripes, 16-31 in the shared words.
+		arm64Case{name: "stripes/threads", area: "slot_near", probes: countAll(arm64Sites), threads: 4, stripes: 8},
+		arm64Case{name: "stripes/threads/far", area: "slot_far", probes: countAll(arm64Sites), threads: 4, stripes: 8, opts: trampoline.ARM64Options{LSE: true}, cpu: "max"},
+		arm64Case{name: "stripes/main", area: "slot_near", probes: countAll(arm64Sites), stripes: 1},
+		// Two stripes for four threads: two threads count in the
+		// shared words, exactly.
+		arm64Case{name: "stripes/fallback", area: "slot_near", probes: countAll(arm64Sites), threads: 4, stripes: 2},
+		arm64Case{name: "stripes/events", area: "slot_near", ring: 256, threads: 4, stripes: 8, threadRing: 1024, probes: []arm64Probe{
+			{site: "site_entry", handler: trampoline.Handler{ID: 13, Count: true, Counter: 2, Event: true}},
+			{site: "site_leaf", handler: trampoline.Handler{ID: 14, Count: true, Counter: 3}},
+		}},
+		// Rings of 256 for 1,000 calls a thread: 744 drops each.
+		arm64Case{name: "stripes/events/drop", area: "slot_far", ring: 256, threads: 4, stripes: 4, threadRing: 256, probes: []arm64Probe{
+			{site: "site_entry", handler: trampoline.Handler{ID: 15, Count: true, Counter: 1, Event: true}},
+		}, opts: trampoline.ARM64Options{LSE: true}, cpu: "max"},
 	)
 	for i := range cases {
 		c := &cases[i]
@@ -346,7 +370,14 @@ func TestARM64Qemu(t *testing.T) {
 					t.Errorf("counter %d = %d, want %d", i, got, wantCount[i])
 				}
 			}
-			checkARM64Events(t, c, v, img, calls)
+			if c.stripes > 0 {
+				checkARM64Stripes(t, c, v)
+			}
+			if c.threadRing > 0 {
+				checkARM64ThreadEvents(t, c, v)
+			} else {
+				checkARM64Events(t, c, v, img, calls)
+			}
 			if testing.Verbose() && len(tramps) == 1 {
 				t.Logf("slot at %#x, %d bytes, site %#x", tramps[0].Slot, len(tramps[0].Code), tramps[0].Install.Addr)
 			}
@@ -407,6 +438,76 @@ func checkARM64Events(t *testing.T, c *arm64Case, v *trampoline.View, img *arm64
 	}
 	if want := max(c.threads, 1); len(threads) != want && stored == total {
 		t.Errorf("%d thread pointers, want %d", len(threads), want)
+	}
+}
+
+// checkARM64Stripes checks the stripes of a per-thread case: each thread
+// that holds one (distinct thread pointers) counted every hit of its own
+// in it, N calls per thread, and the threads without one (more threads
+// than stripes) counted in the shared words, which View.Counter adds.
+func checkARM64Stripes(t *testing.T, c *arm64Case, v *trampoline.View) {
+	t.Helper()
+	sts := v.Stripes()
+	threads := max(c.threads, 1)
+	if want := min(threads, c.stripes); len(sts) != want {
+		t.Fatalf("%d stripes held, want %d: %+v", len(sts), want, sts)
+	}
+	keys := map[uint64]bool{}
+	for _, st := range sts {
+		if keys[st.Key] {
+			t.Errorf("stripe %d: thread pointer %#x holds another stripe too", st.Slot, st.Key)
+		}
+		keys[st.Key] = true
+		for _, p := range c.probes {
+			i := p.handler.Counter
+			if !p.handler.Count || i >= v.ThreadCounters() {
+				continue
+			}
+			if got, want := v.ThreadCounter(st.Slot, i), arm64ProgCalls*hits(p.site); got != want {
+				t.Errorf("stripe %d (thread pointer %#x), counter %d (%s): %d, want %d", st.Slot, st.Key, i, p.site, got, want)
+			}
+		}
+	}
+}
+
+// checkARM64ThreadEvents checks the per-thread rings of a case: each
+// thread's ring holds the first records of its own calls, in order (x0 is
+// the call's argument, 0, 1, 2... in each thread), with time stamps that
+// never go back; the rest of its calls are counted dropped.
+func checkARM64ThreadEvents(t *testing.T, c *arm64Case, v *trampoline.View) {
+	t.Helper()
+	var ev *arm64Probe
+	for i := range c.probes {
+		if c.probes[i].handler.Event {
+			ev = &c.probes[i]
+		}
+	}
+	per := arm64ProgCalls * hits(ev.site)
+	stored := min(per, uint64(c.threadRing))
+	buf := make([]trampoline.Event, c.threadRing+1)
+	threads := uint64(max(c.threads, 1))
+	for _, st := range v.Stripes() {
+		n := v.ReadThread(st.Slot, buf)
+		if uint64(n) != stored {
+			t.Errorf("stripe %d: %d events, want %d", st.Slot, n, stored)
+		}
+		var last uint64
+		for k, e := range buf[:n] {
+			if e.Probe != ev.handler.ID || e.Thread != st.Key || e.Seq != uint64(k) || e.Args[0] != uint64(k) || e.TSC < last || e.TSC == 0 {
+				t.Fatalf("stripe %d event %d: %+v (previous time %d)", st.Slot, k, e, last)
+			}
+			last = e.TSC
+		}
+		if got := v.ThreadDropped(st.Slot); got != per-stored {
+			t.Errorf("stripe %d: %d dropped, want %d", st.Slot, got, per-stored)
+		}
+	}
+	// Every thread had a stripe: the shared ring dropped nothing.
+	if got, want := v.Dropped(), threads*(per-stored); got != want {
+		t.Errorf("%d dropped in all, want %d", got, want)
+	}
+	if got, want := v.DroppedBy(ev.handler.Counter), threads*(per-stored); got != want {
+		t.Errorf("%d dropped by counter %d, want %d", got, ev.handler.Counter, want)
 	}
 }
 

@@ -39,6 +39,7 @@ type a64Gen struct {
 	opt   ARM64Options
 	regs  []a64Reg // saved registers, x16 and x17 first
 	frame int64    // bytes the frame takes below the original sp
+	cold  []func() // slow paths, emitted after the hot path (emitCold)
 }
 
 // prologue saves regs in a frame below the stack pointer. There is no red
@@ -92,9 +93,11 @@ func (g *a64Gen) increment() {
 	e.cbnzW(a64X15, loop)
 }
 
-// event records an entry event (see data.go for the ring protocol). It
-// clobbers x13-x17, never the flags: the ring test is a shift and cbnz.
-func (g *a64Gen) event(id uint32, ip uint64) {
+// event records an entry event in the shared ring (see data.go for the
+// ring protocol); a drop also counts in the shared stripe's drops word of
+// counter dropCtr when that counter is a per-thread one. It clobbers
+// x13-x17, never the flags: the ring test is a shift and cbnz.
+func (g *a64Gen) event(id uint32, ip uint64, dropCtr int) {
 	e := g.e
 	d := g.cfg.Data
 	log := uint32(bits.TrailingZeros(uint(d.RingRecords)))
@@ -138,7 +141,7 @@ func (g *a64Gen) event(id uint32, ip uint64) {
 	e.str(a64X15, a64X13, recIP)
 	e.mrsTPIDR(a64X15)
 	e.str(a64X15, a64X13, recThread)
-	e.mrsCNTVCT(a64X15)
+	g.timestamp(a64X15)
 	e.str(a64X15, a64X13, recTime)
 	// Publish: the store-release orders the record's stores before it.
 	e.stlr(a64X14, a64X13)
@@ -147,6 +150,10 @@ func (g *a64Gen) event(id uint32, ip uint64) {
 	e.clrex()
 	e.addImm(a64X16, a64X16, ringDropped)
 	g.increment()
+	if d.perThread(dropCtr) {
+		e.addr(a64X16, d.Addr+d.stripesOff()+stripeData+8*uint64(d.ThreadCounters+dropCtr))
+		g.increment()
+	}
 	e.bind(done)
 }
 
@@ -281,22 +288,7 @@ func generateARM64(slot uint64, s *SiteARM64, h *Handler, cfg *Config, opts *ARM
 		g.opt = *opts
 	}
 	if h.Count || h.Event {
-		regs := []a64Reg{a64X16, a64X17, a64X15}
-		switch {
-		case h.Event:
-			regs = append(regs, a64X14, a64X13)
-		case g.opt.LSE:
-			regs = regs[:2]
-		}
-		g.prologue(regs)
-		if h.Count {
-			g.e.addr(a64X16, cfg.Data.CounterAddr(h.Counter))
-			g.increment()
-		}
-		if h.Event {
-			g.event(h.ID, s.Addr)
-		}
-		g.epilogue()
+		g.handler(s, h)
 	}
 	back, err := g.displaced(s)
 	if err != nil {
@@ -307,6 +299,62 @@ func generateARM64(slot uint64, s *SiteARM64, h *Handler, cfg *Config, opts *ARM
 		return nil, err
 	}
 	return &a64Slot{code: code, back: back}, nil
+}
+
+// handler saves the registers, counts and records the hit of h and
+// restores them: in the thread's stripe when h's counter has a word in
+// each stripe (arm64thread.go), with the shared counter and ring as the
+// path of a thread without one, or in the shared counter and ring alone.
+func (g *a64Gen) handler(s *SiteARM64, h *Handler) {
+	e, d := g.e, g.cfg.Data
+	perThread := d != nil && d.perThread(h.Counter)
+	threadCount := h.Count && perThread
+	threadEvent := h.Event && perThread && d.ThreadRing > 0
+	dropCtr := -1
+	if perThread {
+		dropCtr = h.Counter
+	}
+	regs := []a64Reg{a64X16, a64X17, a64X15}
+	switch {
+	case threadEvent:
+		regs = append(regs, a64X14, a64X13, a64X12)
+	case h.Event || threadCount:
+		regs = append(regs, a64X14, a64X13)
+	case g.opt.LSE:
+		regs = regs[:2]
+	}
+	g.prologue(regs)
+	shared := func() {
+		if h.Count {
+			e.addr(a64X16, d.CounterAddr(h.Counter))
+			g.increment()
+		}
+		if h.Event {
+			g.event(h.ID, s.Addr, dropCtr)
+		}
+	}
+	if !threadCount && !threadEvent {
+		shared()
+	} else {
+		noStripe, after := e.newLabel(), e.newLabel()
+		g.stripeLookup(noStripe)
+		if threadCount {
+			g.threadCount(h.Counter)
+		}
+		if threadEvent {
+			g.threadEvent(h.ID, h.Counter)
+		} else if h.Event {
+			g.event(h.ID, s.Addr, dropCtr)
+		}
+		e.bind(after)
+		g.cold = append(g.cold, func() {
+			e.bind(noStripe)
+			shared()
+			e.bL(after)
+		})
+	}
+	g.emitCold()
+	g.epilogue()
 }
 
 // arm64Jump returns the b from at to slot, little-endian.

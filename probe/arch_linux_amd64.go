@@ -30,11 +30,16 @@ const trapPCAdjust = 1
 
 // archTrampolines says whether the engine installs trampolines here,
 // archTrampEvents whether with Options.Events too; archReach is the
-// farthest a site may be from its slot and the data area (rel32).
+// farthest a site may be from its slot and the data area (rel32);
+// archBPF says whether BPF programs run at probes (bpf/jit);
+// archDataReach is the farthest the data area may be from the sites (the
+// slots address it RIP-relative).
 const (
 	archTrampolines = true
 	archTrampEvents = true
 	archReach       = trampoline.MaxReach
+	archDataReach   = trampoline.MaxReach
+	archBPF         = true
 )
 
 // canBoost says whether an XOL instruction may run as a relocated copy
@@ -63,6 +68,19 @@ func retValue(r *proc.Regs) uint64 { return r.Rax }
 
 // threadBase returns the thread pointer (the fs base).
 func threadBase(r *proc.Regs) uint64 { return r.Fs_base }
+
+// glibcTidOffset is where the GNU C library keeps the thread id from the
+// thread pointer (struct pthread, field tid: the thread control block
+// starts at the thread pointer), tidSearchFrom where the search for it
+// starts (ring_linux.go).
+const (
+	glibcTidOffset = 0x2d0
+	tidSearchFrom  = 0
+)
+
+// counterPerNs returns 0: the time stamp counter's rate is measured
+// against the clock by the ring's reader (ring_linux.go).
+func counterPerNs() float64 { return 0 }
 
 // goReg returns the register Go code holds its goroutine's g in (r14;
 // gothread.go).

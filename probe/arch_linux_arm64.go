@@ -22,10 +22,16 @@ import (
 // place, every other thread stopped (step_linux.go): the instruction runs
 // at its own address, so nothing PC-relative needs fixing. A site the
 // plan gives a trampoline is one word replaced by a b to its slot
-// (tramp_linux.go), which counts the hit in the data area's shared words
-// and runs the word relocated by xol; with Options.Events, and for return
-// probes, arm64 sites take traps (the plan's fallback). Boosted copies
-// are not made on arm64.
+// (tramp_linux.go), which counts the hit in the thread's stripe of the
+// data area (found from tpidr_el0; a thread without one counts in the
+// shared words), with Options.Events records an entry event in the
+// thread's ring (x0-x5, the virtual counter after an isb), and runs the
+// word relocated by xol. proc reads tpidr_el0 with the registers, which
+// finds the thread id of a stripe's owner in glibc's struct pthread below
+// it. Not on arm64 yet: return probes (arm64 slots have no return
+// handler: refused), BPF programs (archBPF), boosted copies (every XOL
+// instruction is stepped), goroutine ids in events, a guardian, and the
+// unmapping of the areas.
 
 // trapBytes is the breakpoint instruction the engine writes at a trap
 // site: one instruction word.
@@ -43,15 +49,21 @@ var (
 const trapPCAdjust = 0
 
 // archTrampolines says whether the engine installs trampolines here,
-// archTrampEvents whether with Options.Events too (not on arm64 yet: the
-// event ring's reader finds threads from the thread pointer, which arm64
-// keeps outside the general-purpose registers); archReach is the farthest
-// a site may be from its slot (a b reaches 128 MiB; see
-// trampoline.MaxReachARM64).
+// archTrampEvents whether with Options.Events too (the slots record entry
+// events in the thread's ring, the time from cntvct_el0); archReach is the
+// farthest a site may be from its slot (a b reaches 128 MiB; see
+// trampoline.MaxReachARM64). archBPF says whether BPF programs run at
+// probes: not on arm64 (the JIT, bpf/jit, writes x86-64 code).
+// archDataReach is the farthest the data area may be from the sites: the
+// slots address it with adrp (+-4 GiB), so it need not lie within a b's
+// reach, and per-thread rings of 2^20 events (a GiB for 16 threads) fit
+// where 128 MiB would not.
 const (
 	archTrampolines = true
-	archTrampEvents = false
+	archTrampEvents = true
 	archReach       = trampoline.MaxReachARM64
+	archDataReach   = trampoline.MaxReach
+	archBPF         = false
 )
 
 // canBoost says whether an XOL instruction may run as a relocated copy
@@ -79,10 +91,29 @@ func goArgs(r *proc.Regs) [6]uint64 { return eventArgs(r) }
 
 func retValue(r *proc.Regs) uint64 { return r.Regs[0] }
 
-// threadBase returns 0: the arm64 thread pointer (tpidr_el0) is not
-// in the general-purpose register set, and it is used by the trampolines'
-// event rings only, which arm64 does not have yet.
-func threadBase(r *proc.Regs) uint64 { return 0 }
+// threadBase returns the thread pointer (tpidr_el0, which proc reads
+// with the registers).
+func threadBase(r *proc.Regs) uint64 { return r.TPIDR }
+
+// glibcTidOffset is where the GNU C library keeps the thread id from the
+// thread pointer: its struct pthread lies just below the thread pointer
+// (TLS variant I), 0x740 bytes in glibc 2.36, with tid at 0xd0 (measured:
+// pthread_self() is the thread pointer minus 0x740, and gettid() is at
+// pthread_self()+0xd0). tidSearchFrom is where the search for the offset
+// starts (ring_linux.go): a page below the thread pointer.
+const (
+	glibcTidOffset = -0x740 + 0xd0
+	tidSearchFrom  = -tidSearch
+)
+
+// cntfrq reads cntfrq_el0 (tsc_linux_arm64.s).
+func cntfrq() uint64
+
+// counterPerNs returns the ticks per nanosecond of the counter the events'
+// time stamps come from: the virtual counter runs at cntfrq_el0's
+// frequency (fixed, set by the firmware, 1 GHz on Armv8.6 and later; the
+// reader measures only when it reads 0).
+func counterPerNs() float64 { return float64(cntfrq()) / 1e9 }
 
 // goReg returns the register Go code holds its goroutine's g in on arm64
 // (x28). No arm64 site reads it yet: fileInfo.goG gives x86-64 files' sites

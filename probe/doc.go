@@ -313,11 +313,12 @@
 // linux/arm64 (one engine; arch_linux_GOARCH.go holds what differs: the
 // breakpoint, the PC after it, the argument registers, the emulator, the
 // reach of a jump to a slot). On arm64 a trampoline site is one word
-// replaced by a b to its slot, which counts in the data area's shared
-// words (not per thread); a trap site is a brk, the instruction emulated
-// or stepped in place. Not on arm64 yet: return probes (refused: arm64
-// slots have no return handler), trampolines with Options.Events (such
-// sites take traps), boosted copies, Attach without Options.NoGuardian
+// replaced by a b to its slot, which counts in the thread's stripe (found
+// from tpidr_el0) and records entry events in the thread's ring (the time
+// from the virtual counter, converted with cntfrq_el0); a trap site is a
+// brk, the instruction emulated or stepped in place. Not on arm64 yet:
+// return probes (refused: arm64 slots have no return handler), BPF
+// programs, boosted copies, Attach without Options.NoGuardian
 // (package guardian is linux/amd64 only; a spawned process has no guardian
 // there and is killed if the tracer dies), goroutine ids in events, and
 // the unmapping of the areas at Detach or at a later attach (they stay

@@ -93,7 +93,7 @@ type ringReader struct {
 	// stripe's slot, or sharedRing).
 	last    map[int]uint64
 	slotTid map[int]int // the thread id of each stripe's owner, until it is retired
-	tidOff  int         // offset of the thread id in the thread control block, -1 if unknown
+	tidOff  int         // offset of the thread id from the thread pointer, noTidOffset if unknown
 	tids    map[uint64]tidEntry
 	known   map[int]bool // the threads the process ever had, as far as seen
 	dropped uint64       // the ring's dropped count already added to the tracer's
@@ -125,19 +125,21 @@ type ringSite struct {
 	atRet []int
 }
 
-// glibcTidOffset is where the GNU C library keeps the thread id in its
-// thread control block on x86-64 (struct pthread, field tid), tried when
-// no offset could be learnt (a program spawned by the tracer has no thread
+// noTidOffset marks an unknown offset of the thread id (an offset is a
+// multiple of 4). glibcTidOffset (arch_linux_GOARCH.go) is tried when no
+// offset could be learnt (a program spawned by the tracer has no thread
 // pointer yet when its first probes go in).
-const glibcTidOffset = 0x2d0
+const noTidOffset = -1
 
-// tidSearch is how far past a thread pointer the thread id is looked for.
+// tidSearch is the size of the window, from tidSearchFrom bytes past the
+// thread pointer (arch_linux_GOARCH.go), in which the thread id is looked
+// for.
 const tidSearch = 0x1000
 
 // newRingReader learns the thread-id offset from the stopped threads and
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
-	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, ringBatch), tidOff: -1, slotTid: map[int]int{}, last: map[int]uint64{},
+	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, ringBatch), tidOff: noTidOffset, slotTid: map[int]int{}, last: map[int]uint64{},
 		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
@@ -151,12 +153,13 @@ func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReade
 }
 
 // learnTidOffset returns the offset, from the thread pointer, of the
-// 32-bit thread id every stopped thread holds there, -1 if none is found.
+// 32-bit thread id every stopped thread holds there, noTidOffset if none
+// is found.
 // Where several offsets fit, the smallest wins.
 func learnTidOffset(w *proc.World) int {
 	ths, err := w.Threads()
 	if err != nil {
-		return -1
+		return noTidOffset
 	}
 	var fit map[int]bool
 	for _, th := range ths {
@@ -165,20 +168,21 @@ func learnTidOffset(w *proc.World) int {
 			continue
 		}
 		b := make([]byte, tidSearch)
-		if w.ReadMemory(threadBase(&r), b) != nil {
+		if w.ReadMemory(uint64(int64(threadBase(&r))+tidSearchFrom), b) != nil {
 			continue
 		}
 		here := map[int]bool{}
-		for off := 0; off+4 <= len(b); off += 4 {
-			if int(binary.LittleEndian.Uint32(b[off:])) == th.Tid && (fit == nil || fit[off]) {
+		for i := 0; i+4 <= len(b); i += 4 {
+			off := i + tidSearchFrom
+			if int(binary.LittleEndian.Uint32(b[i:])) == th.Tid && (fit == nil || fit[off]) {
 				here[off] = true
 			}
 		}
 		fit = here
 	}
-	best := -1
+	best := noTidOffset
 	for off := range fit {
-		if best < 0 || off < best {
+		if best == noTidOffset || off < best {
 			best = off
 		}
 	}
@@ -297,8 +301,8 @@ func (rr *ringReader) drainBatch() (more bool) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
 	now, tsc := time.Now(), rdtsc()
-	perNs := 0.0
-	if el := now.Sub(rr.t0); el > 0 && tsc > rr.tsc0 {
+	perNs := counterPerNs()
+	if el := now.Sub(rr.t0); perNs <= 0 && el > 0 && tsc > rr.tsc0 {
 		perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
 	}
 	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
@@ -518,7 +522,7 @@ func (rr *ringReader) tid(tp, seq uint64) int {
 }
 
 // tcbTid reads the thread id that the thread control block at thread
-// pointer tp holds, at offset tidOff (if not negative) or at the GNU C
+// pointer tp holds, at offset tidOff (unless noTidOffset) or at the GNU C
 // library's; it returns 0 unless the id is in known or a thread of the
 // process.
 func (tg *target) tcbTid(tp uint64, tidOff int, known map[int]bool) int {
@@ -527,7 +531,7 @@ func (tg *target) tcbTid(tp uint64, tidOff int, known map[int]bool) int {
 		return 0
 	}
 	for _, off := range []int{tidOff, glibcTidOffset} {
-		if off < 0 {
+		if off == noTidOffset {
 			continue
 		}
 		var b [4]byte

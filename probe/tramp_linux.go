@@ -177,7 +177,7 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	// (the top of the mmap region): the program's own later mappings
 	// then get the addresses they would get untraced, and a program
 	// whose behaviour depends on addresses behaves the same.
-	addr, err := tg.placeMapping(w, reach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
+	addr, err := tg.placeMapping(w, reach, archDataReach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
 	_, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd))
 	if err != nil {
 		_ = unix.Munmap(mem)
@@ -285,7 +285,7 @@ func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*tra
 			return a, nil
 		}
 	}
-	at, err := tg.placeMapping(w, reach, trampAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	at, err := tg.placeMapping(w, reach, archReach, trampAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -303,9 +303,10 @@ func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*tra
 }
 
 // placeMapping maps size bytes in the tracee at an address that every
-// address of reach can reach with a rel32 (trampoline.Place), and returns
-// it.
-func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot, flags, fd int) (uint64, error) {
+// address of reach can reach, no farther than far bytes away (archReach
+// for code the sites jump to, archDataReach for the data area), and
+// returns it.
+func (tg *target) placeMapping(w *proc.World, reach []uint64, far, size uint64, prot, flags, fd int) (uint64, error) {
 	maps, err := w.Maps()
 	if err != nil {
 		return 0, err
@@ -321,12 +322,12 @@ func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot,
 	// behaviour depends on addresses, as a hash table keyed by them,
 	// behaves the same).
 	lo := uint64(1 << 16)
-	if m := slices.Max(reach); m > archReach+lo {
-		lo = m - archReach
+	if m := slices.Max(reach); m > far+lo {
+		lo = m - far
 	}
-	at, err := trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Low: lo, High: lo + 1<<30, Reach: archReach})
+	at, err := trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Low: lo, High: lo + 1<<30, Reach: far})
 	if err != nil {
-		if at, err = trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Reach: archReach}); err != nil {
+		if at, err = trampoline.Place(tm, reach, size, &trampoline.PlaceOptions{Reach: far}); err != nil {
 			return 0, err
 		}
 	}
@@ -536,7 +537,7 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 		return err
 	}
 	th.Depth = tg.t.opts.ReturnDepth
-	addr, err := tg.placeMapping(w, []uint64{a.Addr}, areaHeaderSize+th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	addr, err := tg.placeMapping(w, []uint64{a.Addr}, archReach, areaHeaderSize+th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return err
 	}

@@ -2,11 +2,19 @@
 
 package proc
 
-import "golang.org/x/sys/unix"
+import (
+	"unsafe"
 
-// Regs are the general-purpose registers of a thread (struct user_pt_regs).
+	"golang.org/x/sys/unix"
+)
+
+// Regs are the general-purpose registers of a thread (struct
+// user_pt_regs), and its thread pointer.
 type Regs struct {
 	unix.PtraceRegsArm64
+	// TPIDR is the thread pointer, tpidr_el0 (the NT_ARM_TLS register
+	// set, read with the others; SetRegs does not write it).
+	TPIDR uint64
 }
 
 // PC returns the program counter.
@@ -18,9 +26,8 @@ func (r *Regs) SetPC(pc uint64) { r.Pc = pc }
 // SP returns the stack pointer.
 func (r *Regs) SP() uint64 { return r.Sp }
 
-// threadPointer returns the thread pointer, which the general registers
-// do not hold on arm64 (tpidr_el0 is in the NT_ARM_TLS regset): 0.
-func (r *Regs) threadPointer() uint64 { return 0 }
+// threadPointer returns the thread pointer (tpidr_el0).
+func (r *Regs) threadPointer() uint64 { return r.TPIDR }
 
 // inSyscall reports nothing on arm64: the system-call number is not part
 // of user_pt_regs (it is the NT_ARM_SYSTEM_CALL register set), and a
@@ -50,8 +57,18 @@ func (r *Regs) syscallResult() uint64 { return r.Regs[0] }
 // hostArch is the table of the architecture the tracer runs on.
 var hostArch = archARM64
 
+// ntARMTLS is NT_ARM_TLS, the register set of tpidr_el0.
+const ntARMTLS = 0x401
+
+// getRegs reads the general registers and the thread pointer: two
+// PTRACE_GETREGSET requests.
 func getRegs(tid int, r *Regs) error {
-	return unix.PtraceGetRegSetArm64(tid, hostArch.regSet, &r.PtraceRegsArm64)
+	if err := unix.PtraceGetRegSetArm64(tid, hostArch.regSet, &r.PtraceRegsArm64); err != nil {
+		return err
+	}
+	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&r.TPIDR))}
+	iov.SetLen(8)
+	return ptrace(unix.PTRACE_GETREGSET, tid, ntARMTLS, uintptr(unsafe.Pointer(&iov)))
 }
 
 func setRegs(tid int, r *Regs) error {

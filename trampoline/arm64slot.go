@@ -251,8 +251,10 @@ type a64Slot struct {
 
 // GenerateARM64 generates the code of the arm64 slot at address slot for
 // site s and handler h: it saves the registers the handler uses below the
-// stack pointer, runs the handler (a counter, an event record), restores
-// them, runs the displaced instruction relocated (package xol: branches
+// stack pointer, runs the handler (a counter, an event record: in the
+// thread's stripe and ring when the counter is a per-thread one, see
+// arm64thread.go), restores them, runs the displaced instruction
+// relocated (package xol: branches
 // re-targeted or inverted over a b, bl and blr with x30 set to the
 // original return address, adr, adrp and literal loads materialized) and
 // jumps back to s.Resume(). The probed code sees every register, NZCV and

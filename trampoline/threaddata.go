@@ -29,8 +29,8 @@ import (
 //	+0   commit: the low 32 bits of the sequence number plus one, in the
 //	     low half; the probe id (Handler.ID) in the high half; written
 //	     last, with one store
-//	+8   the time stamp counter at the hit (rdtsc)
-//	+16  rdi rsi rdx rcx r8 r9
+//	+8   the time stamp counter at the hit (rdtsc; arm64: cntvct_el0)
+//	+16  rdi rsi rdx rcx r8 r9 (arm64: x0-x5)
 //
 // Only entry events go to the per-thread rings; return events stay in the
 // shared ring. Return counts go to the stripes as entry counts do: the
@@ -49,12 +49,14 @@ import (
 //	+80   dropped: the events the owner dropped, all counters together
 //	+128  tail: the next record the tracer reads (written by the tracer)
 //	+256  counters: ThreadCounters words, incremented by the owner with a
-//	      plain inc
+//	      plain inc (arm64: a ldxr/stxr pair without barriers, see
+//	      arm64thread.go)
 //	+256+8*ThreadCounters
 //	      drops: ThreadCounters words, the events of each counter's site
 //	      that found the thread's ring full
 //
-// Finding the stripe. The slot hashes the thread pointer (the %fs base)
+// Finding the stripe. The slot hashes the thread pointer (the %fs base;
+// tpidr_el0 on arm64)
 // like the thread table of the return probes (Threads.ThreadSlot) and
 // compares the key of the stripe it lands on: the hit path is one
 // multiplication, a shift and a compare. Otherwise (cold code) it looks

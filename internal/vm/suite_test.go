@@ -31,7 +31,7 @@ var guestSkips = map[string]string{
 
 // TestARM64Suite is the arm64 suite: it cross-compiles the tests of proc,
 // batchpatch and probe (GOARCH=arm64 go test -c) and their aarch64
-// fixtures (the patch fixture, loops, usdt-pie), runs them with -test.v in the arm64
+// fixtures (the patch fixture, loops, scale, usdt-pie), runs them with -test.v in the arm64
 // guest (one boot, -test.short: under TCG the long rounds would take many
 // minutes; guestSkips left out), and fails with the guest's output when any
 // test fails.
@@ -45,6 +45,7 @@ func TestARM64Suite(t *testing.T) {
 	files := []string{
 		fixtures.BuildFor(t, fixtures.PatchFixture, "arm64"),
 		fixtures.BuildFor(t, fixtures.Loops, "arm64"),
+		fixtures.BuildFor(t, fixtures.Scale, "arm64"),
 		// probe's USDT test reads it from PROBEOPT_FIXTURES (fixture.Committed).
 		filepath.Join(fixtures.Dir(t), "aarch64", "usdt-pie"),
 		// ExampleApplyFile of batchpatch reads it at ../testdata/x86_64.

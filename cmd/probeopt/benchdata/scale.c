@@ -6,8 +6,9 @@
 // prints, per thread, its thread id, how often it called each and the CPU
 // time of its loop (which other work on the machine does not inflate),
 // then the time the calls took (untraced, this is the cost of the loop;
-// traced, the loop plus the probe hits). hot and hot2 begin with a 5-byte NOP,
-// where a trampoline replaces nothing but the NOP.
+// traced, the loop plus the probe hits). hot and hot2 begin with a 5-byte NOP
+// on x86-64 and a nop on aarch64, where a trampoline replaces nothing but
+// the NOP.
 //
 // With "signal", a timer of each thread's own (timer_create, delivered
 // to the thread) interrupts it every 100 us; the handler calls hot() too
@@ -40,13 +41,21 @@
 #include <ucontext.h>
 #include <unistd.h>
 
+#if defined(__x86_64__)
+#define SITE_NOP ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00" // nopl 0x0(%rax,%rax,1)
+#define SIGNAL_PC(uc) ((uc)->uc_mcontext.gregs[REG_RIP])
+#else
+#define SITE_NOP "nop"
+#define SIGNAL_PC(uc) ((uc)->uc_mcontext.pc)
+#endif
+
 __attribute__((noinline)) long hot(long x) {
-	__asm__ volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00" ::: "memory"); // nopl 0x0(%rax,%rax,1)
+	__asm__ volatile(SITE_NOP ::: "memory");
 	return x + 1;
 }
 
 __attribute__((noinline)) long hot2(long x) {
-	__asm__ volatile(".byte 0x0f, 0x1f, 0x44, 0x00, 0x00" ::: "memory"); // nopl 0x0(%rax,%rax,1)
+	__asm__ volatile(SITE_NOP ::: "memory");
 	return x ^ 3;
 }
 
@@ -65,7 +74,7 @@ static void on_prof(int sig, siginfo_t *si, void *ctx) {
 	(void)sig;
 	(void)si;
 	ucontext_t *uc = ctx;
-	uintptr_t pc = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t pc = (uintptr_t)SIGNAL_PC(uc);
 	if (pc < (uintptr_t)__executable_start || pc >= (uintptr_t)etext)
 		sig_outside++;
 	sink += hot(-1);

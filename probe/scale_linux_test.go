@@ -1,4 +1,4 @@
-//go:build linux && amd64
+//go:build linux && (amd64 || arm64)
 
 package probe_test
 
@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,16 @@ import (
 	"github.com/probeopt/probeopt/probe"
 	"github.com/probeopt/probeopt/probe/kuprobe"
 )
+
+// scaleCalls scales the calls of a scale workload test to the machine:
+// the arm64 guest runs under TCG, tens of times slower than the host, so
+// there it makes a twentieth of them.
+func scaleCalls(n int) int {
+	if runtime.GOARCH == "arm64" {
+		return n / 20
+	}
+	return n
+}
 
 // scaleThread is one line of the scale workload's report: what one thread
 // did, by its own count.
@@ -244,11 +255,11 @@ func TestScaleCountsMatchKernel(t *testing.T) {
 	testenv.NeedPtrace(t)
 	needKernelUprobes(t)
 	exe := fixture.Build(t, fixture.Scale)
-	const calls = 30_000
+	calls := scaleCalls(30_000)
 	kern := kernelScaleCounts(t, exe, []string{"hot", "hot2"}, "2", fmt.Sprint(calls))
 	ths, st, probes, evs := traceScale(t, exe, 1024, false, "2", fmt.Sprint(calls))
 	for _, p := range st.Probes {
-		if k := kern[p.Spec]; p.Hits != k || k != 2*calls {
+		if k := kern[p.Spec]; p.Hits != k || k != uint64(2*calls) {
 			t.Errorf("%s: probeopt %d hits, kernel uprobe %d, program %d", p.Spec, p.Hits, k, 2*calls)
 		}
 	}
@@ -274,8 +285,14 @@ func TestScaleCountsMatchKernel(t *testing.T) {
 // handler's), so no event is dropped however late the drain runs.
 func TestScaleSignalInSlot(t *testing.T) {
 	testenv.NeedPtrace(t)
+	if runtime.GOARCH == "arm64" {
+		// Seen in the guest: both threads in ptrace stops with SIGPROF
+		// pending, almost all their time in the kernel, no progress in
+		// 35 s (untraced the run takes 0.1 s).
+		t.Skip("in the arm64 guest under TCG a ptrace round trip for each signal outlasts the 100 us timer period: the threads starve")
+	}
 	exe := fixture.Build(t, fixture.Scale)
-	const calls = 300_000
+	calls := scaleCalls(300_000)
 	ths, st, probes, evs := traceScale(t, exe, 1<<20, true, "2", fmt.Sprint(calls), "signal")
 	var hot, hot2 *probe.Probe
 	for _, p := range probes {
@@ -337,10 +354,17 @@ func TestScaleSignalInSlot(t *testing.T) {
 func TestEventsInCallOrder(t *testing.T) {
 	testenv.NeedPtrace(t)
 	exe := fixture.Build(t, fixture.Scale)
-	const calls = 200_000
-	_, st, _, evs := traceScale(t, exe, 1<<20, true, "2", fmt.Sprint(calls), "turns")
+	calls := scaleCalls(200_000)
+	// Rings of 2^20 (a GiB of data area for its 16 stripes) on x86-64;
+	// 2^15 hold the arm64 run's 10,000 calls a thread (with rings of
+	// 2^20 the arm64 guest's run did not end: open).
+	ring := 1 << 20
+	if runtime.GOARCH == "arm64" {
+		ring = 1 << 15
+	}
+	_, st, _, evs := traceScale(t, exe, ring, true, "2", fmt.Sprint(calls), "turns")
 	if st.DroppedEvents != 0 {
-		t.Fatalf("%d events dropped with rings of 2^20", st.DroppedEvents)
+		t.Fatalf("%d events dropped with rings of %d", st.DroppedEvents, ring)
 	}
 	if len(evs.order) != 2*calls {
 		t.Fatalf("%d events, %d calls", len(evs.order), 2*calls)

@@ -101,26 +101,15 @@ func (g *a64Gen) event(id uint32, ip uint64, dropCtr int) {
 	e := g.e
 	d := g.cfg.Data
 	log := uint32(bits.TrailingZeros(uint(d.RingRecords)))
-	retry, full, done := e.newLabel(), e.newLabel(), e.newLabel()
+	full, done := e.newLabel(), e.newLabel()
 	e.addr(a64X16, d.RingAddr())
-	e.bind(retry)
-	// The tail is read before the load-exclusive: no other memory access
-	// between ldxr and stxr (the condition of the architecture's forward
-	// progress guarantee). A stale tail is smaller, so the test is only
-	// more cautious. The load-acquire pairs with the consumer's store of
-	// the tail: its reads of a record come before this producer's writes
-	// into the record.
-	e.addImm(a64X14, a64X16, ringTail)
-	e.ldar(a64X14, a64X14)
-	e.ldxr(a64X17, a64X16)
-	e.subReg(a64X14, a64X17, a64X14)
-	if log > 0 {
-		e.lsr(a64X14, a64X14, log)
-	}
-	e.cbnzX(a64X14, full)
-	e.addImm(a64X14, a64X17, 1)
-	e.stxr(a64X15, a64X14, a64X16)
-	e.cbnzW(a64X15, retry)
+	// The load-acquire of the tail pairs with the consumer's store of it:
+	// its reads of a record come before this producer's writes into the
+	// record.
+	g.reserve(a64X16, func() {
+		e.addImm(a64X14, a64X16, ringTail)
+		e.ldar(a64X14, a64X14)
+	}, log, full)
 	// x17 = sequence number, x14 = commit value; x13 = the record.
 	if log > 0 {
 		e.ubfiz(a64X13, a64X17, recordLog, log)
@@ -155,6 +144,34 @@ func (g *a64Gen) event(id uint32, ip uint64, dropCtr int) {
 		g.increment()
 	}
 	e.bind(done)
+}
+
+// reserve takes the next sequence number s of a ring whose head word is
+// at the address in head and that holds 1<<log records: it runs tail,
+// which loads the tail (or a copy of it) into x14, loads the head into x17
+// exclusively, branches to full when 1<<log records are in use, and
+// otherwise stores s+1 to the head, again from the tail's load until the
+// store succeeds. It leaves s in x17 and s+1 in x14, clobbers x15 and
+// returns the label of the tail's load (a slow path that makes room
+// branches back there). The tail is read before the load-exclusive: no
+// other memory access between ldxr and stxr (the condition of the
+// architecture's forward progress guarantee); a stale tail is smaller, so
+// the test is only more cautious.
+func (g *a64Gen) reserve(head a64Reg, tail func(), log uint32, full a64Label) (retry a64Label) {
+	e := g.e
+	retry = e.newLabel()
+	e.bind(retry)
+	tail()
+	e.ldxr(a64X17, head)
+	e.subReg(a64X14, a64X17, a64X14)
+	if log > 0 {
+		e.lsr(a64X14, a64X14, log)
+	}
+	e.cbnzX(a64X14, full)
+	e.addImm(a64X14, a64X17, 1)
+	e.stxr(a64X15, a64X14, head)
+	e.cbnzW(a64X15, retry)
+	return retry
 }
 
 // back jumps to the resume address t: b, or through x16 when allowed.

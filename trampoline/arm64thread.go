@@ -130,7 +130,7 @@ func (g *a64Gen) threadCount(i int) {
 func (g *a64Gen) threadEvent(id uint32, ctr int) {
 	e := g.e
 	d := g.cfg.Data
-	full, retry, done := e.newLabel(), e.newLabel(), e.newLabel()
+	full, done := e.newLabel(), e.newLabel()
 	recLog := uint32(bits.TrailingZeros(uint(d.ThreadRing)))
 	ringLog := uint32(bits.TrailingZeros64(d.threadRingSize()))
 	// x13 = the thread's ring: slot << ringLog past the first ring.
@@ -141,20 +141,9 @@ func (g *a64Gen) threadEvent(id uint32, ctr int) {
 	// Reserve sequence number s = head while s - cached tail <
 	// ThreadRing. The owner (and its signal handlers) alone write head,
 	// so the exclusive pair only guards against a handler that
-	// interrupts it: no barrier. The cached tail is read before the
-	// load-exclusive (no other access between ldxr and stxr).
-	e.bind(retry)
-	e.ldr(a64X14, a64X16, stripeCTail)
+	// interrupts it: no barrier.
 	e.addImm(a64X12, a64X16, stripeHead)
-	e.ldxr(a64X17, a64X12)
-	e.subReg(a64X14, a64X17, a64X14)
-	if recLog > 0 {
-		e.lsr(a64X14, a64X14, recLog)
-	}
-	e.cbnzX(a64X14, full)
-	e.addImm(a64X14, a64X17, 1)
-	e.stxr(a64X15, a64X14, a64X12)
-	e.cbnzW(a64X15, retry)
+	retry := g.reserve(a64X12, func() { e.ldr(a64X14, a64X16, stripeCTail) }, recLog, full)
 	// x17 = s, x14 = s+1; x15 = the record.
 	if recLog > 0 {
 		e.ubfiz(a64X15, a64X17, threadRecordLog, recLog)

@@ -100,10 +100,12 @@ func threadBase(r *proc.Regs) uint64 { return r.TPIDR }
 // (TLS variant I), 0x740 bytes in glibc 2.36, with tid at 0xd0 (measured:
 // pthread_self() is the thread pointer minus 0x740, and gettid() is at
 // pthread_self()+0xd0). tidSearchFrom is where the search for the offset
-// starts (ring_linux.go): a page below the thread pointer.
+// starts (ring_linux.go): 2 KiB below the thread pointer (the main
+// thread's block may start less than a page below it, and a read that
+// crosses into an unmapped page fails).
 const (
 	glibcTidOffset = -0x740 + 0xd0
-	tidSearchFrom  = -tidSearch
+	tidSearchFrom  = -0x800
 )
 
 // cntfrq reads cntfrq_el0 (tsc_linux_arm64.s).

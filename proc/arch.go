@@ -38,7 +38,8 @@ type arch struct {
 	remoteSyscalls bool
 	// regSet is the PTRACE_GETREGSET note type Regs are read and written
 	// with (NT_PRSTATUS), 0 where PTRACE_GETREGS and PTRACE_SETREGS are
-	// used; regsSize is the size of that layout in bytes, sizeof(Regs).
+	// used; regsSize is the size of that layout in bytes: sizeof(Regs)
+	// less regsExtra, the registers Regs holds from other register sets.
 	regSet   int
 	regsSize uintptr
 }

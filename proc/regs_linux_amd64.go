@@ -56,6 +56,10 @@ func (r *Regs) syscallResult() uint64 { return r.Rax }
 // hostArch is the table of the architecture the tracer runs on.
 var hostArch = archX86_64
 
+// regsExtra is the size of the fields of Regs that are not the general
+// register set: none on x86-64.
+const regsExtra = 0
+
 func getRegs(tid int, r *Regs) error { return unix.PtraceGetRegs(tid, &r.PtraceRegs) }
 
 func setRegs(tid int, r *Regs) error { return unix.PtraceSetRegs(tid, &r.PtraceRegs) }

@@ -57,6 +57,10 @@ func (r *Regs) syscallResult() uint64 { return r.Regs[0] }
 // hostArch is the table of the architecture the tracer runs on.
 var hostArch = archARM64
 
+// regsExtra is the size of the fields of Regs that are not the general
+// register set: TPIDR.
+const regsExtra = 8
+
 // ntARMTLS is NT_ARM_TLS, the register set of tpidr_el0.
 const ntARMTLS = 0x401
 

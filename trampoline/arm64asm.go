@@ -225,6 +225,21 @@ func (e *a64Emitter) ldaxr(t, n a64Reg) {
 	e.emit(0xC85FFC00|n<<5|t, fmt.Sprintf("ldaxr %s, [%s]", xt(t), xn(n)))
 }
 
+// cas s, t, [n]; casa s, t, [n] (LSE): if [n] == s, store t; s = the
+// old value.
+func (e *a64Emitter) cas(s, t, n a64Reg, acquire bool) {
+	op, name := uint32(0xC8A07C00), "cas"
+	if acquire {
+		op, name = 0xC8E07C00, "casa"
+	}
+	e.emit(op|s<<16|n<<5|t, fmt.Sprintf("%s %s, %s, [%s]", name, xt(s), xt(t), xn(n)))
+}
+
+// movReg: mov d, m (orr d, xzr, m)
+func (e *a64Emitter) movReg(d, m a64Reg) {
+	e.emit(0xAA0003E0|m<<16|d, fmt.Sprintf("mov %s, %s", xt(d), xt(m)))
+}
+
 // isb
 func (e *a64Emitter) isb() { e.emit(0xD5033FDF, "isb") }
 

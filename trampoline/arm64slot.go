@@ -150,8 +150,8 @@ func (g *a64Gen) event(id uint32, ip uint64, dropCtr int) {
 // at the address in head and that holds 1<<log records: it runs tail,
 // which loads the tail (or a copy of it) into x14, loads the head into x17
 // exclusively, branches to full when 1<<log records are in use, and
-// otherwise stores s+1 to the head, again from the tail's load until the
-// store succeeds. It leaves s in x17 and s+1 in x14, clobbers x15 and
+// otherwise stores s+1 to the head (a cas with LSE, else a stxr), again
+// from the tail's load until the store succeeds. It leaves s in x17 and s+1 in x14, clobbers x15 and
 // returns the label of the tail's load (a slow path that makes room
 // branches back there). The tail is read before the load-exclusive: no
 // other memory access between ldxr and stxr (the condition of the
@@ -162,13 +162,27 @@ func (g *a64Gen) reserve(head a64Reg, tail func(), log uint32, full a64Label) (r
 	retry = e.newLabel()
 	e.bind(retry)
 	tail()
-	e.ldxr(a64X17, head)
+	if g.opt.LSE {
+		e.ldr(a64X17, head, 0)
+	} else {
+		e.ldxr(a64X17, head)
+	}
 	e.subReg(a64X14, a64X17, a64X14)
 	if log > 0 {
 		e.lsr(a64X14, a64X14, log)
 	}
 	e.cbnzX(a64X14, full)
 	e.addImm(a64X14, a64X17, 1)
+	if g.opt.LSE {
+		// One cas: a thread the engine single-steps out of a slot gets
+		// through it, where a step between ldxr and stxr makes the stxr
+		// fail every time.
+		e.movReg(a64X15, a64X17)
+		e.cas(a64X15, a64X14, head, false)
+		e.subReg(a64X15, a64X15, a64X17)
+		e.cbnzX(a64X15, retry)
+		return retry
+	}
 	e.stxr(a64X15, a64X14, head)
 	e.cbnzW(a64X15, retry)
 	return retry

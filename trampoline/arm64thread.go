@@ -7,14 +7,18 @@ import "math/bits"
 // pointer is tpidr_el0, which user code reads with mrs.
 //
 // arm64 has no single instruction that increments a word in memory
-// except the LSE atomics, so a stripe's words are incremented with a
-// ldxr/stxr pair, without barriers: the line is the owner's alone, so
-// the pair never contends with another CPU and never bounces a line, and
-// it stays exact when a signal handler of the owner hits a probe between
-// the load and the store (taking the signal clears the exclusive monitor,
-// the interrupted stxr fails and the loop loads again). A plain
-// ldr/add/str would lose that handler's hit. LSE's stadd is not used in
-// the stripes: some cores execute it as a far atomic in the interconnect.
+// except the LSE atomics: a stripe's words are incremented with stadd
+// where the CPU has LSE (ARM64Options.LSE), else with a ldxr/stxr pair,
+// and the thread's ring is reserved with a cas, else a ldxr/stxr pair;
+// never with a barrier. The line is the owner's alone, so neither
+// contends with another CPU or bounces a line, and both stay exact when a
+// signal handler of the owner hits a probe in the middle (taking the
+// signal clears the exclusive monitor, the interrupted stxr fails and the
+// loop loads again). A plain ldr/add/str would lose that handler's hit.
+// One instruction is also what a single step gets through: the engine
+// steps a thread out of a slot it removes, and a step between ldxr and
+// stxr makes the stxr fail every time (without LSE such a thread stays
+// until the removal's bound).
 
 // stripeLookup finds the calling thread's stripe: it leaves its address in
 // x16, its offset from slot 0's stripe in x14 and the thread pointer in
@@ -79,12 +83,24 @@ func (g *a64Gen) stripeLookup(noStripe a64Label) {
 		e.bind(try)
 		// The acquire pairs with the tracer's release of a tombstone:
 		// the counters it zeroed are zero for the new owner.
-		e.ldaxr(a64X17, a64X16)
-		e.lsr(a64X13, a64X17, 1)
-		e.cbnzX(a64X13, taken)
-		e.stxr(a64X13, a64X15, a64X16)
-		e.cbnzW(a64X13, try)
-		e.bL(foundPop)
+		if g.opt.LSE {
+			// casa from the key just read (0 or TombstoneKey): x13
+			// gets the key found.
+			e.movReg(a64X13, a64X17)
+			e.cas(a64X13, a64X15, a64X16, true)
+			e.subReg(a64X17, a64X13, a64X17)
+			e.cbzX(a64X17, foundPop)
+			e.subReg(a64X13, a64X13, a64X15)
+			e.cbzX(a64X13, foundPop)
+			e.bL(next)
+		} else {
+			e.ldaxr(a64X17, a64X16)
+			e.lsr(a64X13, a64X17, 1)
+			e.cbnzX(a64X13, taken)
+			e.stxr(a64X13, a64X15, a64X16)
+			e.cbnzW(a64X13, try)
+			e.bL(foundPop)
+		}
 		// Taken meanwhile: by a signal handler of this thread (then it
 		// is ours) or by another thread.
 		e.bind(taken)
@@ -110,6 +126,11 @@ func (g *a64Gen) incStripe(off uint64) {
 	e := g.e
 	e.movImm(a64X13, off)
 	e.addReg(a64X13, a64X16, a64X13)
+	if g.opt.LSE {
+		e.movImm(a64X17, 1)
+		e.stadd(a64X17, a64X13)
+		return
+	}
 	loop := e.newLabel()
 	e.bind(loop)
 	e.ldxr(a64X17, a64X13)

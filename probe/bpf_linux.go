@@ -215,7 +215,7 @@ func (b *BPF) place(w *proc.World, tg *target, o *BPFOptions) error {
 		return fmt.Errorf("the maps' memory: %w", err)
 	}
 	b.state.mem = mem
-	addr, err := tg.placeMapping(w, reach, archReach, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
+	addr, err := tg.placeMapping(w, reach, size, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
 	_, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd))
 	if err != nil {
 		return fmt.Errorf("map the maps' memory: %w", err)
@@ -240,7 +240,7 @@ func (b *BPF) place(w *proc.World, tg *target, o *BPFOptions) error {
 		return fmt.Errorf("no program compiled: %w", ErrBPF)
 	}
 	codeSize := (total + 4095) &^ 4095
-	at, err := tg.placeMapping(w, reach, archReach, codeSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	at, err := tg.placeMapping(w, reach, codeSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return fmt.Errorf("map the programs' code: %w", err)
 	}

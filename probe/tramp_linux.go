@@ -177,7 +177,7 @@ func (tg *target) trampolines(w *proc.World, reach []uint64) (*trampState, error
 	// (the top of the mmap region): the program's own later mappings
 	// then get the addresses they would get untraced, and a program
 	// whose behaviour depends on addresses behaves the same.
-	addr, err := tg.placeMapping(w, reach, archDataReach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
+	addr, err := tg.placeMappingWithin(w, reach, archDataReach, data.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED, fd)
 	_, _ = w.Syscall(unix.SYS_CLOSE, uint64(fd))
 	if err != nil {
 		_ = unix.Munmap(mem)
@@ -285,7 +285,7 @@ func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*tra
 			return a, nil
 		}
 	}
-	at, err := tg.placeMapping(w, reach, archReach, trampAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	at, err := tg.placeMapping(w, reach, trampAreaSize, unix.PROT_READ|unix.PROT_EXEC, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return nil, err
 	}
@@ -303,10 +303,15 @@ func (tg *target) trampArea(w *proc.World, ts *trampState, reach []uint64) (*tra
 }
 
 // placeMapping maps size bytes in the tracee at an address that every
-// address of reach can reach, no farther than far bytes away (archReach
-// for code the sites jump to, archDataReach for the data area), and
+// address of reach can reach with a jump to a slot (archReach), and
 // returns it.
-func (tg *target) placeMapping(w *proc.World, reach []uint64, far, size uint64, prot, flags, fd int) (uint64, error) {
+func (tg *target) placeMapping(w *proc.World, reach []uint64, size uint64, prot, flags, fd int) (uint64, error) {
+	return tg.placeMappingWithin(w, reach, archReach, size, prot, flags, fd)
+}
+
+// placeMappingWithin is placeMapping no farther than far bytes from every
+// address of reach (archDataReach for the data area).
+func (tg *target) placeMappingWithin(w *proc.World, reach []uint64, far, size uint64, prot, flags, fd int) (uint64, error) {
 	maps, err := w.Maps()
 	if err != nil {
 		return 0, err
@@ -537,7 +542,7 @@ func (tg *target) returnSetup(w *proc.World, ts *trampState, a *trampoline.Area)
 		return err
 	}
 	th.Depth = tg.t.opts.ReturnDepth
-	addr, err := tg.placeMapping(w, []uint64{a.Addr}, archReach, areaHeaderSize+th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
+	addr, err := tg.placeMapping(w, []uint64{a.Addr}, areaHeaderSize+th.Size(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS, -1)
 	if err != nil {
 		return err
 	}

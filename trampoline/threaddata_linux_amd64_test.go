@@ -51,22 +51,29 @@ func threadEnv(t testing.TB, stripes, ring int) *env {
 // claimed again.
 func TestNativeThreadStripes(t *testing.T) {
 	for _, c := range []stripeCase{
-		{"counter", 8, false},
-		{"counter+event", 8, true},
+		{"counter", 8, false, 0, 0},
+		{"counter+event", 8, true, 0, 0},
 		// One stripe for four threads: three count in the shared word
 		// and record in the shared ring.
-		{"fallback", 1, true},
+		{"fallback", 1, true, 0, 0},
+		// Rings smaller than a stripe (2 records, 128 bytes, against
+		// 1 KiB): each thread's ring is found by its own size, not the
+		// stripe's.
+		{"small-rings", 8, true, 32, 2},
 	} {
 		t.Run(c.name, func(t *testing.T) { testThreadStripes(t, c) })
 	}
 }
 
 // stripeCase is a case of TestNativeThreadStripes: the number of stripes
-// for its 4 threads, and whether the site records events.
+// for its 4 threads, whether the site records events, and the counters
+// of a stripe and the records of a thread's ring (0: threadEnv's).
 type stripeCase struct {
-	name    string
-	stripes int
-	event   bool
+	name     string
+	stripes  int
+	event    bool
+	counters int
+	ring     int
 }
 
 // Each of the stripeThreads threads of TestNativeThreadStripes makes
@@ -76,6 +83,9 @@ const stripeThreads, stripeHits = 4, 100_000
 func testThreadStripes(t *testing.T, c stripeCase) {
 	const threads, per = stripeThreads, stripeHits
 	e := threadEnv(t, c.stripes, 1<<10)
+	if c.counters != 0 {
+		e = newEnv(t, envOptions{counters: c.counters, ring: 1 << 10, tp: trampoline.ThreadTCB, stripes: c.stripes, stripeCounters: c.counters, threadRing: c.ring})
+	}
 	h := trampoline.Handler{ID: 9, Count: true, Counter: 5, Event: c.event}
 	e.install(e.site("bench_target", nil), h)
 	prev := runtime.GOMAXPROCS(threads + 1)

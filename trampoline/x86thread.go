@@ -1,6 +1,10 @@
 package trampoline
 
-import "github.com/probeopt/probeopt/internal/x86enc"
+import (
+	"math/bits"
+
+	"github.com/probeopt/probeopt/internal/x86enc"
+)
 
 // The per-thread hit path of x86-64 slots (see threaddata.go for the
 // layout and the protocols).
@@ -95,10 +99,9 @@ func (g *x86Gen) threadEvent(id uint32, ctr int, regs ArgRegs) {
 	a := g.a
 	d := g.cfg.Data
 	full, done := a.NewLabel(), a.NewLabel()
-	ringLog := d.stripeLog()
-	for uint64(1)<<ringLog < d.threadRingSize() {
-		ringLog++
-	}
+	// The stripe's offset (a multiple of the stripe size) scaled to its
+	// ring's: both sizes are powers of two, either may be the larger.
+	ringLog := bits.TrailingZeros64(d.threadRingSize())
 	switch sl := d.stripeLog(); {
 	case ringLog > sl:
 		a.Shl(x86enc.S64, r10, uint8(ringLog-sl))

@@ -396,6 +396,25 @@ func (f *File) Code(vaddr, n uint64) ([]byte, error) {
 	return f.data[start:end:end], nil
 }
 
+// Data returns up to n bytes of the file's contents at vaddr, from the
+// loadable segment (code or data) whose file-backed part holds vaddr: the
+// bytes a process maps there, before the dynamic linker applies any
+// relocation. Fewer when that part ends sooner; an address in no such part
+// (or in a zero-filled tail, .bss) gives ErrNotMapped. The slice is a view
+// of the file (see File).
+func (f *File) Data(vaddr, n uint64) ([]byte, error) {
+	s := f.segmentFor(vaddr, false)
+	if s == nil {
+		return nil, fmt.Errorf("data at %#x: %w", vaddr, ErrNotMapped)
+	}
+	start := s.Off + (vaddr - s.Vaddr)
+	end := s.Off + s.Filesz
+	if n < end-start {
+		end = start + n
+	}
+	return f.data[start:end:end], nil
+}
+
 // section returns the named section, or nil.
 func (f *File) section(name string) *elf.Section {
 	return f.ef.Section(name)

@@ -133,6 +133,26 @@ func TestAddressesAndCode(t *testing.T) {
 	if _, err := f.Offset(rodata); err != nil {
 		t.Errorf("Offset(data %#x): %v", rodata, err)
 	}
+	// Data reads code and data alike: .rodata as debug/elf reads it.
+	ef, err := elf.Open(fixture.Path(t, "x86_64", "funcs-nopie"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	for _, name := range []string{".rodata", ".text"} {
+		sec := ef.Section(name)
+		want, err := sec.Data()
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := f.Data(sec.Addr, sec.Size)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("Data(%s at %#x): %d bytes, %v; want the section's %d", name, sec.Addr, len(got), err, len(want))
+		}
+	}
+	if _, err := f.Data(1<<40, 4); !errors.Is(err, elfscan.ErrNotMapped) {
+		t.Errorf("Data(1<<40): %v, want ErrNotMapped", err)
+	}
 }
 
 func TestDemangle(t *testing.T) {

@@ -56,7 +56,9 @@ func (pf *File) Vendor() decode.Vendor { return pf.vendor }
 // library, and passes the sweep to SiteWith. It returns nil when fn's
 // bytes lie in no executable segment. The Function's Code is a view of
 // the file, not a copy; what the sweep adds is about 1/8 of the
-// function's size (its instruction starts) and its branch targets.
+// function's size (its instruction starts) and its branch targets. The
+// jump tables of its indirect jumps are read from the file
+// (Function.ResolveJumpTables).
 func (pf *File) Analyze(fn *elfscan.Func) *Function {
 	code, err := pf.f.Code(fn.Addr, fn.End-fn.Addr)
 	if err != nil || len(code) == 0 {
@@ -66,7 +68,11 @@ func (pf *File) Analyze(fn *elfscan.Func) *Function {
 	if in == nil {
 		return nil
 	}
-	return in.analyze(fn.Addr, code, pf.vendor)
+	an := in.analyze(fn.Addr, code, pf.vendor)
+	if an.IndirectJumps > 0 {
+		an.ResolveJumpTables(decode.X86Decoder{Vendor: pf.vendor}, pf.f.Data)
+	}
+	return an
 }
 
 // Function returns the sweep of fn, made on the first call for it and

@@ -25,7 +25,8 @@ type Function struct {
 	// Instructions counts the instructions decoded.
 	Instructions int
 	// IndirectJumps counts the jumps through a register or memory (jump
-	// tables, tail calls through pointers).
+	// tables, tail calls through pointers); see JumpTables and
+	// UnresolvedJumps for what ResolveJumpTables made of them.
 	IndirectJumps int
 
 	starts  []uint64 // bit i set: an instruction starts at offset i
@@ -34,6 +35,12 @@ type Function struct {
 	// store exclusives, in order.
 	exclusives []exclusive
 	exits      []Exit
+	// indirect are the offsets of the indirect jumps; ResolveJumpTables
+	// (resolved) splits them into tables and unresolved.
+	indirect   []uint32
+	resolved   bool
+	tables     []JumpTable
+	unresolved []IndirectJump
 }
 
 // Exit is an instruction by which a function may leave without a call:
@@ -155,6 +162,7 @@ func AnalyzeX86(addr uint64, code []byte, dec decode.X86Decoder) *Function {
 			fn.addTarget(l.Target)
 		case l.Branch == decode.BranchJmpIndirect:
 			fn.IndirectJumps++
+			fn.indirect = append(fn.indirect, uint32(off))
 		}
 		off += int(l.Len)
 	}
@@ -182,6 +190,7 @@ func AnalyzeARM64(addr uint64, code []byte) *Function {
 			fn.addTarget(inst.Target)
 		case inst.Branch == decode.BranchJmpIndirect:
 			fn.IndirectJumps++
+			fn.indirect = append(fn.indirect, uint32(off))
 		}
 		if inst.Exclusive != decode.ARM64ExclNone {
 			fn.exclusives = append(fn.exclusives, exclusive{off: uint32(off), store: inst.Exclusive == decode.ARM64ExclStore})

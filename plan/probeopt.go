@@ -326,6 +326,10 @@ func trampolineX86Site(d *Decision, s *Site, o *Options, ts *trampoline.Site) (D
 			d.rule("trampoline", Fail, "a branch of the function lands at %#x, inside the %s", t, replaced)
 			return Decision{}, false
 		}
+		if t, jt, ok := s.Func.TableTargetIn(s.Addr, ts.PatchAddr+uint64(ts.Len)); ok {
+			d.rule("trampoline", Fail, "an entry of the jump table at %#x (of the jmp at %#x) leads to %#x, inside the %s", jt.Table, jt.Jump, t, replaced)
+			return Decision{}, false
+		}
 	}
 	if !foreignBranchRule(d, s, ts.PatchAddr+uint64(ts.Len), x86Boundaries(s.Addr, ts), "the "+replaced) {
 		return Decision{}, false
@@ -334,8 +338,7 @@ func trampolineX86Site(d *Decision, s *Site, o *Options, ts *trampoline.Site) (D
 		d.rule("trampoline", Pass, "a NOP site: %s by a jump to a slot", replaced)
 		return d.finish(TrampolineNop, ReasonTrampolineNop, "a NOP site rewritten into a jump to a trampoline: %s, no trap", replaced), true
 	}
-	if n := s.Func.IndirectJumps; n > 0 && !o.TrustIndirectJumps && !s.PLT {
-		d.rule("trampoline", Fail, "a detour would displace %d instruction(s), but the function has %d indirect jump(s): a jump table could land inside them", ts.Run, n)
+	if !o.TrustIndirectJumps && !s.PLT && !indirectJumpRule(d, s, ts) {
 		return Decision{}, false
 	}
 	what := fmt.Sprintf("%s moved to the slot", plural(ts.Run, "instruction"))
@@ -346,11 +349,65 @@ func trampolineX86Site(d *Decision, s *Site, o *Options, ts *trampoline.Site) (D
 	switch {
 	case s.PLT && s.Func.IndirectJumps > 0:
 		jumps = "the stub's indirect jump leaves for another function (a PLT stub)"
-	case s.Func.IndirectJumps > 0:
+	case s.Func.IndirectJumps > 0 && o.TrustIndirectJumps:
 		jumps = "the function's indirect jumps are known to leave it"
+	case s.Func.IndirectJumps > 0:
+		jumps = tablesText(s.Func)
 	}
 	d.rule("trampoline", Pass, "a detour: %s, %s; %s and %s", replaced, what, noBranchInside(s, "inside them"), jumps)
 	return d.finish(TrampolineDetour, ReasonTrampolineDetour, "a detour: %s by a jump to a trampoline, %s and run there, no trap", replaced, what), true
+}
+
+// indirectJumpRule reports false, with a failed rule, when the function
+// has an indirect jump that is not a recovered jump table (it could land
+// anywhere, inside the detour too), or a recovered table whose bound check
+// and dispatch another part of the file branches into (the recovery saw
+// one path to the jump only).
+func indirectJumpRule(d *Decision, s *Site, ts *trampoline.Site) bool {
+	fn := s.Func
+	if un := fn.UnresolvedJumps(); len(un) > 0 {
+		d.rule("trampoline", Fail, "a detour would displace %s, but %d of the function's %s %s not a jump table the plan recovers (%s), which could land inside them: the jmp at %#x is %s",
+			plural(ts.Run, "instruction"), len(un), plural(fn.IndirectJumps, "indirect jump"), isAre(len(un)), tablesCount(fn), un[0].Addr, un[0].Why)
+		return false
+	}
+	if s.Branches == nil || s.Branches.unchecked {
+		return true
+	}
+	for _, jt := range fn.JumpTables() {
+		t, found, err := s.Branches.TargetIn(jt.Start+1, jt.Jump+1)
+		if err != nil || found {
+			d.rule("trampoline", Fail, "code elsewhere in the file may enter the code that computes the target of the jmp at %#x (%#x-%#x) at %#x, so its jump table is not trusted", jt.Jump, jt.Start, jt.Jump, t.Addr)
+			return false
+		}
+	}
+	return true
+}
+
+// tablesText says, for a passed rule, what the function's indirect jumps
+// are.
+func tablesText(fn *Function) string {
+	n := 0
+	for _, jt := range fn.JumpTables() {
+		n += len(jt.Targets)
+	}
+	return fmt.Sprintf("the function's %s %s jump tables, recovered from the file (%s), and none of their %s lands inside them",
+		plural(fn.IndirectJumps, "indirect jump"), isAre(fn.IndirectJumps), tablesCount(fn), plural(n, "target"))
+}
+
+// tablesCount says how many jump tables were recovered.
+func tablesCount(fn *Function) string {
+	n := len(fn.JumpTables())
+	if n == 0 {
+		return "none recovered"
+	}
+	return fmt.Sprintf("%s recovered", plural(n, "table"))
+}
+
+func isAre(n int) string {
+	if n == 1 {
+		return "is"
+	}
+	return "are"
 }
 
 // x86Boundaries returns the instruction boundaries after the probe address

@@ -3,12 +3,16 @@
 package plan_test
 
 import (
+	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,54 +169,101 @@ func recoverSwitches(t *testing.T, path string) map[uint64]namedTable {
 
 // cpuJumpTargets runs the program under ptrace with a breakpoint at each
 // jump and returns, for each, the sorted distinct addresses the CPU went
-// to when it stepped the jump (link-time addresses).
+// to when it stepped the jump (link-time addresses). It checks that the
+// program printed what it prints untraced.
 func cpuJumpTargets(t *testing.T, path string, jumps map[uint64]namedTable) map[uint64][]uint64 {
+	var at []uint64
+	for j := range jumps {
+		at = append(at, j)
+	}
+	got, stdout := stepJumps(t, jumpRun{argv: []string{path}, module: path, jumps: at})
+	want, err := exec.Command(path).Output()
+	if err != nil || string(stdout) != string(want) {
+		t.Errorf("output %q, untraced %q (%v)", stdout, want, err)
+	}
+	return got
+}
+
+// jumpRun is a program to run with breakpoints at jumps of one of its
+// modules.
+type jumpRun struct {
+	argv, env []string
+	// module is the path of the executable or of a library the dynamic
+	// linker maps before the program's entry; jumps are link-time
+	// addresses of its indirect jumps.
+	module string
+	jumps  []uint64
+	// maxHits is how many hits of a jump are stepped before its
+	// breakpoint goes (0: all).
+	maxHits int
+}
+
+// stepJumps runs r under ptrace: at the program's entry (the libraries are
+// mapped then) each jump of r.module gets a breakpoint; at each hit the
+// jump is single-stepped and the address the CPU went to recorded. It
+// returns the distinct targets of each jump hit, in link-time addresses,
+// sorted, and what the program wrote to its standard output.
+func stepJumps(t *testing.T, r jumpRun) (map[uint64][]uint64, []byte) {
 	out, err := os.CreateTemp(t.TempDir(), "out")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := proc.Spawn([]string{path}, &proc.SpawnOptions{Stdout: out})
+	defer out.Close()
+	errf, err := os.CreateTemp(t.TempDir(), "err")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer errf.Close()
+	p, err := proc.Spawn(r.argv, &proc.SpawnOptions{Stdout: out, Stderr: errf, Env: r.env})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Kill()
-	maps, err := p.Maps()
+	exe, err := exec.LookPath(r.argv[0])
 	if err != nil {
 		t.Fatal(err)
 	}
-	base := uint64(0)
-	for _, m := range maps {
-		if elfscan.SamePath(m.Path, path) && m.Offset == 0 {
-			base = m.Start
-			break
-		}
-	}
-	f, err := elfscan.Open(path)
+	ef, err := elf.Open(exe)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	if f.Kind() == "executable" {
-		base = 0
+	entry := ef.Entry
+	if ef.Type == elf.ET_DYN {
+		entry += moduleBase(t, p, exe)
 	}
-	orig := map[uint64]byte{}
-	for j := range jumps {
+	ef.Close()
+	mf, err := elf.Open(r.module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pie := mf.Type == elf.ET_DYN
+	mf.Close()
+
+	var mu sync.Mutex
+	known := map[uint64]byte{} // every breakpoint ever written, with the byte it covered
+	set := func(w *proc.World, a uint64) error {
 		b := []byte{0}
-		if err := p.ReadMemory(base+j, b); err != nil {
-			t.Fatal(err)
+		if err := w.ReadMemory(a, b); err != nil {
+			return err
 		}
-		orig[base+j] = b[0]
-		if err := p.WriteMemory(base+j, []byte{0xcc}); err != nil {
-			t.Fatal(err)
-		}
+		mu.Lock()
+		known[a] = b[0]
+		mu.Unlock()
+		return w.WriteMemory(a, []byte{0xcc})
+	}
+	if _, err := p.Stopped(func(w *proc.World) error { return set(w, entry) }); err != nil {
+		t.Fatal(err)
 	}
 	type hit struct {
 		tid  int
 		addr uint64
 	}
-	hits := make(chan hit, 1)
+	hits := make(chan hit, 1<<16)
 	if _, err := p.SetTrapHandler(func(ctx *proc.TrapContext) proc.TrapAction {
-		if _, ok := orig[ctx.Addr]; !ok {
+		mu.Lock()
+		_, ok := known[ctx.Addr]
+		mu.Unlock()
+		if !ok {
 			return proc.TrapPass
 		}
 		hits <- hit{ctx.Tid, ctx.Addr}
@@ -223,62 +274,123 @@ func cpuJumpTargets(t *testing.T, path string, jumps map[uint64]namedTable) map[
 	if err := p.Resume(); err != nil {
 		t.Fatal(err)
 	}
+	base := uint64(0)
 	seen := map[uint64]map[uint64]bool{}
-	deadline := time.After(60 * time.Second)
+	count := map[uint64]int{}
+	deadline := time.After(5 * time.Minute)
 	for done := false; !done; {
 		select {
 		case h := <-hits:
 			var to uint64
+			stepped := false
 			if _, err := p.Stopped(func(w *proc.World) error {
-				if err := w.WriteMemory(h.addr, []byte{orig[h.addr]}); err != nil {
+				mu.Lock()
+				orig := known[h.addr]
+				mu.Unlock()
+				if err := w.WriteMemory(h.addr, []byte{orig}); err != nil {
 					return err
 				}
-				r, err := w.Regs(h.tid)
+				regs, err := w.Regs(h.tid)
 				if err != nil {
 					return err
 				}
-				r.SetPC(h.addr)
-				if err := w.SetRegs(h.tid, &r); err != nil {
+				regs.SetPC(h.addr)
+				if err := w.SetRegs(h.tid, &regs); err != nil {
 					return err
+				}
+				if h.addr == entry {
+					// The libraries are mapped: the jumps get their
+					// breakpoints.
+					if pie {
+						maps, err := w.Maps()
+						if err != nil {
+							return err
+						}
+						if base = mapBase(maps, r.module); base == 0 {
+							return fmt.Errorf("%s is not mapped at the entry", r.module)
+						}
+					}
+					for _, j := range r.jumps {
+						if err := set(w, base+j); err != nil {
+							return err
+						}
+					}
+					return nil
 				}
 				if err := w.Step(h.tid, 0); err != nil {
 					return err
 				}
-				if r, err = w.Regs(h.tid); err != nil {
+				if regs, err = w.Regs(h.tid); err != nil {
 					return err
 				}
-				to = r.PC()
+				to, stepped = regs.PC(), true
+
+				if count[h.addr]++; r.maxHits > 0 && count[h.addr] >= r.maxHits {
+					return nil // the breakpoint goes
+				}
 				return w.WriteMemory(h.addr, []byte{0xcc})
 			}); err != nil {
+				if errors.Is(err, proc.ErrNoThread) || errors.Is(err, proc.ErrExited) {
+					p.Release(func(ctx *proc.TrapContext) bool { return ctx.Tid == h.tid })
+					continue // the thread went with another's exit_group
+				}
 				t.Fatalf("step the jmp at %#x: %v", h.addr, err)
 			}
-			if seen[h.addr-base] == nil {
-				seen[h.addr-base] = map[uint64]bool{}
+			if stepped {
+				j := h.addr - base
+				if seen[j] == nil {
+					seen[j] = map[uint64]bool{}
+				}
+				seen[j][to-base] = true
 			}
-			seen[h.addr-base][to-base] = true
-			if err := p.Release(nil); err != nil {
+			// Only this thread: another held at a breakpoint waits for
+			// its turn in hits.
+			if err := p.Release(func(ctx *proc.TrapContext) bool { return ctx.Tid == h.tid }); err != nil {
 				t.Fatal(err)
 			}
 		case <-p.Exited():
 			done = true
 		case <-deadline:
-			t.Fatal("the program did not finish in 60 s")
+			t.Fatal("the program did not finish in 5 minutes")
 		}
 	}
 	if st, err := p.Wait(); err != nil || st.Code != 0 {
-		t.Fatalf("exit %+v %v", st, err)
-	}
-	// It ran to the end with the sums it prints untraced.
-	b, err := os.ReadFile(out.Name())
-	want, werr := exec.Command(path).Output()
-	if err != nil || werr != nil || string(b) != string(want) {
-		t.Errorf("output %q (%v), untraced %q (%v)", b, err, want, werr)
+		b, _ := os.ReadFile(errf.Name())
+		t.Fatalf("exit %+v %v; stderr:\n%s", st, err, b)
 	}
 	res := map[uint64][]uint64{}
 	for j, ts := range seen {
 		res[j] = slices.Sorted(mapKeys(ts))
 	}
-	return res
+	b, err := os.ReadFile(out.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, b
+}
+
+// moduleBase returns the load address of the file at path in p.
+func moduleBase(t *testing.T, p *proc.Process, path string) uint64 {
+	maps, err := p.Maps()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := mapBase(maps, path)
+	if b == 0 {
+		t.Fatalf("%s is not mapped", path)
+	}
+	return b
+}
+
+// mapBase returns the start of the mapping of path's first byte, 0 when
+// none maps it.
+func mapBase(maps []proc.Mapping, path string) uint64 {
+	for _, m := range maps {
+		if m.Offset == 0 && m.Path != "" && elfscan.SamePath(m.Path, path) {
+			return m.Start
+		}
+	}
+	return 0
 }
 
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
@@ -289,4 +401,113 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 			}
 		}
 	}
+}
+
+// TestJumpTablesRealCode checks tables recovered in real libraries against
+// the CPU: up to 2,000 recovered jumps of libLLVM (clang
+// compiling the switches fixture) and, where Java is installed, of libjvm
+// (java -version, with libjvm preloaded so that it is mapped at the
+// program's entry) get breakpoints; each hit is stepped (the first 20 of
+// each jump) and every address the CPU went to must be one of the table's
+// targets.
+func TestJumpTablesRealCode(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("the recovery is x86-64's; this is %s", runtime.GOARCH)
+	}
+	testenv.NeedPtrace(t)
+	t.Run("clang", func(t *testing.T) {
+		clang, err := filepath.EvalSymlinks(testenv.MustHaveTool(t, "clang"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lib := neededLibrary(t, clang, "libLLVM-")
+		src := filepath.Join(fixture.Dir(t), "jumptab", "switches.c")
+		checkRealJumps(t, jumpRun{argv: []string{clang, "-O2", "-c", "-o", filepath.Join(t.TempDir(), "s.o"), src}, module: lib, maxHits: 20})
+	})
+	t.Run("java", func(t *testing.T) {
+		java, err := exec.LookPath("java")
+		if err != nil {
+			t.Skip("no java (not a tool the CI installs)")
+		}
+		java, _ = filepath.EvalSymlinks(java)
+		lib := filepath.Join(filepath.Dir(filepath.Dir(java)), "lib", "server", "libjvm.so")
+		if _, err := os.Stat(lib); err != nil {
+			t.Skipf("no libjvm.so beside %s", java)
+		}
+		checkRealJumps(t, jumpRun{argv: []string{java, "-version"}, env: append(os.Environ(), "LD_PRELOAD="+lib), module: lib, maxHits: 20})
+	})
+}
+
+// checkRealJumps samples the recovered jumps of r.module, runs r with
+// breakpoints at them and compares.
+func checkRealJumps(t *testing.T, r jumpRun) {
+	f, err := elfscan.Open(r.module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	funcs, err := f.Funcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf := plan.NewFile(f, nil)
+	tables := map[uint64]plan.JumpTable{}
+	var all []uint64
+	for i := range funcs {
+		fn := pf.Analyze(&funcs[i])
+		if fn == nil {
+			continue
+		}
+		for _, jt := range fn.JumpTables() {
+			if _, dup := tables[jt.Jump]; !dup {
+				tables[jt.Jump] = jt
+				all = append(all, jt.Jump)
+			}
+		}
+	}
+	slices.Sort(all)
+	step := max(1, len(all)/2000)
+	for i := 0; i < len(all); i += step {
+		r.jumps = append(r.jumps, all[i])
+	}
+	got, _ := stepJumps(t, r)
+	targets := 0
+	for j, ts := range got {
+		targets += len(ts)
+		for _, to := range ts {
+			if _, found := slices.BinarySearch(tables[j].Targets, to); !found {
+				t.Errorf("jmp at %#x: the CPU went to %#x, not a target of the table at %#x (%d entries)", j, to, tables[j].Table, tables[j].Entries)
+			}
+		}
+	}
+	t.Logf("%s: %d tables recovered, %d with breakpoints, %d hit, %d distinct targets taken", filepath.Base(r.module), len(all), len(r.jumps), len(got), targets)
+	if len(got) < 10 {
+		t.Errorf("only %d of %d sampled jumps ran: too few to check", len(got), len(r.jumps))
+	}
+}
+
+// neededLibrary returns the path of the library whose name starts with
+// prefix among exe's DT_NEEDED, found in the multiarch directories.
+func neededLibrary(t *testing.T, exe, prefix string) string {
+	ef, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ef.Close()
+	libs, err := ef.ImportedLibraries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range libs {
+		if !strings.HasPrefix(l, prefix) {
+			continue
+		}
+		for _, dir := range []string{"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/lib64"} {
+			if p := filepath.Join(dir, l); fileExists(p) {
+				return p
+			}
+		}
+	}
+	t.Fatalf("%s needs no %s* library found on this system", exe, prefix)
+	return ""
 }

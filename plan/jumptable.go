@@ -117,13 +117,28 @@ func (fn *Function) ResolveJumpTables(dec decode.X86Decoder, read TableReader) {
 	}
 	fn.resolved = true
 	bases := fn.tableBases(dec)
-	for _, off := range fn.indirect {
-		jt, why := fn.recoverTable(dec, uint64(off), read, bases)
-		if why != "" {
-			fn.unresolved = append(fn.unresolved, IndirectJump{Addr: fn.Addr + uint64(off), Why: why})
-			continue
+	// Twice: the targets of the tables of the first pass are places other
+	// paths enter, where the second pass's chains begin.
+	var entered map[uint64]bool
+	for pass := 0; pass < 2; pass++ {
+		fn.tables, fn.unresolved = nil, nil
+		for _, off := range fn.indirect {
+			jt, why := fn.recoverTable(dec, uint64(off), read, bases, entered)
+			if why != "" {
+				fn.unresolved = append(fn.unresolved, IndirectJump{Addr: fn.Addr + uint64(off), Why: why})
+				continue
+			}
+			fn.tables = append(fn.tables, jt)
 		}
-		fn.tables = append(fn.tables, jt)
+		if len(fn.tables) == 0 {
+			break
+		}
+		entered = map[uint64]bool{}
+		for _, jt := range fn.tables {
+			for _, t := range jt.Targets {
+				entered[t-fn.Addr] = true
+			}
+		}
 	}
 	// A table target inside another table's straight-line code would be
 	// a path the recovery did not see: that table is not trusted.
@@ -164,14 +179,14 @@ type absVal struct {
 }
 
 // recoverTable recognises the jump at offset off; why is "" when it did.
-func (fn *Function) recoverTable(dec decode.X86Decoder, off uint64, read TableReader, bases [16]absVal) (JumpTable, string) {
+func (fn *Function) recoverTable(dec decode.X86Decoder, off uint64, read TableReader, bases [16]absVal, entered map[uint64]bool) (JumpTable, string) {
 	jumpAddr := fn.Addr + off
 	// The chain: instruction starts before the jump, back to the first
 	// that another path may enter.
 	var chain []uint64 // offsets, last first
 	for o := off; ; {
 		chain = append(chain, o)
-		if o == 0 || len(chain) > chainLimit || fn.isTarget(o) {
+		if o == 0 || len(chain) > chainLimit || fn.isTarget(o) || entered[o] {
 			break
 		}
 		p, ok := fn.prevStart(o)

@@ -46,6 +46,11 @@ type BranchCode struct {
 	// resume a goroutine without running the instruction before
 	// (File.GoResumePoints, sorted by address), nil for other files.
 	GoResume []elfscan.GoResume
+	// DataPointers are the code addresses the file's data holds
+	// (File.DataPointers), sorted by To: with the addresses the code
+	// itself takes (a RIP-relative lea, an immediate), the places an
+	// indirect jump through a loaded pointer may go (TakenIn).
+	DataPointers []elfscan.DataPointer
 }
 
 // Branch is one direct branch of a file.
@@ -101,8 +106,10 @@ var ErrCodeSpan = errors.New("executable code spans more than 4 GiB")
 // The index also holds the exception landing pads that .eh_frame and the
 // LSDAs list (BranchCode.Exceptions, read by elfscan): the unwinder jumps
 // to them through a register, so no branch shows them. Not in the index: other indirect
-// jumps (a function that has one is refused a detour on its own, see
-// Function.IndirectJumps), and addresses taken by a lea or stored in data.
+// jumps (the targets of a function's jump tables are its own, see
+// Function.ResolveJumpTables; a function with an indirect jump that is
+// not a recovered table is refused a detour on its own), and addresses
+// taken by a lea or stored in data.
 //
 // The targets are kept as a bitmap, one bit per byte from the first region
 // to the end of the last (1/8 of the code's size), with a sorted list for
@@ -124,6 +131,9 @@ type BranchIndex struct {
 	// goResume are BranchCode.GoResume, sorted by Lo.
 	goResume []elfscan.GoResume
 	stats    IndexStats
+	// taken are the code addresses the code takes and the data holds,
+	// sorted by To (TakenIn).
+	taken []elfscan.DataPointer
 	// unchecked marks NoBranches: the caller vouches that no branch from
 	// elsewhere matters, and the rules say that nothing was checked.
 	unchecked bool
@@ -356,7 +366,7 @@ func (x *BranchIndex) BranchesTo(target uint64) ([]Branch, error) {
 	var out []Branch
 	x.sweep(func() (visitFunc, func()) {
 		visit := func(from, to uint64, k decode.BranchKind) {
-			if to == target {
+			if to == target && k != decode.BranchNone {
 				mu.Lock()
 				out = append(out, Branch{From: from, To: to, Kind: k})
 				mu.Unlock()
@@ -457,9 +467,18 @@ func (x *BranchIndex) build() {
 	}
 	end := x.base + uint64(len(x.bits))*64
 	var mu sync.Mutex
+	x.taken = slices.Clone(code.DataPointers)
 	st := x.sweep(func() (visitFunc, func()) {
 		var far []uint64
+		var taken []elfscan.DataPointer
 		visit := func(from, to uint64, k decode.BranchKind) {
+			if k == decode.BranchNone {
+				// An address the code takes, not a branch.
+				if to >= x.base && to < end {
+					taken = append(taken, elfscan.DataPointer{At: from, To: to})
+				}
+				return
+			}
 			if to >= x.base && to < end {
 				off := to - x.base
 				w, m := &x.bits[off/64], uint64(1)<<(off%64)
@@ -473,6 +492,7 @@ func (x *BranchIndex) build() {
 		finish := func() {
 			mu.Lock()
 			x.far = append(x.far, far...)
+			x.taken = append(x.taken, taken...)
 			mu.Unlock()
 		}
 		return visit, finish
@@ -481,6 +501,31 @@ func (x *BranchIndex) build() {
 	x.stats = st
 	slices.Sort(x.far)
 	x.far = slices.Compact(x.far)
+	slices.SortFunc(x.taken, func(a, b elfscan.DataPointer) int {
+		if c := cmp.Compare(a.To, b.To); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.At, b.At)
+	})
+	x.taken = slices.Compact(x.taken)
+}
+
+// TakenIn returns the code addresses in [lo, hi) that the file takes, in
+// order: those its data holds (BranchCode.DataPointers) and those its
+// x86-64 code loads as a RIP-relative address or an immediate, each with
+// where it is taken. An indirect jump through a pointer loaded from
+// memory goes to one of them (or to an address computed at run time). It
+// builds the index on first use; when that fails, it returns the error.
+func (x *BranchIndex) TakenIn(lo, hi uint64) ([]elfscan.DataPointer, error) {
+	if err := x.Build(); err != nil {
+		return nil, err
+	}
+	i := sort.Search(len(x.taken), func(i int) bool { return x.taken[i].To >= lo })
+	j := i
+	for j < len(x.taken) && x.taken[j].To < hi {
+		j++
+	}
+	return x.taken[i:j], nil
 }
 
 // topAddr bounds the code an index takes: nothing ends past it, so that the
@@ -670,6 +715,21 @@ func (x *BranchIndex) sweepRange(ri int, start, end uint64, visit visitFunc, sc 
 			if l.Branch.Relative() || l.Branch == decode.BranchJmpAbs {
 				sc.branches++
 				visit(addr, l.Target, l.Branch)
+			} else if l.RIPRel {
+				visit(addr, l.Target, decode.BranchNone)
+			}
+			if l.ImmSize == 4 || l.ImmSize == 8 {
+				var v uint64
+				if int(l.ImmOff)+int(l.ImmSize) <= len(code)-int(pos) {
+					b := code[pos+uint64(l.ImmOff):]
+					v = uint64(b[0]) | uint64(b[1])<<8 | uint64(b[2])<<16 | uint64(b[3])<<24
+					if l.ImmSize == 8 {
+						v |= uint64(b[4])<<32 | uint64(b[5])<<40 | uint64(b[6])<<48 | uint64(b[7])<<56
+					}
+				}
+				if v != 0 {
+					visit(addr, v, decode.BranchNone)
+				}
 			}
 			n = pos + uint64(l.Len)
 		}

@@ -16,7 +16,10 @@
 // The package also owns the function-wide checks: the instruction-boundary
 // map of a function (a probe address is accepted only where a decode from
 // the function start lands), the direct branch targets and indirect jumps
-// a detour must respect, and the arm64 load/store-exclusive windows; and
+// a detour must respect (an x86-64 jump table is recovered from the code
+// before its jump and its entries read from the file, and its targets
+// count as the function's branch targets: Function.ResolveJumpTables), and
+// the arm64 load/store-exclusive windows; and
 // the file-wide index of direct branch targets and exception landing pads
 // (BranchIndex), for the ways into a function from outside it that a
 // detour must respect too. A Site without that index (Branches nil) takes

@@ -115,7 +115,8 @@ func (pf *File) Branches() *BranchIndex {
 
 // ELFBranchCode returns what a branch index of f reads: its executable
 // sections (elfscan.File.ExecSections), its functions, its exception
-// tables and, for a Go binary, where the Go runtime resumes goroutines.
+// tables, the code addresses its data holds (elfscan.File.DataPointers)
+// and, for a Go binary, where the Go runtime resumes goroutines.
 func ELFBranchCode(f *elfscan.File) (*BranchCode, error) {
 	secs, err := f.ExecSections()
 	if err != nil {
@@ -140,6 +141,9 @@ func ELFBranchCode(f *elfscan.File) (*BranchCode, error) {
 	c.Exceptions = eh
 	if c.GoResume, err = f.GoResumePoints(); err != nil {
 		return nil, fmt.Errorf("Go resume points: %w", err)
+	}
+	if c.DataPointers, err = f.DataPointers(); err != nil {
+		return nil, fmt.Errorf("code addresses in data: %w", err)
 	}
 	return c, nil
 }

@@ -34,6 +34,12 @@ type JumpTable struct {
 type IndirectJump struct {
 	Addr uint64
 	Why  string
+	// Pointer is set when the jump goes through a pointer loaded from
+	// memory as it is (jmp *8(%rax), or a register loaded by a mov from
+	// an operand without index, based on neither %rsp nor %rbp): a tail
+	// call, whose target is a code address the program took (see
+	// BranchIndex.TakenIn), not one it computed.
+	Pointer bool
 }
 
 // TableReader reads up to n bytes of a file's contents at virtual address
@@ -125,7 +131,7 @@ func (fn *Function) ResolveJumpTables(dec decode.X86Decoder, read TableReader) {
 		for _, off := range fn.indirect {
 			jt, why := fn.recoverTable(dec, uint64(off), read, bases, entered)
 			if why != "" {
-				fn.unresolved = append(fn.unresolved, IndirectJump{Addr: fn.Addr + uint64(off), Why: why})
+				fn.unresolved = append(fn.unresolved, IndirectJump{Addr: fn.Addr + uint64(off), Why: why, Pointer: why == pointerWhy})
 				continue
 			}
 			fn.tables = append(fn.tables, jt)
@@ -170,6 +176,7 @@ const (
 	valRelEntry  // a sign-extended int32 entry of the table at addr, n entries
 	valRelTarget // addr plus such an entry
 	valAbsTarget // an 8-byte entry of the table at addr, n entries
+	valLoaded    // a word loaded from memory as it is (IndirectJump.Pointer)
 )
 
 type absVal struct {
@@ -391,9 +398,14 @@ func (fn *Function) finishTable(inst *decode.X86Inst, regs *[16]absVal, jumpAddr
 	default:
 		if t, n, ok := absTableOperand(inst, regs); ok {
 			v = absVal{kind: valAbsTarget, addr: t, n: n}
+		} else if pointerOperand(inst) {
+			return JumpTable{}, pointerWhy
 		} else {
-			return JumpTable{}, "a jump through memory that is not a bounded table of addresses: a tail call through a pointer or a computed goto, which could land anywhere"
+			return JumpTable{}, "a jump through memory that is not a bounded table of addresses nor a pointer: a computed goto or a table form not recognised, which could land anywhere"
 		}
+	}
+	if inst.Mod == 3 && v.kind == valLoaded {
+		return JumpTable{}, pointerWhy
 	}
 	jt := JumpTable{Jump: jumpAddr, Start: start, Table: v.addr, Entries: v.n}
 	switch v.kind {
@@ -435,6 +447,33 @@ func (fn *Function) finishTable(inst *decode.X86Inst, regs *[16]absVal, jumpAddr
 	return jt, ""
 }
 
+// pointerWhy is the reason of a jump through a pointer loaded from memory
+// (IndirectJump.Pointer).
+const pointerWhy = "a jump through a pointer loaded from memory (a tail call)"
+
+// pointerOperand reports whether the memory operand of inst reads a
+// pointer as a program keeps one: no index register, and a base that is
+// neither %rsp nor %rbp (a spill slot may hold a computed address).
+func pointerOperand(inst *decode.X86Inst) bool {
+	if inst.Mod == 3 || inst.AddrSize != 64 {
+		return false
+	}
+	if inst.RIPRel {
+		return true
+	}
+	base := rmReg(inst)
+	if inst.HasSIB {
+		if inst.SIB>>3&7 != 4 || inst.X {
+			return false // an index
+		}
+		if inst.Mod == 0 && inst.SIB&7 == 5 {
+			return true // an absolute address
+		}
+		base = int(inst.SIB&7) | b2i(inst.B)<<3
+	}
+	return base != 4 && base != 5
+}
+
 // step applies one instruction to the abstract registers.
 func step(inst *decode.X86Inst, regs *[16]absVal) {
 	m := inst.Map == decode.Map1Byte
@@ -467,6 +506,10 @@ func step(inst *decode.X86Inst, regs *[16]absVal) {
 		// mov T(,%rI,8),%rX
 		if t, n, ok := absTableOperand(inst, regs); ok {
 			regs[regReg(inst)] = absVal{kind: valAbsTarget, addr: t, n: n}
+			return
+		}
+		if pointerOperand(inst) {
+			regs[regReg(inst)] = absVal{kind: valLoaded}
 			return
 		}
 	case m && (inst.Opcode == 0x8b || inst.Opcode == 0x89 || inst.Opcode == 0x63) && inst.Mod == 3:
@@ -597,6 +640,17 @@ func b2i(b bool) int {
 		return 1
 	}
 	return 0
+}
+
+// inAbsTable reports whether addr lies in one of the function's recovered
+// tables of addresses.
+func (fn *Function) inAbsTable(addr uint64) bool {
+	for _, jt := range fn.tables {
+		if jt.EntrySize == 8 && addr >= jt.Table && addr-jt.Table < uint64(8*jt.Entries) {
+			return true
+		}
+	}
+	return false
 }
 
 // isTarget reports whether a direct branch of the function lands at off.

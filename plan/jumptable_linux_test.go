@@ -69,7 +69,79 @@ func TestJumpTablesAgainstCPU(t *testing.T) {
 				}
 			}
 			checkDetours(t, path, got)
+			checkPointerJumps(t, path)
 		})
+	}
+}
+
+// checkPointerJumps checks the jumps through pointers of the fixture:
+// viahook's tail call, which the CPU takes out of the function, lets its
+// entry take a detour; computed's jumps, which the CPU takes to its own
+// labels (the file takes their addresses), keep it refused.
+func checkPointerJumps(t *testing.T, path string) {
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	funcs, _ := f.Funcs()
+	pf := plan.NewFile(f, nil)
+	var jumps []uint64
+	inside := map[uint64][2]uint64{}
+	for _, name := range []string{"viahook", "computed"} {
+		i := slices.IndexFunc(funcs, func(fn elfscan.Func) bool { return fn.Name == name })
+		if i < 0 {
+			t.Fatalf("no function %s", name)
+		}
+		fn := pf.Function(&funcs[i])
+		pointers := true
+		for _, u := range fn.UnresolvedJumps() {
+			if !u.Pointer {
+				// gcc -Os merges computed's jumps into one after a
+				// join: the load is before it, and the jump stays
+				// unresolved (refused) for that reason.
+				pointers = false
+				if name == "viahook" {
+					t.Errorf("%s: the jmp at %#x is not seen as a jump through a pointer: %s", name, u.Addr, u.Why)
+				}
+			}
+			jumps = append(jumps, u.Addr)
+			inside[u.Addr] = [2]uint64{funcs[i].Addr, funcs[i].End}
+		}
+		d, err := pf.Decide(plan.Probeopt, &elfscan.Site{Addr: funcs[i].Addr, Func: &funcs[i]}, &plan.Options{Rules: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		last := ""
+		for _, r := range d.Rules {
+			if r.Name == "trampoline" {
+				last = r.Detail
+			}
+		}
+		switch {
+		case name == "viahook" && (d.Strategy != plan.TrampolineDetour || !strings.Contains(last, "through pointers loaded from memory")):
+			t.Errorf("viahook's entry: %s (%s), want a detour whose rule names its jump through a pointer", d.Strategy, last)
+		case name == "computed" && (d.Strategy == plan.TrampolineDetour || pointers && !strings.Contains(last, "the file takes the address")):
+			t.Errorf("computed's entry: %s (%s), want no detour, for the addresses of its labels", d.Strategy, last)
+		}
+	}
+	got, _ := stepJumps(t, jumpRun{argv: []string{path}, module: path, jumps: jumps})
+	for _, j := range jumps {
+		r := inside[j]
+		in := 0
+		for _, to := range got[j] {
+			if to > r[0] && to < r[1] {
+				in++
+			}
+		}
+		if len(got[j]) == 0 {
+			t.Errorf("the jmp at %#x did not run", j)
+		}
+		// The oracle for the plan's two answers: computed's jumps do go
+		// inside it, viahook's never.
+		if wantIn := r[0] != inside[jumps[0]][0]; (in > 0) != wantIn {
+			t.Errorf("the jmp at %#x went to %x: inside its function %d times, want inside: %v", j, got[j], in, wantIn)
+		}
 	}
 }
 
@@ -214,7 +286,7 @@ func stepJumps(t *testing.T, r jumpRun) (map[uint64][]uint64, []byte) {
 		t.Fatal(err)
 	}
 	defer errf.Close()
-	p, err := proc.Spawn(r.argv, &proc.SpawnOptions{Stdout: out, Stderr: errf, Env: r.env})
+	p, err := proc.Spawn(r.argv, &proc.SpawnOptions{Stdout: out, Stderr: errf, Env: r.env, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -404,7 +476,9 @@ func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 }
 
 // TestJumpTablesRealCode checks tables recovered in real libraries against
-// the CPU: up to 2,000 recovered jumps of libLLVM (clang
+// the CPU, and the jumps through pointers of functions the plan lets
+// detours stand in (their targets must leave the function): up to 2,000
+// of each kind in libLLVM (clang
 // compiling the switches fixture) and, where Java is installed, of libjvm
 // (java -version, with libjvm preloaded so that it is mapped at the
 // program's entry) get breakpoints; each hit is stepped (the first 20 of
@@ -452,11 +526,28 @@ func checkRealJumps(t *testing.T, r jumpRun) {
 	}
 	pf := plan.NewFile(f, nil)
 	tables := map[uint64]plan.JumpTable{}
-	var all []uint64
+	var all, ptrs []uint64
+	ptrFunc := map[uint64][2]uint64{}
 	for i := range funcs {
 		fn := pf.Analyze(&funcs[i])
 		if fn == nil {
 			continue
+		}
+		un := fn.UnresolvedJumps()
+		if len(un) > 0 && !slices.ContainsFunc(un, func(u plan.IndirectJump) bool { return !u.Pointer }) {
+			taken, err := pf.Branches().TakenIn(funcs[i].Addr+1, funcs[i].End)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(taken) == 0 {
+				// Jumps through pointers that the plan lets detours
+				// stand beside: the CPU must take them out of the
+				// function (or to its entry).
+				for _, u := range un {
+					ptrs = append(ptrs, u.Addr)
+					ptrFunc[u.Addr] = [2]uint64{funcs[i].Addr, funcs[i].End}
+				}
+			}
 		}
 		for _, jt := range fn.JumpTables() {
 			if _, dup := tables[jt.Jump]; !dup {
@@ -470,7 +561,29 @@ func checkRealJumps(t *testing.T, r jumpRun) {
 	for i := 0; i < len(all); i += step {
 		r.jumps = append(r.jumps, all[i])
 	}
+	nTables := len(r.jumps)
+	slices.Sort(ptrs)
+	ptrs = slices.Compact(ptrs)
+	for i := 0; i < len(ptrs); i += max(1, len(ptrs)/2000) {
+		r.jumps = append(r.jumps, ptrs[i])
+	}
 	got, _ := stepJumps(t, r)
+	ptrHit, ptrTargets := 0, 0
+	for j, ts := range got {
+		fr, ok := ptrFunc[j]
+		if !ok {
+			continue
+		}
+		delete(got, j)
+		ptrHit++
+		ptrTargets += len(ts)
+		for _, to := range ts {
+			if to > fr[0] && to < fr[1] {
+				t.Errorf("the jmp through a pointer at %#x went to %#x, inside its function %#x-%#x", j, to, fr[0], fr[1])
+			}
+		}
+	}
+	t.Logf("%s: %d jumps through pointers beside which detours may stand, %d with breakpoints, %d hit, %d distinct targets", filepath.Base(r.module), len(ptrs), len(r.jumps)-nTables, ptrHit, ptrTargets)
 	targets := 0
 	for j, ts := range got {
 		targets += len(ts)
@@ -480,7 +593,7 @@ func checkRealJumps(t *testing.T, r jumpRun) {
 			}
 		}
 	}
-	t.Logf("%s: %d tables recovered, %d with breakpoints, %d hit, %d distinct targets taken", filepath.Base(r.module), len(all), len(r.jumps), len(got), targets)
+	t.Logf("%s: %d tables recovered, %d with breakpoints, %d hit, %d distinct targets taken", filepath.Base(r.module), len(all), nTables, len(got), targets)
 	if len(got) < 10 {
 		t.Errorf("only %d of %d sampled jumps ran: too few to check", len(got), len(r.jumps))
 	}

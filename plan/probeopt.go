@@ -365,12 +365,40 @@ func trampolineX86Site(d *Decision, s *Site, o *Options, ts *trampoline.Site) (D
 // one path to the jump only).
 func indirectJumpRule(d *Decision, s *Site, ts *trampoline.Site) bool {
 	fn := s.Func
-	if un := fn.UnresolvedJumps(); len(un) > 0 {
+	un := fn.UnresolvedJumps()
+	pointers := 0
+	for _, u := range un {
+		if u.Pointer {
+			pointers++
+			continue
+		}
 		d.rule("trampoline", Fail, "a detour would displace %s, but %d of the function's %s %s not a jump table the plan recovers (%s), which could land inside them: the jmp at %#x is %s",
-			plural(ts.Run, "instruction"), len(un), plural(fn.IndirectJumps, "indirect jump"), isAre(len(un)), tablesCount(fn), un[0].Addr, un[0].Why)
+			plural(ts.Run, "instruction"), len(un), plural(fn.IndirectJumps, "indirect jump"), isAre(len(un)), tablesCount(fn), u.Addr, u.Why)
 		return false
 	}
-	if s.Branches == nil || s.Branches.unchecked {
+	checked := s.Branches != nil && !s.Branches.unchecked
+	if pointers > 0 && !checked {
+		d.rule("trampoline", Fail, "a detour would displace %s, but the function has %s through pointers loaded from memory, and without the file's index of the code addresses it takes (plan.File) nothing shows that none goes inside the function", plural(ts.Run, "instruction"), plural(pointers, "jump"))
+		return false
+	}
+	if pointers > 0 {
+		// A pointer holds a code address the program took: none may lie
+		// inside the function after its entry, but for the entries of
+		// its own tables of addresses.
+		end := fn.Addr + uint64(len(fn.Code))
+		taken, err := s.Branches.TakenIn(fn.Addr+1, end)
+		if err != nil {
+			d.rule("trampoline", Fail, "the code addresses the file takes are not known (%v): a jump through a pointer could go inside the function", err)
+			return false
+		}
+		for _, p := range taken {
+			if !fn.inAbsTable(p.At) {
+				d.rule("trampoline", Fail, "a detour would displace %s, and the function has %s through pointers loaded from memory; the file takes the address %#x inside the function (at %#x), where such a jump could go", plural(ts.Run, "instruction"), plural(pointers, "jump"), p.To, p.At)
+				return false
+			}
+		}
+	}
+	if !checked {
 		return true
 	}
 	for _, jt := range fn.JumpTables() {
@@ -390,8 +418,20 @@ func tablesText(fn *Function) string {
 	for _, jt := range fn.JumpTables() {
 		n += len(jt.Targets)
 	}
-	return fmt.Sprintf("the function's %s %s jump tables, recovered from the file (%s), and none of their %s lands inside them",
-		plural(fn.IndirectJumps, "indirect jump"), isAre(fn.IndirectJumps), tablesCount(fn), plural(n, "target"))
+	pointers := len(fn.UnresolvedJumps())
+	if pointers == 0 {
+		return fmt.Sprintf("the function's %s %s jump tables, recovered from the file (%s), and none of their %s lands inside them",
+			plural(fn.IndirectJumps, "indirect jump"), isAre(fn.IndirectJumps), tablesCount(fn), plural(n, "target"))
+	}
+	return fmt.Sprintf("of the function's %s, %d %s jump tables, recovered from the file (%s), none of whose %s lands inside them, and %d %s through pointers loaded from memory, where the file takes no address inside the function after its entry",
+		plural(fn.IndirectJumps, "indirect jump"), fn.IndirectJumps-pointers, isAre(fn.IndirectJumps-pointers), tablesCount(fn), plural(n, "target"), pointers, goGoes(pointers))
+}
+
+func goGoes(n int) string {
+	if n == 1 {
+		return "goes"
+	}
+	return "go"
 }
 
 // tablesCount says how many jump tables were recovered.

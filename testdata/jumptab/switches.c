@@ -128,6 +128,34 @@ __attribute__((noinline)) long two(int a, int b, long x)
 	return x;
 }
 
+/* viahook: a tail call through a pointer loaded from memory. */
+long (*hook)(long) = h5;
+__attribute__((noinline)) long viahook(long x)
+{
+	return hook(x + 1);
+}
+
+/* computed: a computed goto through a pointer loaded from memory, to its
+ * own labels, whose addresses its table holds: a jump through a pointer
+ * that lands inside the function. */
+void *volatile next;
+__attribute__((noinline)) long computed(const unsigned char *code, long x)
+{
+	static void *const labels[] = {&&add, &&mul, &&out};
+	next = labels[*code++];
+	goto *next;
+add:
+	x = h1(x);
+	next = labels[*code++];
+	goto *next;
+mul:
+	x = h2(x);
+	next = labels[*code++];
+	goto *next;
+out:
+	return x;
+}
+
 int main(void)
 {
 	long sum = 0;
@@ -146,6 +174,9 @@ int main(void)
 	for (int a = -1; a <= 6; a++)
 		for (int b = 9; b <= 17; b++)
 			sum += two(a, b, a + b);
+	sum += viahook(3);
+	static const unsigned char prog[] = {0, 1, 0, 1, 2};
+	sum += computed(prog, 5);
 	printf("%ld\n", sum);
 	return 0;
 }

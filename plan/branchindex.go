@@ -718,7 +718,8 @@ func (x *BranchIndex) sweepRange(ri int, start, end uint64, visit visitFunc, sc 
 			} else if l.RIPRel {
 				visit(addr, l.Target, decode.BranchNone)
 			}
-			if l.ImmSize == 4 || l.ImmSize == 8 {
+			// A branch's displacement is no immediate.
+			if (l.ImmSize == 4 || l.ImmSize == 8) && l.Branch == decode.BranchNone && l.RelSize == 0 {
 				var v uint64
 				if int(l.ImmOff)+int(l.ImmSize) <= len(code)-int(pos) {
 					b := code[pos+uint64(l.ImmOff):]

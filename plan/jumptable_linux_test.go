@@ -189,7 +189,7 @@ func checkDetours(t *testing.T, path string, cpu map[uint64][]uint64) {
 			if j < len(landed) && landed[j] < ts.Resume() {
 				t.Errorf("%s: a detour at %#x replaces %#x-%#x, and the CPU jumped to %#x through a jump table", funcs[i].Name, a, ts.PatchAddr, ts.Resume(), landed[j])
 			}
-			if last := d.Rules[len(d.Rules)-1]; fn.IndirectJumps > 0 && !strings.Contains(last.Detail, "jump tables, recovered") {
+			if last := d.Rules[len(d.Rules)-1]; fn.IndirectJumps > 0 && !strings.Contains(last.Detail, "recovered from the file") {
 				t.Errorf("%s: detour rule %q does not say its tables were recovered", funcs[i].Name, last.Detail)
 			}
 		}

@@ -3,6 +3,7 @@ package plan
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/probeopt/probeopt/decode"
 	"github.com/probeopt/probeopt/elfscan"
@@ -414,24 +415,18 @@ func indirectJumpRule(d *Decision, s *Site, ts *trampoline.Site) bool {
 // tablesText says, for a passed rule, what the function's indirect jumps
 // are.
 func tablesText(fn *Function) string {
-	n := 0
-	for _, jt := range fn.JumpTables() {
-		n += len(jt.Targets)
+	var parts []string
+	if n := len(fn.JumpTables()); n > 0 {
+		targets := 0
+		for _, jt := range fn.JumpTables() {
+			targets += len(jt.Targets)
+		}
+		parts = append(parts, fmt.Sprintf("%s recovered from the file, none of whose %s lands inside them", plural(n, "jump table"), plural(targets, "target")))
 	}
-	pointers := len(fn.UnresolvedJumps())
-	if pointers == 0 {
-		return fmt.Sprintf("the function's %s %s jump tables, recovered from the file (%s), and none of their %s lands inside them",
-			plural(fn.IndirectJumps, "indirect jump"), isAre(fn.IndirectJumps), tablesCount(fn), plural(n, "target"))
+	if n := len(fn.UnresolvedJumps()); n > 0 {
+		parts = append(parts, fmt.Sprintf("%s through pointers loaded from memory, while the file takes no code address inside the function after its entry", plural(n, "jump")))
 	}
-	return fmt.Sprintf("of the function's %s, %d %s jump tables, recovered from the file (%s), none of whose %s lands inside them, and %d %s through pointers loaded from memory, where the file takes no address inside the function after its entry",
-		plural(fn.IndirectJumps, "indirect jump"), fn.IndirectJumps-pointers, isAre(fn.IndirectJumps-pointers), tablesCount(fn), plural(n, "target"), pointers, goGoes(pointers))
-}
-
-func goGoes(n int) string {
-	if n == 1 {
-		return "goes"
-	}
-	return "go"
+	return fmt.Sprintf("the function's %s: %s", plural(fn.IndirectJumps, "indirect jump"), strings.Join(parts, "; "))
 }
 
 // tablesCount says how many jump tables were recovered.

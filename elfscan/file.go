@@ -388,12 +388,7 @@ func (f *File) Code(vaddr, n uint64) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("code at %#x: %w (no executable segment holds it)", vaddr, ErrNotMapped)
 	}
-	start := s.Off + (vaddr - s.Vaddr)
-	end := s.Off + s.Filesz
-	if n < end-start {
-		end = start + n
-	}
-	return f.data[start:end:end], nil
+	return f.segmentBytes(s, vaddr, n), nil
 }
 
 // Data returns up to n bytes of the file's contents at vaddr, from the
@@ -407,12 +402,18 @@ func (f *File) Data(vaddr, n uint64) ([]byte, error) {
 	if s == nil {
 		return nil, fmt.Errorf("data at %#x: %w", vaddr, ErrNotMapped)
 	}
+	return f.segmentBytes(s, vaddr, n), nil
+}
+
+// segmentBytes returns up to n bytes of s's file-backed part from vaddr,
+// which it holds.
+func (f *File) segmentBytes(s *Segment, vaddr, n uint64) []byte {
 	start := s.Off + (vaddr - s.Vaddr)
 	end := s.Off + s.Filesz
 	if n < end-start {
 		end = start + n
 	}
-	return f.data[start:end:end], nil
+	return f.data[start:end:end]
 }
 
 // section returns the named section, or nil.

@@ -79,12 +79,7 @@ func TestJumpTablesAgainstCPU(t *testing.T) {
 // entry take a detour; computed's jumps, which the CPU takes to its own
 // labels (the file takes their addresses), keep it refused.
 func checkPointerJumps(t *testing.T, path string) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	funcs, _ := f.Funcs()
+	f, funcs := openFuncs(t, path)
 	pf := plan.NewFile(f, nil)
 	var jumps []uint64
 	inside := map[uint64][2]uint64{}
@@ -149,18 +144,13 @@ func checkPointerJumps(t *testing.T, path string) {
 // checks that no detour the plan allows replaces bytes that a jump the CPU
 // took lands strictly inside; and that the functions do get detours.
 func checkDetours(t *testing.T, path string, cpu map[uint64][]uint64) {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
+	f, funcs := openFuncs(t, path)
 	var landed []uint64
 	for _, ts := range cpu {
 		landed = append(landed, ts...)
 	}
 	slices.Sort(landed)
 	pf := plan.NewFile(f, nil)
-	funcs, _ := f.Funcs()
 	detours, refused := 0, 0
 	for i := range funcs {
 		if !slices.Contains(switchFuncs, funcs[i].Name) {
@@ -209,15 +199,7 @@ type namedTable struct {
 // the address of their jumps (link-time addresses); every indirect jump of
 // those functions must be recovered.
 func recoverSwitches(t *testing.T, path string) map[uint64]namedTable {
-	f, err := elfscan.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	funcs, err := f.Funcs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, funcs := openFuncs(t, path)
 	pf := plan.NewFile(f, nil)
 	out := map[uint64]namedTable{}
 	for _, name := range switchFuncs {
@@ -295,21 +277,13 @@ func stepJumps(t *testing.T, r jumpRun) (map[uint64][]uint64, []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ef := openELF(t, exe)
 	entry := ef.Entry
 	if ef.Type == elf.ET_DYN {
 		entry += moduleBase(t, p, exe)
 	}
-	ef.Close()
-	mf, err := elf.Open(r.module)
-	if err != nil {
-		t.Fatal(err)
-	}
+	mf := openELF(t, r.module)
 	pie := mf.Type == elf.ET_DYN
-	mf.Close()
 
 	var mu sync.Mutex
 	known := map[uint64]byte{} // every breakpoint ever written, with the byte it covered
@@ -465,6 +439,35 @@ func mapBase(maps []proc.Mapping, path string) uint64 {
 	return 0
 }
 
+// openFuncs opens the ELF file at path for the test (closed when it ends)
+// and returns it with its functions.
+func openFuncs(t *testing.T, path string) (*elfscan.File, []elfscan.Func) {
+	t.Helper()
+	f, err := elfscan.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	funcs, err := f.Funcs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, funcs
+}
+
+// openELF opens the ELF file at path with debug/elf for the test (closed
+// when it ends); unlike fixture.OpenELF it needs no symbol table (the
+// programs of the system are stripped).
+func openELF(t *testing.T, path string) *elf.File {
+	t.Helper()
+	f, err := elf.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
 func mapKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
 	return func(yield func(K) bool) {
 		for k := range m {
@@ -515,15 +518,7 @@ func TestJumpTablesRealCode(t *testing.T) {
 // checkRealJumps samples the recovered jumps of r.module, runs r with
 // breakpoints at them and compares.
 func checkRealJumps(t *testing.T, r jumpRun) {
-	f, err := elfscan.Open(r.module)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	funcs, err := f.Funcs()
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, funcs := openFuncs(t, r.module)
 	pf := plan.NewFile(f, nil)
 	tables := map[uint64]plan.JumpTable{}
 	var all, ptrs []uint64
@@ -602,11 +597,7 @@ func checkRealJumps(t *testing.T, r jumpRun) {
 // neededLibrary returns the path of the library whose name starts with
 // prefix among exe's DT_NEEDED, found in the multiarch directories.
 func neededLibrary(t *testing.T, exe, prefix string) string {
-	ef, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ef.Close()
+	ef := openELF(t, exe)
 	libs, err := ef.ImportedLibraries()
 	if err != nil {
 		t.Fatal(err)

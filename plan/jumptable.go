@@ -1,6 +1,7 @@
 package plan
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"slices"
@@ -157,15 +158,7 @@ func (fn *Function) ResolveJumpTables(dec decode.X86Decoder, read TableReader) {
 		kept = append(kept, jt)
 	}
 	fn.tables = kept
-	slices.SortFunc(fn.unresolved, func(a, b IndirectJump) int {
-		switch {
-		case a.Addr < b.Addr:
-			return -1
-		case a.Addr > b.Addr:
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(fn.unresolved, func(a, b IndirectJump) int { return cmp.Compare(a.Addr, b.Addr) })
 }
 
 // Abstract values of registers in the recovery.

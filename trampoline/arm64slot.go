@@ -78,18 +78,23 @@ func (g *a64Gen) eachSaved(pair func(a, b, base a64Reg, off int64), single func(
 
 // increment adds 1 to the 64-bit word at the address in x16. It clobbers
 // x17 and (without LSE) x15, never the flags.
-func (g *a64Gen) increment() {
+func (g *a64Gen) increment() { g.incAt(a64X16) }
+
+// incAt adds 1 to the 64-bit word at the address in register r: one
+// stadd with LSE, else a ldxr/stxr loop. It clobbers x17 and (without
+// LSE) x15, never the flags.
+func (g *a64Gen) incAt(r uint32) {
 	e := g.e
 	if g.opt.LSE {
 		e.movImm(a64X17, 1)
-		e.stadd(a64X17, a64X16)
+		e.stadd(a64X17, r)
 		return
 	}
 	loop := e.newLabel()
 	e.bind(loop)
-	e.ldxr(a64X17, a64X16)
+	e.ldxr(a64X17, r)
 	e.addImm(a64X17, a64X17, 1)
-	e.stxr(a64X15, a64X17, a64X16)
+	e.stxr(a64X15, a64X17, r)
 	e.cbnzW(a64X15, loop)
 }
 

@@ -126,17 +126,7 @@ func (g *a64Gen) incStripe(off uint64) {
 	e := g.e
 	e.movImm(a64X13, off)
 	e.addReg(a64X13, a64X16, a64X13)
-	if g.opt.LSE {
-		e.movImm(a64X17, 1)
-		e.stadd(a64X17, a64X13)
-		return
-	}
-	loop := e.newLabel()
-	e.bind(loop)
-	e.ldxr(a64X17, a64X13)
-	e.addImm(a64X17, a64X17, 1)
-	e.stxr(a64X15, a64X17, a64X13)
-	e.cbnzW(a64X15, loop)
+	g.incAt(a64X13)
 }
 
 // threadCount increments counter i of the stripe in x16.

@@ -44,8 +44,10 @@ import (
 // still being written (reserved, its counter maybe read, not committed):
 // such a ring bounds the delivery at the counter of the last record read
 // from it, which its later records follow. An event waits at most
-// maxHold, however its rings stand (a thread killed while writing a
-// record). Records of the shared ring, where threads without a stripe of
+// maxHold for a record still being written (a thread killed while writing
+// one never commits it), but never for records the reader has yet to read:
+// a full batch bounds the delivery however long the reader lags behind the
+// threads. Records of the shared ring, where threads without a stripe of
 // their own reserve in turn, are in reservation order, which may differ
 // from their counters' by the time a record takes to write.
 
@@ -306,9 +308,10 @@ func (rr *ringReader) drainBatch() (more bool) {
 		perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
 	}
 	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
-	limit := tsc
+	bound := deliveryBound{writing: tsc, unread: tsc}
 	rr.runs = append(rr.runs[:0], 0)
-	if n := rr.view.Read(rr.buf); n > 0 {
+	n := rr.view.Read(rr.buf)
+	if n > 0 {
 		rr.runs = append(rr.runs, len(rr.held))
 		more = more || n == len(rr.buf)
 		for _, rec := range rr.buf[:n] {
@@ -316,11 +319,10 @@ func (rr *ringReader) drainBatch() (more bool) {
 		}
 		rr.last[sharedRing] = rr.buf[n-1].TSC
 	}
-	if rr.view.Pending() > 0 {
-		limit = min(limit, rr.last[sharedRing])
-	}
+	bound.ring(rr.last[sharedRing], n == len(rr.buf), rr.view.Pending() > 0)
 	for _, st := range rr.view.Stripes() {
-		if n := rr.view.ReadThread(st.Slot, rr.buf); n > 0 {
+		n := rr.view.ReadThread(st.Slot, rr.buf)
+		if n > 0 {
 			rr.runs = append(rr.runs, len(rr.held))
 			more = more || n == len(rr.buf)
 			tid := rr.stripeTid(st)
@@ -329,17 +331,48 @@ func (rr *ringReader) drainBatch() (more bool) {
 			}
 			rr.last[st.Slot] = rr.buf[n-1].TSC
 		}
-		if rr.view.ThreadPending(st.Slot) > 0 {
-			limit = min(limit, rr.last[st.Slot])
-		}
+		bound.ring(rr.last[st.Slot], n == len(rr.buf), rr.view.ThreadPending(st.Slot) > 0)
 	}
 	rr.mergeHeld()
-	if hold := uint64(perNs * float64(maxHold.Nanoseconds())); perNs > 0 && tsc > hold {
-		limit = max(limit, tsc-hold)
+	var hold uint64
+	if perNs > 0 {
+		hold = uint64(perNs * float64(maxHold.Nanoseconds()))
 	}
-	n, _ := slices.BinarySearch(rr.tscs, limit+1)
-	rr.release(n)
+	ready, _ := slices.BinarySearch(rr.tscs, bound.limit(tsc, hold)+1)
+	rr.release(ready)
 	return more
+}
+
+// deliveryBound is the latest counter a drain may deliver up to: every
+// record still to come has a later one.
+type deliveryBound struct {
+	// writing is the last counter read from a ring whose next record may
+	// still be being written; unread, the last counter read from a ring
+	// that filled the batch (its next records are complete, only not
+	// read yet).
+	writing, unread uint64
+}
+
+// ring bounds the delivery by a ring whose last record read has counter
+// last: full, the read filled the batch; pending, the ring has records
+// reserved and not read.
+func (b *deliveryBound) ring(last uint64, full, pending bool) {
+	switch {
+	case full:
+		b.unread = min(b.unread, last)
+	case pending:
+		b.writing = min(b.writing, last)
+	}
+}
+
+// limit is the bound when the drain read the counter tsc and a record
+// being written is waited for hold ticks at most (0: for ever).
+func (b deliveryBound) limit(tsc, hold uint64) uint64 {
+	writing := b.writing
+	if hold > 0 && tsc > hold {
+		writing = max(writing, tsc-hold)
+	}
+	return min(writing, b.unread)
 }
 
 // mergeHeld puts the events held in the order of their counters, events

@@ -41,6 +41,12 @@ func benchNew(i int) []byte { return []byte{0x48, 0x8d, 0x40, byte(64 + i&63), 0
 // of its wrong-result counter, then waits to be killed.
 func runPatchTarget(w io.Writer, o patchTargetOptions) error {
 	sites := o.sites
+	// One P for every calling thread and one for the main goroutine: the
+	// callers never reach a preemption point (the tracer runs the target
+	// with asyncpreemptoff), so with fewer Ps some would never run, and
+	// the main goroutine, once its P was handed off during a system call,
+	// would never print the line the tracer waits for.
+	runtime.GOMAXPROCS(o.threads + 1)
 	mem, err := unix.Mmap(-1, 0, sites*16, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
 		return fmt.Errorf("map code: %w", err)

@@ -15,8 +15,12 @@ import (
 // events whose counter is at most the batch's limit, the smallest last
 // counter of the rings. It returns the events in delivery order.
 // With full, the runs are perRing records each (a drain that finds
-// every ring full), else 1 to perRing.
-func mergeFeed(rings, batches, perRing int, full bool, seed uint64, deliver func([]Event)) {
+// every ring full), else 1 to perRing. With lagging, the reader is
+// further behind the rings than a record being written is waited for:
+// the batch's counter exceeds every record's by more than the hold (only
+// with full: a ring read to its end holds no record older than the hold,
+// but one a thread was stopped in the middle of writing).
+func mergeFeed(rings, batches, perRing int, full, lagging bool, seed uint64, deliver func([]Event)) {
 	rnd := rand.New(rand.NewPCG(seed, 1))
 	rr := &ringReader{tg: &target{t: &Tracer{}}}
 	rr.tg.t.opts.OnEvents = deliver
@@ -26,7 +30,8 @@ func mergeFeed(rings, batches, perRing int, full bool, seed uint64, deliver func
 	}
 	for b := range batches {
 		rr.runs = append(rr.runs[:0], 0)
-		limit := ^uint64(0)
+		now := ^uint64(0) - 1
+		bound := deliveryBound{writing: now, unread: now}
 		for r := range rings {
 			rr.runs = append(rr.runs, len(rr.held))
 			n := perRing
@@ -38,11 +43,16 @@ func mergeFeed(rings, batches, perRing int, full bool, seed uint64, deliver func
 				rr.held = append(rr.held, Event{Probe: r, Args: [6]uint64{next[r]}})
 				rr.tscs = append(rr.tscs, next[r])
 			}
-			limit = min(limit, next[r])
+			bound.ring(next[r], n == perRing, true)
 		}
 		rr.mergeHeld()
+		var hold uint64
+		if lagging {
+			hold = 1 << 40
+		}
+		limit := bound.limit(now, hold)
 		if b == batches-1 {
-			limit = ^uint64(0) - 1
+			limit = now
 		}
 		n, _ := slices.BinarySearch(rr.tscs, limit+1)
 		rr.release(n)
@@ -54,7 +64,7 @@ func mergeFeed(rings, batches, perRing int, full bool, seed uint64, deliver func
 func TestMergeHeldOrder(t *testing.T) {
 	for seed := range uint64(50) {
 		var got []Event
-		mergeFeed(1+int(seed%4), 40, 300, seed%2 == 0, seed, func(evs []Event) { got = append(got, evs...) })
+		mergeFeed(1+int(seed%4), 40, 300, seed%2 == 0, seed%4 == 2, seed, func(evs []Event) { got = append(got, evs...) })
 		want := slices.Clone(got)
 		slices.SortFunc(want, func(a, b Event) int { return cmp.Compare(a.Args[0], b.Args[0]) })
 		if !slices.Equal(got, want) {
@@ -76,7 +86,7 @@ func TestMergeHeldOrder(t *testing.T) {
 func BenchmarkMergeHeld(b *testing.B) {
 	events := 0
 	for b.Loop() {
-		mergeFeed(2, 64, 4096, true, 1, func(evs []Event) { events += len(evs) })
+		mergeFeed(2, 64, 4096, true, false, 1, func(evs []Event) { events += len(evs) })
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(events), "ns/event")
 }

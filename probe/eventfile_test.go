@@ -74,3 +74,43 @@ func TestEventFileLayout(t *testing.T) {
 		t.Fatalf("truncated record: %v", err)
 	}
 }
+
+// TestEventFileBatches writes more events than the writer buffers, in
+// batches of uneven sizes, and reads every one back in order.
+func TestEventFileBatches(t *testing.T) {
+	var buf bytes.Buffer
+	w, err := probe.NewEventWriter(&buf, []probe.Probe{{ID: 1, Spec: "hot"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const total = 40_000 // about three of the writer's buffers
+	var evs []probe.Event
+	for i, size := 0, 1; i < total; size = size*3%9001 + 1 {
+		evs = evs[:0]
+		for ; len(evs) < size && i < total; i++ {
+			evs = append(evs, probe.Event{Probe: 1, Pid: 5, Tid: 6, Time: time.Unix(0, int64(i)), Args: [6]uint64{uint64(i)}})
+		}
+		if err := w.Write(evs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := probe.NewEventReader(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ev probe.Event
+	for i := range total {
+		if err := r.Read(&ev); err != nil {
+			t.Fatalf("event %d: %v", i, err)
+		}
+		if ev.Args[0] != uint64(i) || ev.Time.UnixNano() != int64(i) || ev.Tid != 6 {
+			t.Fatalf("event %d: %+v", i, ev)
+		}
+	}
+	if err := r.Read(&ev); err != io.EOF {
+		t.Fatalf("after the last event: %v", err)
+	}
+}

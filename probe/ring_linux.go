@@ -481,18 +481,27 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 		goid = rec.Goid
 	}
 	for _, id := range ids {
-		ev := Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Args: rec.Args, Return: ret, Goid: goid}
+		ev := rr.hold(rec.TSC)
+		ev.Probe, ev.Pid, ev.Tid, ev.Addr, ev.Time, ev.Return, ev.Goid = id, rr.tg.pid, tid, site.addr, at, ret, goid
 		if ret {
-			ev.Args, ev.Ret = [6]uint64{}, rec.Ret
+			ev.Ret = rec.Ret
+		} else {
+			ev.Args = rec.Args
 		}
-		rr.held, rr.tscs = append(rr.held, ev), append(rr.tscs, rec.TSC)
 	}
 	if !ret {
 		for _, id := range site.atRet {
-			rr.held = append(rr.held, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0], Goid: goid})
-			rr.tscs = append(rr.tscs, rec.TSC)
+			ev := rr.hold(rec.TSC)
+			ev.Probe, ev.Pid, ev.Tid, ev.Addr, ev.Time, ev.Return, ev.Ret, ev.Goid = id, rr.tg.pid, tid, site.addr, at, true, rec.Args[0], goid
 		}
 	}
+}
+
+// hold appends a zero event of counter tsc to those held and returns it
+// to be filled in place (an event is too large to copy twice per record).
+func (rr *ringReader) hold(tsc uint64) *Event {
+	rr.held, rr.tscs = append(rr.held, Event{}), append(rr.tscs, tsc)
+	return &rr.held[len(rr.held)-1]
 }
 
 // deliver hands a batch to Options.OnEvents, or sends its events on the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -16,6 +17,8 @@ type benchCompareOptions struct {
 	traps bool
 	stdin string
 	all   bool
+	// kernelRuns is how many times CMD runs under kernel uprobes.
+	kernelRuns int
 }
 
 // compareSite is one site of "bench compare".
@@ -26,13 +29,21 @@ type compareSite struct {
 	Offset   uint64 `json:"offset"`
 	Strategy string `json:"strategy"`
 	Probeopt uint64 `json:"probeopt"`
-	Kernel   uint64 `json:"kernel"`
+	// Kernel is the kernel's count in its first run, KernelMin and
+	// KernelMax the least and the most of its runs (--kernel-runs).
+	Kernel    uint64 `json:"kernel"`
+	KernelMin uint64 `json:"kernel_min"`
+	KernelMax uint64 `json:"kernel_max"`
 	// PerIteration marks a string instruction with a repeat prefix: the
 	// kernel counts its iterations, probeopt its executions.
 	PerIteration bool `json:"per_iteration,omitempty"`
-	// Differs is set when the counts disagree (for a per-iteration site:
-	// when probeopt counts more, or only one of them counts any).
-	Differs bool `json:"differs"`
+	// Differs is set when probeopt's count is outside the kernel's
+	// counts (for a per-iteration site: when probeopt counts more than
+	// the most, or only one of them counts any); KernelVaries when the
+	// kernel's own runs counted differently: the command itself does not
+	// run the site the same number of times in every run.
+	Differs      bool `json:"differs"`
+	KernelVaries bool `json:"kernel_varies,omitempty"`
 }
 
 // compareSkip is a site the kernel does not take.
@@ -58,10 +69,14 @@ type compareReport struct {
 	Sites   []compareSite `json:"sites"`
 	Skipped []compareSkip `json:"skipped,omitempty"`
 	// Compared, Differ and Hit count the sites compared, those whose
-	// counts differ, and those either counted a hit at; Probeopt and
-	// Kernel the hits of all of them.
+	// counts differ, and those either counted a hit at; DifferVaries
+	// those of the sites that differ where the kernel's own runs
+	// disagree. Probeopt and Kernel are the hits of all of them (the
+	// kernel's first run); KernelRuns the runs under kernel uprobes.
 	Compared, Differ, Hit int
+	DifferVaries          int `json:"differ_varies"`
 	Probeopt, Kernel      uint64
+	KernelRuns            int `json:"kernel_runs"`
 }
 
 func newBenchCompareCmd() *cobra.Command {
@@ -82,6 +97,12 @@ each iteration and probeopt each execution: such a site differs only when
 probeopt counts more, or when one of them counts nothing. Only CMD's own
 process is counted: its children are not.
 
+With --kernel-runs N, CMD runs N times under kernel uprobes: a site differs
+when probeopt's count lies outside the kernel's, and a site where the
+kernel's own runs disagree is marked: there the command does not run the
+site the same number of times in every run (timers, locks, threads), and
+a difference says nothing about either counter.
+
 The report lists the sites whose counts differ (every site with --all) and
 the totals, or with --json one JSON object. The exit status is 1 when a
 count or the output differs.
@@ -94,6 +115,9 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
 			specs, argv, stdin, err := specsCommandInput(cmd, args, "bench compare", o.stdin)
 			if err != nil {
 				return err
+			}
+			if o.kernelRuns < 1 {
+				return usagef("bench compare: --kernel-runs %d: want 1 or more", o.kernelRuns)
 			}
 			rep, err := benchCompare(specs, argv, stdin, &o, cmd.ErrOrStderr())
 			if err != nil {
@@ -113,6 +137,7 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
 	f.BoolVar(&o.traps, "traps", false, "serve every probeopt site through traps (no trampolines)")
 	f.StringVar(&o.stdin, "stdin", "", "`FILE` given to CMD as standard input in both runs (default: none)")
 	f.BoolVar(&o.all, "all", false, "list every site compared, not only those that differ")
+	f.IntVar(&o.kernelRuns, "kernel-runs", 1, "runs of CMD under kernel uprobes: a site differs when probeopt's count is outside their counts")
 	return cmd
 }
 
@@ -146,14 +171,21 @@ func printCompare(w io.Writer, rep *compareReport) error {
 			if s.Symbol != "" {
 				name += ":" + s.Symbol
 			}
-			mark := ""
-			switch {
-			case s.Differs:
-				mark = "differs"
-			case s.PerIteration:
-				mark = "(kernel: iterations)"
+			var marks []string
+			if s.Differs {
+				marks = append(marks, "differs")
 			}
-			fmt.Fprintf(tw, "%s (%#x)\t%s\t%d\t%d\t%s\n", name, s.Addr, s.Strategy, s.Probeopt, s.Kernel, mark)
+			if s.KernelVaries {
+				marks = append(marks, "(kernel varies)")
+			}
+			if s.PerIteration {
+				marks = append(marks, "(kernel: iterations)")
+			}
+			kernel := fmt.Sprint(s.Kernel)
+			if s.KernelMin != s.KernelMax {
+				kernel = fmt.Sprintf("%d-%d", s.KernelMin, s.KernelMax)
+			}
+			fmt.Fprintf(tw, "%s (%#x)\t%s\t%d\t%s\t%s\n", name, s.Addr, s.Strategy, s.Probeopt, kernel, strings.Join(marks, " "))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -165,6 +197,9 @@ func printCompare(w io.Writer, rep *compareReport) error {
 		same = "different"
 	}
 	fmt.Fprintf(w, "sites   %d compared, %d hit, %d differ; %d the kernel refuses\n", rep.Compared, rep.Hit, rep.Differ, len(rep.Skipped))
+	if rep.KernelRuns > 1 {
+		fmt.Fprintf(w, "        %d of those that differ where the kernel's %d runs disagree too\n", rep.DifferVaries, rep.KernelRuns)
+	}
 	fmt.Fprintf(w, "hits    probeopt %d, kernel %d\n", rep.Probeopt, rep.Kernel)
 	fmt.Fprintf(w, "runs    probeopt %v (exit %d), kernel uprobes %v (exit %d); %s output\n",
 		time.Duration(rep.ProbeoptNs).Round(time.Millisecond), rep.ExitProbeopt, time.Duration(rep.KernelNs).Round(time.Millisecond), rep.ExitKernel, same)

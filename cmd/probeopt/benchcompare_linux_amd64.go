@@ -87,34 +87,30 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 		return nil, errors.New("bench compare: no site to compare (none installed, or the kernel refuses every one)")
 	}
 
-	if _, err := in.Seek(0, io.SeekStart); err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(argv[0], argv[1:]...)
-	var kout bytes.Buffer
-	cmd.Stdin, cmd.Stdout = in, &kout
-	start := time.Now()
-	counts, err := kuprobe.Run(cmd, ks)
-	rep.KernelNs = time.Since(start).Nanoseconds()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee):
-		rep.ExitKernel = ee.ExitCode()
-	case err != nil:
-		return nil, fmt.Errorf("bench compare: the run under kernel uprobes: %w", err)
-	}
-	rep.SameOutput = bytes.Equal(ours, kout.Bytes())
-	for i, cs := range placed {
-		cs.Kernel = counts[i]
+	rep.KernelRuns, rep.SameOutput = o.kernelRuns, true
+	for run := range o.kernelRuns {
+		kout, counts, err := compareKernelRun(rep, argv, in, ks, run == 0)
+		if err != nil {
+			return nil, err
+		}
+		rep.SameOutput = rep.SameOutput && bytes.Equal(ours, kout)
+		for i, cs := range placed {
+			c := counts[i]
+			if run == 0 {
+				cs.Kernel, cs.KernelMin, cs.KernelMax = c, c, c
+			}
+			cs.KernelMin, cs.KernelMax = min(cs.KernelMin, c), max(cs.KernelMax, c)
+		}
 	}
 	for _, k := range order {
 		cs := sites[k]
 		o2, kc := cs.Probeopt, cs.Kernel
 		if cs.PerIteration {
-			cs.Differs = o2 > kc || (o2 > 0) != (kc > 0)
+			cs.Differs = o2 > cs.KernelMax || (o2 > 0) != (cs.KernelMax > 0)
 		} else {
-			cs.Differs = o2 != kc
+			cs.Differs = o2 < cs.KernelMin || o2 > cs.KernelMax
 		}
+		cs.KernelVaries = cs.KernelMin != cs.KernelMax
 		rep.Compared++
 		rep.Probeopt += o2
 		rep.Kernel += kc
@@ -123,6 +119,9 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 		}
 		if cs.Differs {
 			rep.Differ++
+			if cs.KernelVaries {
+				rep.DifferVaries++
+			}
 		}
 		if cs.Differs || o.all {
 			rep.Sites = append(rep.Sites, *cs)
@@ -132,6 +131,36 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 		return rep.Sites[i].Kernel+rep.Sites[i].Probeopt > rep.Sites[j].Kernel+rep.Sites[j].Probeopt
 	})
 	return rep, nil
+}
+
+// compareKernelRun runs argv under kernel uprobes at ks, with in (from
+// its start) as standard input, and returns its standard output and the
+// counts. The first run's time and exit status go into rep; a later
+// run's exit status must be the same.
+func compareKernelRun(rep *compareReport, argv []string, in *os.File, ks []kuprobe.Site, first bool) ([]byte, []uint64, error) {
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return nil, nil, err
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
+	var kout bytes.Buffer
+	cmd.Stdin, cmd.Stdout = in, &kout
+	start := time.Now()
+	counts, err := kuprobe.Run(cmd, ks)
+	elapsed := time.Since(start)
+	code := 0
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		code = ee.ExitCode()
+	case err != nil:
+		return nil, nil, fmt.Errorf("bench compare: the run under kernel uprobes: %w", err)
+	}
+	if first {
+		rep.KernelNs, rep.ExitKernel = elapsed.Nanoseconds(), code
+	} else if code != rep.ExitKernel {
+		return nil, nil, fmt.Errorf("bench compare: the runs under kernel uprobes exited %d and %d", rep.ExitKernel, code)
+	}
+	return kout.Bytes(), counts, nil
 }
 
 // compareTraced runs argv traced by probeopt with specs and returns its

@@ -17,8 +17,8 @@ type benchCompareOptions struct {
 	traps bool
 	stdin string
 	all   bool
-	// kernelRuns is how many times CMD runs under kernel uprobes.
-	kernelRuns int
+	// runs is how many times CMD runs on each side.
+	runs int
 }
 
 // compareSite is one site of "bench compare".
@@ -28,22 +28,24 @@ type compareSite struct {
 	Addr     uint64 `json:"addr"`
 	Offset   uint64 `json:"offset"`
 	Strategy string `json:"strategy"`
-	Probeopt uint64 `json:"probeopt"`
-	// Kernel is the kernel's count in its first run, KernelMin and
-	// KernelMax the least and the most of its runs (--kernel-runs).
-	Kernel    uint64 `json:"kernel"`
-	KernelMin uint64 `json:"kernel_min"`
-	KernelMax uint64 `json:"kernel_max"`
+	// Probeopt and Kernel are the counts of each side's first run, the
+	// Min and Max fields the least and the most of its runs (--runs).
+	Probeopt    uint64 `json:"probeopt"`
+	ProbeoptMin uint64 `json:"probeopt_min"`
+	ProbeoptMax uint64 `json:"probeopt_max"`
+	Kernel      uint64 `json:"kernel"`
+	KernelMin   uint64 `json:"kernel_min"`
+	KernelMax   uint64 `json:"kernel_max"`
 	// PerIteration marks a string instruction with a repeat prefix: the
 	// kernel counts its iterations, probeopt its executions.
 	PerIteration bool `json:"per_iteration,omitempty"`
-	// Differs is set when probeopt's count is outside the kernel's
-	// counts (for a per-iteration site: when probeopt counts more than
-	// the most, or only one of them counts any); KernelVaries when the
-	// kernel's own runs counted differently: the command itself does not
+	// Differs is set when the two sides' counts do not overlap (for a
+	// per-iteration site: when probeopt's least count exceeds the
+	// kernel's most, or only one of them counts any); Varies when one
+	// side's own runs counted differently: the command itself does not
 	// run the site the same number of times in every run.
-	Differs      bool `json:"differs"`
-	KernelVaries bool `json:"kernel_varies,omitempty"`
+	Differs bool `json:"differs"`
+	Varies  bool `json:"varies,omitempty"`
 }
 
 // compareSkip is a site the kernel does not take.
@@ -70,13 +72,13 @@ type compareReport struct {
 	Skipped []compareSkip `json:"skipped,omitempty"`
 	// Compared, Differ and Hit count the sites compared, those whose
 	// counts differ, and those either counted a hit at; DifferVaries
-	// those of the sites that differ where the kernel's own runs
-	// disagree. Probeopt and Kernel are the hits of all of them (the
-	// kernel's first run); KernelRuns the runs under kernel uprobes.
+	// those of the sites that differ where one side's own runs
+	// disagree. Probeopt and Kernel are the hits of all of them (each
+	// side's first run); Runs the runs of each side.
 	Compared, Differ, Hit int
 	DifferVaries          int `json:"differ_varies"`
 	Probeopt, Kernel      uint64
-	KernelRuns            int `json:"kernel_runs"`
+	Runs                  int `json:"runs"`
 }
 
 func newBenchCompareCmd() *cobra.Command {
@@ -97,11 +99,11 @@ each iteration and probeopt each execution: such a site differs only when
 probeopt counts more, or when one of them counts nothing. Only CMD's own
 process is counted: its children are not.
 
-With --kernel-runs N, CMD runs N times under kernel uprobes: a site differs
-when probeopt's count lies outside the kernel's, and a site where the
-kernel's own runs disagree is marked: there the command does not run the
-site the same number of times in every run (timers, locks, threads), and
-a difference says nothing about either counter.
+With --runs N, CMD runs N times on each side: a site differs when the
+counts of one side do not overlap the other's, and a site where one side's
+own runs disagree is marked: there the command does not run the site the
+same number of times in every run (timers, locks, threads racing to
+exit), and a difference says little about either counter.
 
 The report lists the sites whose counts differ (every site with --all) and
 the totals, or with --json one JSON object. The exit status is 1 when a
@@ -116,8 +118,8 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
 			if err != nil {
 				return err
 			}
-			if o.kernelRuns < 1 {
-				return usagef("bench compare: --kernel-runs %d: want 1 or more", o.kernelRuns)
+			if o.runs < 1 {
+				return usagef("bench compare: --runs %d: want 1 or more", o.runs)
 			}
 			rep, err := benchCompare(specs, argv, stdin, &o, cmd.ErrOrStderr())
 			if err != nil {
@@ -137,7 +139,7 @@ Needs Linux on x86-64, ptrace and kernel uprobes (root).`,
 	f.BoolVar(&o.traps, "traps", false, "serve every probeopt site through traps (no trampolines)")
 	f.StringVar(&o.stdin, "stdin", "", "`FILE` given to CMD as standard input in both runs (default: none)")
 	f.BoolVar(&o.all, "all", false, "list every site compared, not only those that differ")
-	f.IntVar(&o.kernelRuns, "kernel-runs", 1, "runs of CMD under kernel uprobes: a site differs when probeopt's count is outside their counts")
+	f.IntVar(&o.runs, "runs", 1, "runs of CMD on each side: a site differs when the two sides' counts do not overlap")
 	return cmd
 }
 
@@ -175,17 +177,14 @@ func printCompare(w io.Writer, rep *compareReport) error {
 			if s.Differs {
 				marks = append(marks, "differs")
 			}
-			if s.KernelVaries {
-				marks = append(marks, "(kernel varies)")
+			if s.Varies {
+				marks = append(marks, "(varies)")
 			}
 			if s.PerIteration {
 				marks = append(marks, "(kernel: iterations)")
 			}
-			kernel := fmt.Sprint(s.Kernel)
-			if s.KernelMin != s.KernelMax {
-				kernel = fmt.Sprintf("%d-%d", s.KernelMin, s.KernelMax)
-			}
-			fmt.Fprintf(tw, "%s (%#x)\t%s\t%d\t%s\t%s\n", name, s.Addr, s.Strategy, s.Probeopt, kernel, strings.Join(marks, " "))
+			fmt.Fprintf(tw, "%s (%#x)\t%s\t%s\t%s\t%s\n", name, s.Addr, s.Strategy, countRange(s.ProbeoptMin, s.ProbeoptMax),
+				countRange(s.KernelMin, s.KernelMax), strings.Join(marks, " "))
 		}
 		if err := tw.Flush(); err != nil {
 			return err
@@ -197,11 +196,20 @@ func printCompare(w io.Writer, rep *compareReport) error {
 		same = "different"
 	}
 	fmt.Fprintf(w, "sites   %d compared, %d hit, %d differ; %d the kernel refuses\n", rep.Compared, rep.Hit, rep.Differ, len(rep.Skipped))
-	if rep.KernelRuns > 1 {
-		fmt.Fprintf(w, "        %d of those that differ where the kernel's %d runs disagree too\n", rep.DifferVaries, rep.KernelRuns)
+	if rep.Runs > 1 {
+		fmt.Fprintf(w, "        %d of those that differ where one side's %d runs disagree too\n", rep.DifferVaries, rep.Runs)
 	}
 	fmt.Fprintf(w, "hits    probeopt %d, kernel %d\n", rep.Probeopt, rep.Kernel)
 	fmt.Fprintf(w, "runs    probeopt %v (exit %d), kernel uprobes %v (exit %d); %s output\n",
 		time.Duration(rep.ProbeoptNs).Round(time.Millisecond), rep.ExitProbeopt, time.Duration(rep.KernelNs).Round(time.Millisecond), rep.ExitKernel, same)
 	return nil
+}
+
+// countRange prints the counts of a side's runs: one count, or the least
+// and the most.
+func countRange(lo, hi uint64) string {
+	if lo == hi {
+		return fmt.Sprint(lo)
+	}
+	return fmt.Sprintf("%d-%d", lo, hi)
 }

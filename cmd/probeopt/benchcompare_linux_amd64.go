@@ -87,8 +87,33 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 		return nil, errors.New("bench compare: no site to compare (none installed, or the kernel refuses every one)")
 	}
 
-	rep.KernelRuns, rep.SameOutput = o.kernelRuns, true
-	for run := range o.kernelRuns {
+	rep.Runs, rep.SameOutput = o.runs, true
+	for _, cs := range placed {
+		cs.ProbeoptMin, cs.ProbeoptMax = cs.Probeopt, cs.Probeopt
+	}
+	for run := 1; run < o.runs; run++ {
+		out, st, code, _, err := compareTraced(specs, argv, in, o, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		if code != rep.ExitProbeopt {
+			return nil, fmt.Errorf("bench compare: the runs traced by probeopt exited %d and %d", rep.ExitProbeopt, code)
+		}
+		rep.SameOutput = rep.SameOutput && bytes.Equal(ours, out)
+		hits := map[key]uint64{}
+		for _, p := range st.Probes {
+			for _, s := range p.Sites {
+				if s.Pid == st.Pid {
+					hits[key{s.Module, s.Addr}] += s.Hits
+				}
+			}
+		}
+		for _, k := range order {
+			cs := sites[k]
+			cs.ProbeoptMin, cs.ProbeoptMax = min(cs.ProbeoptMin, hits[k]), max(cs.ProbeoptMax, hits[k])
+		}
+	}
+	for run := range o.runs {
 		kout, counts, err := compareKernelRun(rep, argv, in, ks, run == 0)
 		if err != nil {
 			return nil, err
@@ -104,22 +129,21 @@ func benchCompare(specs, argv []string, stdin []byte, o *benchCompareOptions, st
 	}
 	for _, k := range order {
 		cs := sites[k]
-		o2, kc := cs.Probeopt, cs.Kernel
 		if cs.PerIteration {
-			cs.Differs = o2 > cs.KernelMax || (o2 > 0) != (cs.KernelMax > 0)
+			cs.Differs = cs.ProbeoptMin > cs.KernelMax || (cs.ProbeoptMax > 0) != (cs.KernelMax > 0)
 		} else {
-			cs.Differs = o2 < cs.KernelMin || o2 > cs.KernelMax
+			cs.Differs = cs.ProbeoptMax < cs.KernelMin || cs.ProbeoptMin > cs.KernelMax
 		}
-		cs.KernelVaries = cs.KernelMin != cs.KernelMax
+		cs.Varies = cs.ProbeoptMin != cs.ProbeoptMax || cs.KernelMin != cs.KernelMax
 		rep.Compared++
-		rep.Probeopt += o2
-		rep.Kernel += kc
-		if o2 > 0 || kc > 0 {
+		rep.Probeopt += cs.Probeopt
+		rep.Kernel += cs.Kernel
+		if cs.ProbeoptMax > 0 || cs.KernelMax > 0 {
 			rep.Hit++
 		}
 		if cs.Differs {
 			rep.Differ++
-			if cs.KernelVaries {
+			if cs.Varies {
 				rep.DifferVaries++
 			}
 		}
@@ -163,10 +187,14 @@ func compareKernelRun(rep *compareReport, argv []string, in *os.File, ks []kupro
 	return kout.Bytes(), counts, nil
 }
 
-// compareTraced runs argv traced by probeopt with specs and returns its
+// compareTraced runs argv traced by probeopt with specs, with in (from its
+// start) as standard input, and returns its
 // standard output, the tracer's statistics, the exit status and the time
 // from the resume to the exit.
 func compareTraced(specs, argv []string, in *os.File, o *benchCompareOptions, stderr io.Writer) ([]byte, compareStats, int, time.Duration, error) {
+	if _, err := in.Seek(0, io.SeekStart); err != nil {
+		return nil, compareStats{}, 0, 0, err
+	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		return nil, compareStats{}, 0, 0, err

@@ -50,17 +50,18 @@ func TestBenchCompare(t *testing.T) {
 	// Only files of the test's own: a kernel uprobe on a shared file
 	// (the C library) would be seen by every test that traces it at the
 	// same time.
-	rep, code := runCompare(t, "--kernel-runs", "2", "*", "--", tracee, "work", "50")
-	if code != exitOK || rep.Differ != 0 || !rep.SameOutput || rep.Compared < 10 || rep.Hit < 5 || rep.Probeopt == 0 || rep.KernelRuns != 2 {
-		t.Errorf("exit %d: %d sites compared, %d hit, %d differ, same output %v, hits %d and %d, %d kernel runs", code, rep.Compared, rep.Hit, rep.Differ, rep.SameOutput, rep.Probeopt, rep.Kernel, rep.KernelRuns)
+	rep, code := runCompare(t, "--runs", "2", "*", "--", tracee, "work", "50")
+	if code != exitOK || rep.Differ != 0 || !rep.SameOutput || rep.Compared < 10 || rep.Hit < 5 || rep.Probeopt == 0 || rep.Runs != 2 {
+		t.Errorf("exit %d: %d sites compared, %d hit, %d differ, same output %v, hits %d and %d, %d runs", code, rep.Compared, rep.Hit, rep.Differ, rep.SameOutput, rep.Probeopt, rep.Kernel, rep.Runs)
 	}
 	for _, s := range rep.Sites {
-		if s.Differs || s.KernelVaries || s.KernelMin != s.Kernel || s.KernelMax != s.Kernel {
-			t.Errorf("%s (%#x): probeopt %d, kernel %d (%d-%d over its runs)", s.Symbol, s.Addr, s.Probeopt, s.Kernel, s.KernelMin, s.KernelMax)
+		same := s.ProbeoptMin == s.Probeopt && s.ProbeoptMax == s.Probeopt && s.KernelMin == s.Kernel && s.KernelMax == s.Kernel
+		if s.Differs || s.Varies || !same || (!s.PerIteration && s.Probeopt != s.Kernel) {
+			t.Errorf("%s (%#x): probeopt %d-%d, kernel %d-%d", s.Symbol, s.Addr, s.ProbeoptMin, s.ProbeoptMax, s.KernelMin, s.KernelMax)
 		}
 	}
-	if _, stderr, code := runBinary(t, "bench", "compare", "--kernel-runs", "0", "*", "--", tracee); code != exitUsage {
-		t.Errorf("--kernel-runs 0: exit %d, want %d (%s)", code, exitUsage, stderr)
+	if _, stderr, code := runBinary(t, "bench", "compare", "--runs", "0", "*", "--", tracee); code != exitUsage {
+		t.Errorf("--runs 0: exit %d, want %d (%s)", code, exitUsage, stderr)
 	}
 
 	// Code a library runs while the dynamic linker loads it, before
@@ -74,23 +75,27 @@ func TestBenchCompare(t *testing.T) {
 	}
 
 	gort := fixture.GoCommandFor(t, "gort", runtime.GOARCH, false)
-	rep, code = runCompare(t, "--kernel-runs", "3", "runtime.schedule", "runtime.findRunnable", "runtime.mallocgc", "runtime.lock2", "--", gort, "20")
-	if code != exitFailed || rep.Differ == 0 || !rep.SameOutput {
-		t.Errorf("the Go runtime's counts: exit %d, %d of %d sites differ, same output %v; want differences and exit %d", code, rep.Differ, rep.Compared, rep.SameOutput, exitFailed)
+	rep, code = runCompare(t, "--runs", "3", "runtime.schedule", "runtime.findRunnable", "runtime.mallocgc", "runtime.lock2", "--", gort, "20")
+	if !rep.SameOutput || rep.Runs != 3 {
+		t.Errorf("the Go runtime's counts: same output %v, %d runs", rep.SameOutput, rep.Runs)
 	}
-	// The kernel's own three runs disagree there too, and the report
-	// says so at each such site.
-	varies := 0
+	// Each side's own three runs disagree there, and the report says so
+	// at each such site; a site differs only where the ranges part.
+	varies, differ := 0, 0
 	for _, s := range rep.Sites {
-		if s.KernelVaries != (s.KernelMin != s.KernelMax) || s.Kernel < s.KernelMin || s.Kernel > s.KernelMax ||
-			s.Differs != (s.Probeopt < s.KernelMin || s.Probeopt > s.KernelMax) {
-			t.Errorf("%s: probeopt %d, kernel %d (%d-%d), differs %v, varies %v", s.Symbol, s.Probeopt, s.Kernel, s.KernelMin, s.KernelMax, s.Differs, s.KernelVaries)
+		lo, hi := s.ProbeoptMin, s.ProbeoptMax
+		if s.Varies != (lo != hi || s.KernelMin != s.KernelMax) || s.Kernel < s.KernelMin || s.Kernel > s.KernelMax ||
+			s.Probeopt < lo || s.Probeopt > hi || s.Differs != (hi < s.KernelMin || lo > s.KernelMax) {
+			t.Errorf("%s: probeopt %d (%d-%d), kernel %d (%d-%d), differs %v, varies %v", s.Symbol, s.Probeopt, lo, hi, s.Kernel, s.KernelMin, s.KernelMax, s.Differs, s.Varies)
 		}
-		if s.KernelVaries {
+		if s.Varies {
 			varies++
 		}
+		if s.Differs {
+			differ++
+		}
 	}
-	if varies == 0 || rep.DifferVaries > rep.Differ {
-		t.Errorf("the Go runtime's counts: the kernel's 3 runs agree at every site (%+v), or %d of %d differing sites vary", rep.Sites, rep.DifferVaries, rep.Differ)
+	if varies == 0 || differ != rep.Differ || rep.DifferVaries > rep.Differ || (code == exitFailed) != (rep.Differ > 0) {
+		t.Errorf("the Go runtime's counts: exit %d, %d sites vary (want some), %d differ, report %d (%d varying)", code, varies, differ, rep.Differ, rep.DifferVaries)
 	}
 }

@@ -45,7 +45,7 @@ func TestRestoreBorrowedThread(t *testing.T) {
 		if give {
 			regs = saved
 		}
-		rep, err := restore(pid, nil, pid, regs, time.Second)
+		rep, err := restore(pid, nil, inFlight{borrowed: pid, saved: regs}, time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

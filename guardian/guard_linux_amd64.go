@@ -205,6 +205,18 @@ func (g *Guard) Return() {
 	}
 }
 
+// Stepping records that the tracer single-steps thread tid, or, with 0,
+// that the step's stop is collected: a guardian that restores the process
+// discards the SIGTRAP that step leaves the thread (the tracer died before
+// its wait collected the stop).
+func (g *Guard) Stepping(tid int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if !g.closed {
+		atomic.StoreUint64((*uint64)(unsafe.Pointer(&g.mem[offStep])), uint64(tid))
+	}
+}
+
 // The registers fit in the log's header.
 var _ [maxRegs - unsafe.Sizeof(proc.Regs{})]byte
 
@@ -308,15 +320,14 @@ func serve() int {
 		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
 		return 1
 	}
-	borrowed, saved := readBorrow(mem)
-	rep, err := restore(pid, recs, borrowed, saved, time.Second)
+	rep, err := restore(pid, recs, readInFlight(mem), time.Second)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "probeopt guardian: process %d: %v\n", pid, err)
 		return 1
 	}
-	if rep.Bytes > 0 || rep.Rewound > 0 || rep.Late > 0 || rep.Left > 0 || rep.Returned > 0 {
-		fmt.Fprintf(os.Stderr, "probeopt guardian: the tracer of process %d is gone: restored %d bytes in %d ranges; %d threads sent back to their trap sites, %d late traps served, %d borrowed threads given their registers back; %d ranges left as the program has them\n",
-			pid, rep.Bytes, rep.Ranges, rep.Rewound, rep.Late, rep.Returned, rep.Left)
+	if rep != (Report{}) {
+		fmt.Fprintf(os.Stderr, "probeopt guardian: the tracer of process %d is gone: restored %d bytes in %d ranges; %d threads sent back to their trap sites, %d late traps served, %d borrowed threads given their registers back, %d single steps' traps discarded; %d ranges left as the program has them\n",
+			pid, rep.Bytes, rep.Ranges, rep.Rewound, rep.Late, rep.Returned, rep.StepTraps, rep.Left)
 	}
 	return 0
 }
@@ -340,16 +351,26 @@ func readLog(mem []byte) ([]Record, error) {
 	return recs, nil
 }
 
-// readBorrow returns the thread a remote system call of the tracer's had
-// borrowed when it died (0 for none) and its registers before the call.
-func readBorrow(mem []byte) (int, *proc.Regs) {
-	tid := int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offBorrow]))))
-	if tid == 0 {
-		return 0, nil
+// inFlight is what the tracer was doing to a thread when it died.
+type inFlight struct {
+	// borrowed is the thread a remote system call had borrowed (0 for
+	// none), saved its registers before the call.
+	borrowed int
+	saved    *proc.Regs
+	// stepped is the thread in a single step whose stop the tracer had
+	// not collected (0 for none).
+	stepped int
+}
+
+// readInFlight returns the threads the tracer was working on when it died.
+func readInFlight(mem []byte) inFlight {
+	f := inFlight{stepped: int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offStep]))))}
+	f.borrowed = int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offBorrow]))))
+	if f.borrowed != 0 {
+		f.saved = new(proc.Regs)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(f.saved)), unsafe.Sizeof(*f.saved)), mem[offBorrowRegs:offBorrowRegs+maxRegs])
 	}
-	var r proc.Regs
-	copy(unsafe.Slice((*byte)(unsafe.Pointer(&r)), unsafe.Sizeof(r)), mem[offBorrowRegs:offBorrowRegs+maxRegs])
-	return tid, &r
+	return f
 }
 
 // Report says what a restore did.
@@ -359,19 +380,21 @@ type Report struct {
 	Late          int // traps taken just before the restore, served after it
 	Left          int // recorded ranges that hold bytes other than the tracer's or the file's, left alone
 	Returned      int // threads given back the registers a remote system call had replaced
+	StepTraps     int // SIGTRAPs of a single step the tracer had made, discarded
 }
 
 // restore seizes process pid as soon as its former tracer has let it go
 // (within wait), and in one stop: gives the thread a remote system call
-// had borrowed (borrowed, 0 for none) its registers from before the call
-// (saved), sends every thread that stands just past
+// had borrowed (f.borrowed, 0 for none) its registers from before the call
+// (f.saved), discards the SIGTRAP of the single step the tracer had made
+// (f.stepped, see unwindStepTrap), sends every thread that stands just past
 // a breakpoint of a trap site back to the site, clears a trap flag left by
 // a single step, and writes back every byte of recs where memory holds the
 // tracer's. It then ends the latch's group stop (SIGCONT), serves the
 // breakpoint traps taken in the instant before the process stopped (the
 // thread goes back to the site, where the original instruction is now),
 // and detaches. A process that is gone needs nothing.
-func restore(pid int, recs []Record, borrowed int, saved *proc.Regs, wait time.Duration) (Report, error) {
+func restore(pid int, recs []Record, f inFlight, wait time.Duration) (Report, error) {
 	var rep Report
 	var p *proc.Process
 	deadline := time.Now().Add(wait)
@@ -395,7 +418,7 @@ func restore(pid int, recs []Record, borrowed int, saved *proc.Regs, wait time.D
 	_, err := p.Stopped(func(w *proc.World) error {
 		pl = makePlan(w, recs)
 		var err error
-		rep, err = restoreStopped(w, pl, rewound, borrowed, saved)
+		rep, err = restoreStopped(w, pl, rewound, f)
 		late = trapPending(pid)
 		return err
 	})
@@ -472,9 +495,88 @@ func trapPending(pid int) bool {
 // trapFlag is the x86-64 EFLAGS single-step bit.
 const trapFlag = 1 << 8
 
+// The x86-64 signal frame the kernel builds for a handler (struct
+// rt_sigframe): at the stack pointer the return address (the
+// sigaction's restorer, which calls rt_sigreturn), then a ucontext, then
+// the siginfo. The handler is entered with the signal in rdi, the
+// siginfo's address in rsi and the ucontext's in rdx.
+const (
+	ucontextSize = 304 // struct ucontext: flags, link, stack, sigcontext, mask
+	ucGregs      = 40  // the sigcontext's general registers, in ucontext
+	nGregs       = 18  // r8 ... r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags
+	trapBrkpt    = 1   // si_code of a step over a system call (TRAP_BRKPT)
+	trapTrace    = 2   // si_code of the trap flag's debug trap (TRAP_TRACE)
+	erestartsys  = 512 // the kernel's restart codes (-rax at a system call's end)
+	erestartBlk  = 516 // ERESTART_RESTARTBLOCK
+	erestartLast = 514 // ERESTARTNOHAND: 512 to 514 restart the call itself
+	sysRestart   = 219 // restart_syscall
+	gregsBytes   = nGregs * 8
+)
+
+// unwindStepTrap finds whether the thread whose registers are r stands at
+// the first instruction of a SIGTRAP handler entered for a single step's
+// trap: the tracer died with the step's stop uncollected, so the kernel
+// delivered that SIGTRAP as it detached the thread, and the stop latch
+// stopped the thread before the handler ran (the trap guard's handler, or
+// the program's own, would pass it on or die of it). If so, it makes the
+// thread return from the handler at once: r goes to the frame's restorer,
+// whose rt_sigreturn puts back every register the frame saved (vector and
+// floating-point state included), with the trap flag cleared; when saved
+// is not nil (the step was a remote system call's), the frame's general
+// registers are replaced with saved, the thread's from before the call
+// (an interrupted system call of its own restarted as the kernel would
+// have).
+func unwindStepTrap(w *proc.World, r *proc.Regs, saved *proc.Regs) (bool, error) {
+	uc := r.Rsp + 8
+	if r.Rdi != uint64(unix.SIGTRAP) || r.Rdx != uc || r.Rsi != uc+ucontextSize {
+		return false, nil
+	}
+	var info [12]byte
+	var ret [8]byte
+	if w.ReadMemory(r.Rsi, info[:]) != nil || w.ReadMemory(r.Rsp, ret[:]) != nil {
+		return false, nil
+	}
+	// The kernel writes the siginfo only for an SA_SIGINFO handler (the
+	// trap guard's, the Go runtime's): where it did, it must be a step's.
+	signo, code := binary.LittleEndian.Uint32(info[0:]), binary.LittleEndian.Uint32(info[8:])
+	if signo == uint32(unix.SIGTRAP) && code != trapBrkpt && code != trapTrace {
+		return false, nil
+	}
+	restorer := binary.LittleEndian.Uint64(ret[:])
+	if restorer == 0 {
+		return false, nil // no restorer to return through
+	}
+	var gregs [gregsBytes]byte
+	if err := w.ReadMemory(uc+ucGregs, gregs[:]); err != nil {
+		return false, err
+	}
+	g := func(i int) uint64 { return binary.LittleEndian.Uint64(gregs[8*i:]) }
+	put := func(i int, v uint64) { binary.LittleEndian.PutUint64(gregs[8*i:], v) }
+	if saved != nil {
+		s := *saved
+		if int64(s.Orig_rax) >= 0 {
+			switch e := -int64(s.Rax); {
+			case e >= erestartsys && e <= erestartLast:
+				s.Rax, s.Rip = s.Orig_rax, s.Rip-2
+			case e == erestartBlk:
+				s.Rax, s.Rip = sysRestart, s.Rip-2
+			}
+		}
+		for i, v := range []uint64{s.R8, s.R9, s.R10, s.R11, s.R12, s.R13, s.R14, s.R15, s.Rdi, s.Rsi, s.Rbp, s.Rbx, s.Rdx, s.Rax, s.Rcx, s.Rsp, s.Rip, s.Eflags} {
+			put(i, v)
+		}
+	}
+	put(nGregs-1, g(nGregs-1)&^trapFlag)
+	if err := w.WriteMemory(uc+ucGregs, gregs[:]); err != nil {
+		return false, err
+	}
+	r.Rip, r.Rsp = restorer, r.Rsp+8
+	return true, nil
+}
+
 // restoreStopped is restore's work on the stopped world.
 // Threads sent back are listed in rewound (tid -> site).
-func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, borrowed int, saved *proc.Regs) (Report, error) {
+func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, f inFlight) (Report, error) {
 	rep := Report{Left: pl.left}
 	ths, err := w.Threads()
 	if err != nil {
@@ -489,7 +591,25 @@ func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, borrowed in
 			continue
 		}
 		changed := false
-		if th.Tid == borrowed && saved != nil {
+		var saved *proc.Regs
+		if th.Tid == f.borrowed {
+			saved = f.saved
+		}
+		if th.Tid == f.stepped {
+			unwound, err := unwindStepTrap(w, &r, saved)
+			if err != nil {
+				return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
+			}
+			if unwound {
+				// The frame holds the registers from before the call.
+				changed, saved = true, nil
+				rep.StepTraps++
+				if th.Tid == f.borrowed {
+					rep.Returned++
+				}
+			}
+		}
+		if saved != nil {
 			// The tracer died in a remote system call on this thread:
 			// its registers as they were before it (the call's effect,
 			// if it ran, stays).

@@ -38,6 +38,9 @@ func (g *Guard) Borrow(tid int, saved *proc.Regs) {}
 // Return does nothing.
 func (g *Guard) Return() {}
 
+// Stepping does nothing.
+func (g *Guard) Stepping(tid int) {}
+
 // Reset does nothing.
 func (g *Guard) Reset() {}
 

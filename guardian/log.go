@@ -59,6 +59,9 @@ const (
 	offState = 16 // stateActive or stateReleased
 	offCount = 24
 	offCap   = 32
+	// offStep is the thread the tracer single-steps (0 for none): set
+	// before the step, cleared once its stop is collected.
+	offStep = 48
 	// offBorrow is the thread a remote system call of the tracer's
 	// borrows (0 for none), then its registers before the call
 	// (offBorrowRegs, maxRegs bytes): the tracer stores the registers,

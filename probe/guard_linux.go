@@ -103,6 +103,20 @@ func (tg *target) borrowed(tid int, saved *proc.Regs, active bool) {
 	}
 }
 
+// stepping is the target's proc.StepHandler: the guardian's log holds the
+// thread in a single step, so that a tracer that dies before it collects
+// the step's stop does not leave the thread to die of the step's SIGTRAP
+// (package guardian discards it).
+func (tg *target) stepping(tid int, active bool) {
+	if tg.guard == nil {
+		return
+	}
+	if !active {
+		tid = 0
+	}
+	tg.guard.Stepping(tid)
+}
+
 // resetGuard empties the guardian's log after an exec (under Tracer.mu,
 // before the new image is probed).
 func (tg *target) resetGuard() {

@@ -317,6 +317,9 @@ func (t *Tracer) trace(p *proc.Process, sites map[uint64]*liveSite, ts *trampSta
 	if err := p.SetSyscallHandler(tg.borrowed); err != nil {
 		return nil, err
 	}
+	if err := p.SetStepHandler(tg.stepping); err != nil {
+		return nil, err
+	}
 	t.mu.Lock()
 	var res batchResult
 	_, err = p.Stopped(func(w *proc.World) error {

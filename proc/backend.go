@@ -41,6 +41,7 @@ type processOps interface {
 	Execs() int
 	SetExitHandler(h func(tid int)) error
 	SetSyscallHandler(h SyscallHandler) error
+	SetStepHandler(h StepHandler) error
 	SetTrapHandler(h TrapHandler) (TrapHandler, error)
 	Release(fn func(ctx *TrapContext) bool) error
 	Detach() error

@@ -106,6 +106,17 @@ type SyscallHandler func(tid int, saved *Regs, active bool)
 // SetSyscallHandler installs h (nil removes it).
 func (p *Process) SetSyscallHandler(h SyscallHandler) error { return p.b.SetSyscallHandler(h) }
 
+// StepHandler is told, on the tracer thread, that thread tid is about to
+// be single-stepped (active), and again once the step's stop is collected
+// or the step given up (not active). Between the two the thread runs with
+// the trap flag set or stands in a stop whose SIGTRAP only the tracer's
+// wait discards: a tracer that dies then leaves the thread to take that
+// SIGTRAP (see package guardian). It must not call back into the Process.
+type StepHandler func(tid int, active bool)
+
+// SetStepHandler installs h (nil removes it).
+func (p *Process) SetStepHandler(h StepHandler) error { return p.b.SetStepHandler(h) }
+
 // SetTrapHandler installs h for breakpoint traps of every thread (nil
 // removes it) and returns the handler it replaces, so that a caller can
 // chain to it and put it back. See TrapHandler.

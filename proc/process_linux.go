@@ -40,6 +40,7 @@ type ptraceProcess struct {
 	trap       TrapHandler
 	exiting    func(tid int)  // see SetExitHandler
 	syscalling SyscallHandler // see SetSyscallHandler
+	stepping   StepHandler    // see SetStepHandler
 	execs      int
 	sysSite    uint64 // address of a syscall instruction, 0 if not found yet
 	stats      StopStats
@@ -745,6 +746,10 @@ func (p *ptraceProcess) SetExitHandler(h func(tid int)) error {
 
 func (p *ptraceProcess) SetSyscallHandler(h SyscallHandler) error {
 	return p.run(func() error { p.syscalling = h; return nil })
+}
+
+func (p *ptraceProcess) SetStepHandler(h StepHandler) error {
+	return p.run(func() error { p.stepping = h; return nil })
 }
 
 func (p *ptraceProcess) SetTrapHandler(h TrapHandler) (TrapHandler, error) {

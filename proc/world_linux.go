@@ -231,6 +231,10 @@ func (w *ptraceWorld) step(th *thread, timeout time.Duration) error {
 	}
 	raiseNice(th, w.p.opts.StopNice)
 	defer restoreNice(w.p)
+	if h := w.p.stepping; h != nil {
+		h(tid, true)
+		defer h(tid, false)
+	}
 	if err := ptrace(unix.PTRACE_SINGLESTEP, tid, 0, 0); err != nil {
 		return &ThreadError{Tid: tid, Op: "step", Err: threadErr(err)}
 	}

@@ -67,20 +67,26 @@
 //
 // A single step has the same window: a thread whose step's stop the tracer
 // has not collected when it dies (an instruction stepped in place, a
-// thread stepped out of a slot a batch changes, a remote system call's
-// step) is given the step's SIGTRAP (si_code TRAP_TRACE, or TRAP_BRKPT
-// after a system call), which the trap guard would pass on. The tracer
-// names the thread in the log's header for the length of each step
-// (proc.StepHandler, Guard.Stepping), and the guardian, finding that
-// thread stopped at the first instruction of a SIGTRAP handler with the
-// kernel's signal frame on its stack, returns it from the handler before
-// the handler runs (see unwindStepTrap). In TestGuardianKill's churn runs
-// (probes removed and added in a loop while threads run through the
+// thread stepped out of a slot a batch changes) is given the step's
+// SIGTRAP (si_code TRAP_TRACE, or TRAP_BRKPT after a system call), which
+// the trap guard would pass on; and a thread the tracer resumed with the
+// trap flag just before it died runs the instruction and takes the stop
+// latch with that SIGTRAP queued. The tracer names the thread in the
+// log's header for the length of each step (proc.StepHandler,
+// Guard.Stepping). The guardian, finding that thread stopped at the first
+// instruction of a SIGTRAP handler with the kernel's signal frame on its
+// stack, returns it from the handler before the handler runs (see
+// unwindStepTrap); otherwise it discards the step's SIGTRAP when the
+// thread takes it (proc.World.DropStepTrap). In TestGuardianKill's churn
+// runs (probes removed and added in a loop while threads run through the
 // slots) it was 11 targets lost in 160 runs before (Linux 6.18, AMD EPYC,
-// PROBEOPT_LONG=1, four campaigns), 0 in 120 after, 3 such traps
-// discarded. A tracer that dies while the stepped thread is blocked in a
-// system call leaves no SIGTRAP (measured: nothing pending, and the
-// guardian's detach ends the step).
+// PROBEOPT_LONG=1, four campaigns); with the handler's frame unwound
+// alone, 7 in 240 under load (each a thread stopped in a slot with the
+// step's SIGTRAP queued); with both, 0 in 120 runs, 7 traps discarded,
+// and no target damaged at any kill point in 840 runs. A tracer that dies
+// while the stepped thread is blocked in a system call leaves no SIGTRAP
+// (measured: nothing pending, and the guardian's detach ends the step).
+// Remote system calls make no step (see below).
 //
 // The trap guard does not cover:
 //
@@ -94,17 +100,21 @@
 //     handler after the attach replaces the trap guard: its handler then
 //     gets the SIGTRAP of such a stop.
 //   - a single step's stop uncollected in a process whose SIGTRAP
-//     disposition is SIG_DFL when the tracer dies (before the trap guard
-//     is armed at an attach: its own remote system calls, and any made
-//     before them): the kernel kills the process as it detaches the
-//     thread, before anyone can act. Seen once in 160 kills during the
-//     install of TestGuardianKill.
+//     disposition is SIG_DFL when the tracer dies: the kernel kills the
+//     process as it detaches the thread, before anyone can act. Steps
+//     come after the trap guard is armed, except the one that finishes a
+//     system call a thread stopped at a clone, fork or exec event is in,
+//     before it is borrowed for a remote system call (rare).
 //
-// A tracer that dies in the middle of a remote system call
-// (proc.World.Syscall: an area mapped or unmapped, the trap guard's
-// rt_sigaction) leaves the borrowed thread holding the call's registers
-// (at the tracer's system-call instruction, its arguments in place); run
-// on, it crashes. The tracer stores the thread's registers from before
+// A remote system call (proc.World.Syscall: an area mapped or unmapped,
+// the trap guard's rt_sigaction) runs under PTRACE_SYSCALL, an entry stop
+// and an exit stop, whose SIGTRAP|0x80 is no signal: made as a single
+// step, its step's SIGTRAP killed the process when the tracer died
+// before the trap guard was armed (once in 160 kills during the install
+// of TestGuardianKill). A tracer that dies in the middle of a remote
+// system call leaves the borrowed thread holding the call's registers (at
+// the tracer's system-call instruction, its arguments in place); run on,
+// it crashes. The tracer stores the thread's registers from before
 // the call in the log's header while the call lasts
 // (proc.SyscallHandler, Guard.Borrow), and the guardian puts them back in
 // its stop (the call's effect, if it ran, stays: each is harmless alone).

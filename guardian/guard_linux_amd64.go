@@ -470,21 +470,30 @@ func serveLate(p *proc.Process, pid int, pl *plan, rewound map[int]uint64, rep *
 }
 
 // trapPending reports whether a thread of process pid has a SIGTRAP
-// queued (SigPnd or ShdPnd of /proc/PID/task/TID/status).
+// queued.
 func trapPending(pid int) bool {
 	tasks, _ := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/status", pid, t.Name()))
-		if err != nil {
-			continue
+		if tid, err := strconv.Atoi(t.Name()); err == nil && threadTrapPending(pid, tid) {
+			return true
 		}
-		for _, l := range strings.Split(string(b), "\n") {
-			for _, k := range []string{"SigPnd:", "ShdPnd:"} {
-				if v, ok := strings.CutPrefix(l, k); ok {
-					m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
-					if err == nil && m&(1<<(unix.SIGTRAP-1)) != 0 {
-						return true
-					}
+	}
+	return false
+}
+
+// threadTrapPending reports whether thread tid of process pid has a
+// SIGTRAP queued (SigPnd or ShdPnd of /proc/PID/task/TID/status).
+func threadTrapPending(pid, tid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
+	if err != nil {
+		return false
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		for _, k := range []string{"SigPnd:", "ShdPnd:"} {
+			if v, ok := strings.CutPrefix(l, k); ok {
+				m, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+				if err == nil && m&(1<<(unix.SIGTRAP-1)) != 0 {
+					return true
 				}
 			}
 		}
@@ -525,7 +534,11 @@ const (
 // is not nil (the step was a remote system call's), the frame's general
 // registers are replaced with saved, the thread's from before the call
 // (an interrupted system call of its own restarted as the kernel would
-// have).
+// have). Otherwise the tracer died before the stepped instruction ran
+// (the thread, resumed with the trap flag, ran it after the tracer's end
+// and took the stop latch with the step's SIGTRAP queued, or has yet to
+// run it): the caller discards that SIGTRAP when it comes
+// (World.DropStepTrap).
 func unwindStepTrap(w *proc.World, r *proc.Regs, saved *proc.Regs) (bool, error) {
 	uc := r.Rsp + 8
 	if r.Rdi != uint64(unix.SIGTRAP) || r.Rdx != uc || r.Rsi != uc+ucontextSize {
@@ -606,6 +619,13 @@ func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, f inFlight)
 				rep.StepTraps++
 				if th.Tid == f.borrowed {
 					rep.Returned++
+				}
+			} else {
+				if err := w.DropStepTrap(th.Tid); err != nil {
+					return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
+				}
+				if threadTrapPending(w.Pid(), th.Tid) {
+					rep.StepTraps++ // queued: discarded once taken
 				}
 			}
 		}

@@ -36,6 +36,14 @@ type arch struct {
 	// remoteSyscalls is set when Regs can be set up for a system call
 	// (prepareSyscall): World.Syscall fails with ErrNotSupported otherwise.
 	remoteSyscalls bool
+	// syscallStops is set when a remote system call runs under
+	// PTRACE_SYSCALL, stopping at its entry and its exit, rather than
+	// as a single step over the instruction: a tracer that dies in the
+	// middle then leaves the thread no SIGTRAP to die of (see
+	// runSyscall). The exit stop skips the kernel's restart of a call of
+	// the borrowed thread's own that an interrupt cut short: the
+	// registers put back make it (Regs.restartSyscall).
+	syscallStops bool
 	// regSet is the PTRACE_GETREGSET note type Regs are read and written
 	// with (NT_PRSTATUS), 0 where PTRACE_GETREGS and PTRACE_SETREGS are
 	// used; regsSize is the size of that layout in bytes: sizeof(Regs)
@@ -57,6 +65,7 @@ var archX86_64 = arch{
 	syscallInsn:        []byte{0x0f, 0x05}, // syscall
 	insnAlign:          1,
 	remoteSyscalls:     true,
+	syscallStops:       true,
 	regsSize:           27 * 8,
 }
 

@@ -66,6 +66,7 @@ type worldOps interface {
 	Maps() ([]Mapping, error)
 	Step(tid int, timeout time.Duration) error
 	StepSignals(tid int) int
+	DropStepTrap(tid int) error
 	Syscall(nr uint64, args ...uint64) (uint64, error)
 	Mmap(addr, length uint64, prot, flags, fd int, offset uint64) (uint64, error)
 	Munmap(addr, length uint64) error

@@ -5,7 +5,9 @@ package proc
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -391,4 +393,56 @@ func TestStopFIFO(t *testing.T) {
 			t.Errorf("nice %d: policy %d nice %d after Stopped, want SCHED_NORMAL at the thread's own nice", nice, after.Policy, after.Nice)
 		}
 	}
+}
+
+// TestRemoteSyscallBlockedThread borrows the one thread of cat, blocked in
+// its read, for remote system calls: the thread is interrupted inside the
+// read (which the kernel restarts when the thread resumes), and must
+// still read the next line when the world resumes, its read made again
+// rather than ended with the restart code (errno 512 to cat).
+func TestRemoteSyscallBlockedThread(t *testing.T) {
+	testenv.NeedPtrace(t)
+	testenv.MustHaveTool(t, "cat")
+	cmd := exec.Command("cat")
+	inW, out := fixtures.StartPiped(t, cmd)
+	defer func() {
+		inW.Close()
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	ask := func(s string) {
+		t.Helper()
+		if _, err := inW.WriteString(s + "\n"); err != nil {
+			t.Fatal(err)
+		}
+		if l, err := fixtures.ReadLine(out, 5*time.Second); err != nil || strings.TrimSpace(l) != s {
+			t.Fatalf("cat said %q (%v), want %q", l, err, s)
+		}
+	}
+	ask("a")
+	time.Sleep(20 * time.Millisecond) // in its read again
+	p, err := Attach(cmd.Process.Pid, &Options{StopLatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		_, err = p.Stopped(func(w *World) error {
+			pid, err := w.Syscall(unix.SYS_GETPID)
+			if err == nil && int(pid) != cmd.Process.Pid {
+				err = fmt.Errorf("remote getpid = %d, want %d", pid, cmd.Process.Pid)
+			}
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Resume(); err != nil {
+		t.Fatal(err)
+	}
+	ask("b")
+	if err := p.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	ask("c")
 }

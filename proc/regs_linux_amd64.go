@@ -53,6 +53,24 @@ func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {
 
 func (r *Regs) syscallResult() uint64 { return r.Rax }
 
+// restartSyscall makes registers read in a system call that an interrupt
+// cut short (rax one of the kernel's restart codes) into those of a thread
+// about to make it again, as the kernel does when the thread returns to
+// user mode through signal delivery with no handler to run: the
+// instruction pointer back on the syscall instruction, rax the call's
+// number (restart_syscall's for ERESTART_RESTARTBLOCK).
+func (r *Regs) restartSyscall() {
+	if int64(r.Orig_rax) < 0 {
+		return
+	}
+	switch e := -int64(r.Rax); {
+	case e >= 512 && e <= 514: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND
+		r.Rax, r.Rip = r.Orig_rax, r.Rip-2
+	case e == 516: // ERESTART_RESTARTBLOCK
+		r.Rax, r.Rip = unix.SYS_RESTART_SYSCALL, r.Rip-2
+	}
+}
+
 // hostArch is the table of the architecture the tracer runs on.
 var hostArch = archX86_64
 

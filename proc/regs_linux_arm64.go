@@ -54,6 +54,11 @@ func (r *Regs) prepareSyscall(site, nr uint64, a [6]uint64) {
 
 func (r *Regs) syscallResult() uint64 { return r.Regs[0] }
 
+// restartSyscall does nothing: remote system calls are single steps here
+// (arch.syscallStops), whose stop is in signal delivery, after which the
+// kernel restarts an interrupted call itself.
+func (r *Regs) restartSyscall() {}
+
 // hostArch is the table of the architecture the tracer runs on.
 var hostArch = archARM64
 

@@ -64,15 +64,20 @@ type thread struct {
 	// the thread before the stepped instruction ran; stepSignals the
 	// signals among them, kept for delivery after the step.
 	stepRestarts, stepSignals int
-	// staleStep is set when a step was cut short by an interrupt: the
-	// kernel may still deliver that step's SIGTRAP later, which must not
-	// reach the tracee.
+	// staleStep is set when a step was cut short by an interrupt, or
+	// made by a tracer that died before the instruction ran
+	// (World.DropStepTrap): the kernel may still deliver that step's
+	// SIGTRAP later, which must not reach the tracee.
 	staleStep bool
 	// watch makes the thread stop at its system calls (PTRACE_SYSCALL:
 	// TrapContext.WatchSyscalls); entry is the call seen at its entry
 	// stop, whose exit stop comes next (nil between calls).
 	watch bool
 	entry *SyscallExit
+	// remote is set while the thread makes a remote system call under
+	// PTRACE_SYSCALL (World.Syscall): its system call stops are the
+	// call's, not a watched thread's.
+	remote bool
 
 	regs   Regs
 	regsOK bool
@@ -452,6 +457,9 @@ func (t *tracer) onStop(th *thread, ws unix.WaitStatus) {
 // syscallStop handles a system call stop of a watched thread: the entry
 // is noted, the exit offered to the TrapHandler.
 func (t *tracer) syscallStop(th *thread) {
+	if th.remote {
+		return
+	}
 	info, err := syscallInfo(th.tid)
 	if err != nil {
 		return

@@ -63,6 +63,12 @@ func (w *World) Step(tid int, timeout time.Duration) error { return w.b.Step(tid
 // and the signal is delivered when the world resumes.
 func (w *World) StepSignals(tid int) int { return w.b.StepSignals(tid) }
 
+// DropStepTrap discards the next SIGTRAP that ends a single step (si_code
+// TRAP_BRKPT or TRAP_TRACE) thread tid takes: a step made by a tracer
+// that died before the instruction ran, whose trap is queued or still to
+// come. A breakpoint's SIGTRAP or one sent by a process is not affected.
+func (w *World) DropStepTrap(tid int) error { return w.b.DropStepTrap(tid) }
+
 // Syscall makes system call nr with up to six arguments in the tracee, on
 // a borrowed stopped thread whose registers are restored afterwards. It
 // returns the call's result; a negative errno becomes a *SyscallError.

@@ -192,6 +192,15 @@ func (w *ptraceWorld) Step(tid int, timeout time.Duration) error {
 	return w.step(th, timeout)
 }
 
+func (w *ptraceWorld) DropStepTrap(tid int) error {
+	th, err := w.thread(tid)
+	if err != nil {
+		return err
+	}
+	th.staleStep = true
+	return nil
+}
+
 func (w *ptraceWorld) StepSignals(tid int) int {
 	th, err := w.thread(tid)
 	if err != nil {
@@ -383,16 +392,20 @@ func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, er
 	copy(a[:], args)
 	var stepErr error
 	var res, pc uint64
-	// A thread left at the system-call instruction did not complete the
-	// call (a signal's arrival made the kernel restart it, rewinding the
-	// instruction pointer): it is made again, a few times at most.
-	for try := 0; try < 3 && (try == 0 || stepErr == nil && pc == site); try++ {
+	// A call that a signal's arrival cut short (left at the system-call
+	// instruction after a step, or ended with a restart code at its exit
+	// stop) is made again, a few times at most.
+	for try := 0; try < 3 && (try == 0 || stepErr == nil && (pc == site || restarts(res))); try++ {
 		r := saved
 		r.prepareSyscall(site, nr, a)
 		if err := w.t.storeRegs(th, &r); err != nil {
 			return 0, fmt.Errorf("remote %s: %w", name, err)
 		}
-		stepErr = w.Step(th.tid, 10*time.Second)
+		if hostArch.syscallStops {
+			stepErr = w.runSyscall(th, 10*time.Second)
+		} else {
+			stepErr = w.Step(th.tid, 10*time.Second)
+		}
 		if stepErr == nil {
 			if err := w.t.loadRegs(th); err != nil {
 				stepErr = err
@@ -402,6 +415,11 @@ func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, er
 		}
 	}
 	if th.stopped && !th.gone {
+		if hostArch.syscallStops && th.sig == 0 && len(th.extra) == 0 {
+			// Resumed from the exit stop with no signal to take, the
+			// thread returns to user mode without the kernel's restart.
+			saved.restartSyscall()
+		}
 		if err := w.t.storeRegs(th, &saved); err != nil && stepErr == nil {
 			stepErr = err
 		}
@@ -417,6 +435,75 @@ func (w *ptraceWorld) syscall(name string, nr uint64, args []uint64) (uint64, er
 		return 0, &SyscallError{Name: name, Errno: errno, Err: unix.Errno(errno)}
 	}
 	return res, nil
+}
+
+// runSyscall lets a stopped thread whose registers are set up for a system
+// call at a system-call instruction make it, under PTRACE_SYSCALL: an entry
+// stop, then an exit stop, where it stays. Unlike a single step, a tracer
+// that dies between the two leaves the thread nothing to trap on: a system
+// call stop's code (SIGTRAP|0x80 under PTRACE_O_TRACESYSGOOD) is no
+// signal, and no trap flag is set. A signal or an interrupt that stops
+// the thread before the call is kept for the world's resumption, and the
+// thread let go on.
+func (w *ptraceWorld) runSyscall(th *thread, timeout time.Duration) error {
+	tid := th.tid
+	if th.sig != 0 {
+		th.extra = append(th.extra, th.sig)
+		th.sig = 0
+	}
+	th.remote = true
+	defer func() { th.remote = false }()
+	deadline := time.Now().Add(timeout)
+	want := uint8(unix.PTRACE_SYSCALL_INFO_ENTRY)
+	for stops := 0; ; stops++ {
+		if stops > 2+maxStepRestarts {
+			return &ThreadError{Tid: tid, Op: "system call", Err: fmt.Errorf("stopped %d times before its end", stops)}
+		}
+		if err := ptrace(unix.PTRACE_SYSCALL, tid, 0, 0); err != nil {
+			return &ThreadError{Tid: tid, Op: "system call", Err: threadErr(err)}
+		}
+		th.stopped, th.regsOK, th.group = false, false, false
+		ok, werr := w.t.waitUntil(func() bool { return th.stopped || th.gone || w.p.done }, time.Until(deadline))
+		if werr == nil && !ok && !th.gone {
+			// Blocked in the call: interrupted, it ends (to be
+			// restarted) at its exit stop.
+			if err := ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0); err == nil {
+				th.interrupted = true
+				ok, werr = w.t.waitUntil(func() bool { return th.stopped || th.gone || w.p.done }, 0)
+			}
+		}
+		switch {
+		case w.p.done:
+			return ErrExited
+		case werr != nil:
+			return &ThreadError{Tid: tid, Op: "system call", Err: werr}
+		case th.gone:
+			return &ThreadError{Tid: tid, Op: "system call", Err: ErrNoThread}
+		case !ok:
+			return &ThreadError{Tid: tid, Op: "system call", Err: ErrStepTimeout}
+		}
+		info, err := syscallInfo(tid)
+		if err == nil && info.op == want {
+			if want == unix.PTRACE_SYSCALL_INFO_EXIT {
+				return nil
+			}
+			want = unix.PTRACE_SYSCALL_INFO_EXIT
+			continue
+		}
+		// Another stop: a signal (kept for later) or an interrupt.
+		if th.sig != 0 {
+			th.extra = append(th.extra, th.sig)
+			th.sig = 0
+		}
+	}
+}
+
+// restarts reports whether res, a system call's result at its exit stop,
+// asks the kernel to make it again (ERESTARTSYS, ERESTARTNOINTR,
+// ERESTARTNOHAND, ERESTART_RESTARTBLOCK).
+func restarts(res uint64) bool {
+	e := -int64(res)
+	return e >= 512 && e <= 514 || e == 516
 }
 
 func (w *ptraceWorld) Mmap(addr, length uint64, prot, flags, fd int, offset uint64) (uint64, error) {

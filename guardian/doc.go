@@ -58,12 +58,26 @@
 // PROBEOPT_LONG=1, load 11-14). Package probe closes it on x86-64 with
 // a trap guard (probe/trapguard_linux_amd64.go): a SIGTRAP handler in the
 // process, installed where SIGTRAP's disposition is SIG_DFL, that knows
-// the trap sites. The thread's SIGTRAP is delivered to it; the latch stops
-// the thread before the handler's first instruction; this package restores
-// the text; and the handler, when the thread runs again, sends it back to
-// the site, where the original instruction now is (same test: 0 targets
-// lost in 40, load 15). Every other SIGTRAP it passes on to the default action
-// unchanged (SIG_DFL again, the same siginfo queued to the same thread).
+// the trap sites. The thread's SIGTRAP is delivered to it, and the latch
+// stops the thread before the handler's first instruction. This package
+// finds the thread there, the kernel's signal frame on its stack, and
+// returns it from the handler to the site before the handler runs: the
+// frame's instruction pointer moved back onto the int3, the thread sent to
+// the frame's restorer, whose rt_sigreturn puts back every register (see
+// handlerFrame); the text restored, the original instruction is there
+// (same test: 0 targets lost in 40, load 15). The handler itself, should
+// it run, does the same: it waits for the text and goes back to the site.
+// Every other SIGTRAP it passes on to the default action unchanged
+// (SIG_DFL again, the same siginfo queued to the same thread).
+//
+// The frame is the kernel's, whoever's the handler: a program that
+// handles SIGTRAP itself is covered the same way. Every Go program is one
+// (the Go runtime handles every signal, and would end the program with
+// "SIGTRAP: trace trap"): gothreads' goroutines calling main.work, a trap
+// site at main.work+11, the tracer stopped 50 ms and then killed, lost 3
+// programs in 3 without the frame's return, 0 in 40 with it (one or two
+// threads sent back in 38 of them; TestGuardianKillFrozenGo,
+// PROBEOPT_LONG=1).
 //
 // A single step has the same window: a thread whose step's stop the tracer
 // has not collected when it dies (an instruction stepped in place, a
@@ -75,8 +89,8 @@
 // log's header for the length of each step (proc.StepHandler,
 // Guard.Stepping). The guardian, finding that thread stopped at the first
 // instruction of a SIGTRAP handler with the kernel's signal frame on its
-// stack, returns it from the handler before the handler runs (see
-// unwindStepTrap); otherwise it discards the step's SIGTRAP when the
+// stack, returns it from the handler before the handler runs (the frame
+// as the step left it); otherwise it discards the step's SIGTRAP when the
 // thread takes it (proc.World.DropStepTrap). In TestGuardianKill's churn
 // runs (probes removed and added in a loop while threads run through the
 // slots) it was 11 targets lost in 160 runs before (Linux 6.18, AMD EPYC,
@@ -88,17 +102,12 @@
 // (measured: nothing pending, and the guardian's detach ends the step).
 // Remote system calls make no step (see below).
 //
-// The trap guard does not cover:
+// Not covered:
 //
-//   - a program that handles or ignores SIGTRAP itself when it is
-//     attached: it keeps its disposition, and the window. Every Go program
-//     is one (the Go runtime handles every signal): "probeopt trace
-//     --traps main.work -p PID" on a Go program whose two goroutines call
-//     main.work in a loop, the tracer stopped 50 ms and then killed, lost
-//     6 programs in 10 ("SIGTRAP: trace trap", sigcode 128, at main.work+1),
-//     as before the trap guard. A program that installs its own SIGTRAP
-//     handler after the attach replaces the trap guard: its handler then
-//     gets the SIGTRAP of such a stop.
+//   - a program that ignores SIGTRAP when it is attached (SIG_IGN: the
+//     kernel makes a forced SIGTRAP fatal), and one that puts SIGTRAP back
+//     to SIG_DFL after the attach: the trap guard is not its disposition
+//     then, and an uncollected trap stop kills it.
 //   - a single step's stop uncollected in a process whose SIGTRAP
 //     disposition is SIG_DFL when the tracer dies: the kernel kills the
 //     process as it detaches the thread, before anyone can act. Steps
@@ -170,8 +179,11 @@
 //     file's bytes; bytes that are neither the tracer's nor the file's (the
 //     program rewrote its text, or an exec or a new mapping put other code
 //     there) are left alone and counted (Report.Left).
-//  3. The thread a single step of the tracer's left at the entry of a
-//     SIGTRAP handler returns from it (the step's SIGTRAP is discarded).
+//  3. A thread the kernel sent into a SIGTRAP handler for a trap stop the
+//     tracer had not collected returns from it before it runs: to the
+//     trap site (an int3's SIGTRAP), or where the tracer's single step
+//     left it; the SIGTRAP of a step whose instruction ran after the
+//     tracer's end is discarded when it is taken.
 //     The thread a remote system call had borrowed gets its registers
 //     from before the call back. A thread that stands just past the int3
 //     of a trap site executed that int3 and was never served, when the

@@ -387,7 +387,7 @@ type Report struct {
 // (within wait), and in one stop: gives the thread a remote system call
 // had borrowed (f.borrowed, 0 for none) its registers from before the call
 // (f.saved), discards the SIGTRAP of the single step the tracer had made
-// (f.stepped, see unwindStepTrap), sends every thread that stands just past
+// (f.stepped; see handlerFrame), sends every thread that stands just past
 // a breakpoint of a trap site back to the site, clears a trap flag left by
 // a single step, and writes back every byte of recs where memory holds the
 // tracer's. It then ends the latch's group stop (SIGCONT), serves the
@@ -510,81 +510,93 @@ const trapFlag = 1 << 8
 // the siginfo. The handler is entered with the signal in rdi, the
 // siginfo's address in rsi and the ucontext's in rdx.
 const (
-	ucontextSize = 304 // struct ucontext: flags, link, stack, sigcontext, mask
-	ucGregs      = 40  // the sigcontext's general registers, in ucontext
-	nGregs       = 18  // r8 ... r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags
-	trapBrkpt    = 1   // si_code of a step over a system call (TRAP_BRKPT)
-	trapTrace    = 2   // si_code of the trap flag's debug trap (TRAP_TRACE)
-	erestartsys  = 512 // the kernel's restart codes (-rax at a system call's end)
-	erestartBlk  = 516 // ERESTART_RESTARTBLOCK
-	erestartLast = 514 // ERESTARTNOHAND: 512 to 514 restart the call itself
-	sysRestart   = 219 // restart_syscall
-	gregsBytes   = nGregs * 8
+	ucontextSize = 304    // struct ucontext: flags, link, stack, sigcontext, mask
+	ucGregs      = 40     // the sigcontext's general registers, in ucontext
+	nGregs       = 18     // r8 ... r15, rdi, rsi, rbp, rbx, rdx, rax, rcx, rsp, rip, eflags
+	gRip, gFlags = 16, 17 // their indexes
+	trapBrkpt    = 1      // si_code of a step over a system call (TRAP_BRKPT)
+	trapTrace    = 2      // si_code of the trap flag's debug trap (TRAP_TRACE)
+	siKernel     = 0x80   // si_code of an int3's trap
 )
 
-// unwindStepTrap finds whether the thread whose registers are r stands at
-// the first instruction of a SIGTRAP handler entered for a single step's
-// trap: the tracer died with the step's stop uncollected, so the kernel
-// delivered that SIGTRAP as it detached the thread, and the stop latch
-// stopped the thread before the handler ran (the trap guard's handler, or
-// the program's own, would pass it on or die of it). If so, it makes the
-// thread return from the handler at once: r goes to the frame's restorer,
-// whose rt_sigreturn puts back every register the frame saved (vector and
-// floating-point state included), with the trap flag cleared; when saved
-// is not nil (the step was a remote system call's), the frame's general
-// registers are replaced with saved, the thread's from before the call
-// (an interrupted system call of its own restarted as the kernel would
-// have). Otherwise the tracer died before the stepped instruction ran
-// (the thread, resumed with the trap flag, ran it after the tracer's end
-// and took the stop latch with the step's SIGTRAP queued, or has yet to
-// run it): the caller discards that SIGTRAP when it comes
-// (World.DropStepTrap).
-func unwindStepTrap(w *proc.World, r *proc.Regs, saved *proc.Regs) (bool, error) {
+// handlerFrame is the signal frame of a thread stopped at the first
+// instruction of a SIGTRAP handler: the tracer died with the thread in a
+// trap stop it had not collected, the kernel delivered that stop's
+// SIGTRAP as it detached the thread, and the stop latch stopped the
+// thread before the handler ran (the trap guard's handler, or the
+// program's own: the Go runtime's would end the program).
+type handlerFrame struct {
+	uc, restorer uint64
+	// code is the siginfo's si_code, which the kernel writes only for an
+	// SA_SIGINFO handler (the trap guard's, the Go runtime's): info says
+	// whether it did.
+	code  uint32
+	info  bool
+	gregs [nGregs]uint64
+}
+
+// readHandlerFrame returns the frame of the thread whose registers are r
+// when it stands at the first instruction of a SIGTRAP handler.
+func readHandlerFrame(w *proc.World, r *proc.Regs) (*handlerFrame, bool) {
 	uc := r.Rsp + 8
 	if r.Rdi != uint64(unix.SIGTRAP) || r.Rdx != uc || r.Rsi != uc+ucontextSize {
-		return false, nil
+		return nil, false
 	}
 	var info [12]byte
 	var ret [8]byte
-	if w.ReadMemory(r.Rsi, info[:]) != nil || w.ReadMemory(r.Rsp, ret[:]) != nil {
-		return false, nil
+	var gregs [nGregs * 8]byte
+	if w.ReadMemory(r.Rsi, info[:]) != nil || w.ReadMemory(r.Rsp, ret[:]) != nil || w.ReadMemory(uc+ucGregs, gregs[:]) != nil {
+		return nil, false
 	}
-	// The kernel writes the siginfo only for an SA_SIGINFO handler (the
-	// trap guard's, the Go runtime's): where it did, it must be a step's.
-	signo, code := binary.LittleEndian.Uint32(info[0:]), binary.LittleEndian.Uint32(info[8:])
-	if signo == uint32(unix.SIGTRAP) && code != trapBrkpt && code != trapTrace {
-		return false, nil
+	f := &handlerFrame{uc: uc, restorer: binary.LittleEndian.Uint64(ret[:])}
+	if f.restorer == 0 {
+		return nil, false // no restorer to return through
 	}
-	restorer := binary.LittleEndian.Uint64(ret[:])
-	if restorer == 0 {
-		return false, nil // no restorer to return through
+	if binary.LittleEndian.Uint32(info[0:]) == uint32(unix.SIGTRAP) {
+		f.code, f.info = binary.LittleEndian.Uint32(info[8:]), true
 	}
-	var gregs [gregsBytes]byte
-	if err := w.ReadMemory(uc+ucGregs, gregs[:]); err != nil {
-		return false, err
+	for i := range f.gregs {
+		f.gregs[i] = binary.LittleEndian.Uint64(gregs[8*i:])
 	}
-	g := func(i int) uint64 { return binary.LittleEndian.Uint64(gregs[8*i:]) }
-	put := func(i int, v uint64) { binary.LittleEndian.PutUint64(gregs[8*i:], v) }
-	if saved != nil {
-		s := *saved
-		if int64(s.Orig_rax) >= 0 {
-			switch e := -int64(s.Rax); {
-			case e >= erestartsys && e <= erestartLast:
-				s.Rax, s.Rip = s.Orig_rax, s.Rip-2
-			case e == erestartBlk:
-				s.Rax, s.Rip = sysRestart, s.Rip-2
-			}
+	return f, true
+}
+
+// step reports whether the frame's SIGTRAP may be a single step's.
+func (f *handlerFrame) step() bool { return !f.info || f.code == trapBrkpt || f.code == trapTrace }
+
+// breakpoint reports whether the frame's SIGTRAP may be an int3's.
+func (f *handlerFrame) breakpoint() bool { return !f.info || f.code == siKernel }
+
+// setRegs puts s in the frame's general registers, an interrupted system
+// call of the thread's own restarted as the kernel would have when the
+// thread returned to user mode with no handler to run.
+func (f *handlerFrame) setRegs(s proc.Regs) {
+	if int64(s.Orig_rax) >= 0 {
+		switch e := -int64(s.Rax); {
+		case e >= 512 && e <= 514: // ERESTARTSYS, ERESTARTNOINTR, ERESTARTNOHAND
+			s.Rax, s.Rip = s.Orig_rax, s.Rip-2
+		case e == 516: // ERESTART_RESTARTBLOCK
+			s.Rax, s.Rip = unix.SYS_RESTART_SYSCALL, s.Rip-2
 		}
-		for i, v := range []uint64{s.R8, s.R9, s.R10, s.R11, s.R12, s.R13, s.R14, s.R15, s.Rdi, s.Rsi, s.Rbp, s.Rbx, s.Rdx, s.Rax, s.Rcx, s.Rsp, s.Rip, s.Eflags} {
-			put(i, v)
-		}
 	}
-	put(nGregs-1, g(nGregs-1)&^trapFlag)
-	if err := w.WriteMemory(uc+ucGregs, gregs[:]); err != nil {
-		return false, err
+	f.gregs = [nGregs]uint64{s.R8, s.R9, s.R10, s.R11, s.R12, s.R13, s.R14, s.R15, s.Rdi, s.Rsi, s.Rbp, s.Rbx, s.Rdx, s.Rax, s.Rcx, s.Rsp, s.Rip, s.Eflags}
+}
+
+// ret makes the thread return from the handler at once: the frame's
+// registers written back with the trap flag cleared, r at the restorer,
+// whose rt_sigreturn puts back every register the frame holds (vector and
+// floating-point state included).
+func (f *handlerFrame) ret(w *proc.World, r *proc.Regs) error {
+	f.gregs[gFlags] &^= trapFlag
+	var b [nGregs * 8]byte
+	for i, v := range f.gregs {
+		binary.LittleEndian.PutUint64(b[8*i:], v)
 	}
-	r.Rip, r.Rsp = restorer, r.Rsp+8
-	return true, nil
+	if err := w.WriteMemory(f.uc+ucGregs, b[:]); err != nil {
+		return err
+	}
+	r.Rip, r.Rsp = f.restorer, r.Rsp+8
+	return nil
 }
 
 // restoreStopped is restore's work on the stopped world.
@@ -608,25 +620,40 @@ func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, f inFlight)
 		if th.Tid == f.borrowed {
 			saved = f.saved
 		}
-		if th.Tid == f.stepped {
-			unwound, err := unwindStepTrap(w, &r, saved)
-			if err != nil {
+		fr, atHandler := readHandlerFrame(w, &r)
+		switch {
+		case atHandler && th.Tid == f.stepped && fr.step():
+			// The SIGTRAP of the tracer's single step: returned from
+			// the handler; when the step was a remote system call's,
+			// with the registers from before the call.
+			if saved != nil {
+				fr.setRegs(*saved)
+				saved = nil
+				rep.Returned++
+			}
+			if err := fr.ret(w, &r); err != nil {
 				return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
 			}
-			if unwound {
-				// The frame holds the registers from before the call.
-				changed, saved = true, nil
-				rep.StepTraps++
-				if th.Tid == f.borrowed {
-					rep.Returned++
-				}
-			} else {
-				if err := w.DropStepTrap(th.Tid); err != nil {
-					return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
-				}
-				if threadTrapPending(w.Pid(), th.Tid) {
-					rep.StepTraps++ // queued: discarded once taken
-				}
+			changed = true
+			rep.StepTraps++
+		case atHandler && fr.breakpoint() && pl.traps[fr.gregs[gRip]-1]:
+			// The SIGTRAP of a trap site's int3: returned from the
+			// handler to the site, where the original instruction is
+			// once the text is restored.
+			fr.gregs[gRip]--
+			if err := fr.ret(w, &r); err != nil {
+				return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
+			}
+			changed = true
+			rep.Rewound++
+		case th.Tid == f.stepped:
+			// The tracer died before the stepped instruction ran: its
+			// SIGTRAP is queued, or is still to come.
+			if err := w.DropStepTrap(th.Tid); err != nil {
+				return rep, fmt.Errorf("thread %d: %w", th.Tid, err)
+			}
+			if threadTrapPending(w.Pid(), th.Tid) {
+				rep.StepTraps++ // discarded once taken
 			}
 		}
 		if saved != nil {

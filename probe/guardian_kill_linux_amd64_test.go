@@ -8,6 +8,8 @@ import (
 	"math/rand"
 	"os"
 	"os/exec"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -52,8 +54,13 @@ func killCampaignTracer(arg string) int {
 	// that inherits the probes).
 	mode, spawned := strings.CutPrefix(f[0], "spawn-")
 	mode, forks := strings.CutPrefix(mode, "fork-")
-	// frozen: every site a trap (see TestGuardianKillFrozen).
-	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks, NoTrampolines: mode == "frozen"}
+	// frozen: every site a trap (see TestGuardianKillFrozen); gofrozen:
+	// the same on a Go program, whose one probe is main.work+11 (past
+	// the stack check and the push %rbp, at mov %rsp,%rbp: emulated,
+	// never stepped in place, so that the threads stop in trap stops
+	// rather than with the world; longer than a byte, so that a thread
+	// just past its int3 is not the ambiguous case of package guardian).
+	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks, NoTrampolines: mode == "frozen" || mode == "gofrozen"}
 	if mode == "bounded" {
 		opts.MaxPause = time.Nanosecond // a pass per site
 	}
@@ -73,6 +80,9 @@ func killCampaignTracer(arg string) int {
 		return 1
 	}
 	specs := killCampaignSpecs
+	if mode == "gofrozen" {
+		specs = []string{"main.work+11"}
+	}
 	if mode == "frozen" {
 		// Traps only: no return probes (they need a trampoline).
 		specs = nil
@@ -251,6 +261,76 @@ func TestGuardianKillFrozen(t *testing.T) {
 	killCampaign(t, 3, 40, func(rnd *rand.Rand) []killRun {
 		return []killRun{{mode: "frozen", delay: time.Duration(rnd.Intn(40)) * time.Millisecond}}
 	}, func(t *testing.T, r killRun) time.Duration { return runKill(t, exe, r, want) })
+}
+
+// TestGuardianKillFrozenGo is TestGuardianKillFrozen on a Go program,
+// whose runtime handles SIGTRAP (so the engine installs no trap guard, and
+// the runtime's handler would end the program with "SIGTRAP: trace
+// trap"): gothreads' four goroutines call main.work, with a trap site,
+// in a loop; the tracer is stopped 50 ms while they hit it, then killed. The
+// kernel delivers each uncollected trap's SIGTRAP to the runtime's
+// handler, and the guardian returns the thread from the handler to the
+// restored site before the handler runs. In every run the program ends
+// with status 0 and its goroutines' sums equal the untraced run's, and
+// within a second of the tracer's death its text equals its file.
+// PROBEOPT_LONG=1 makes 20 runs; CI 3.
+func TestGuardianKillFrozenGo(t *testing.T) {
+	testenv.NeedPtrace(t)
+	exe := fixture.GoCommandFor(t, "gothreads", runtime.GOARCH, false)
+	const calls = "200000"
+	sums := func(out []byte) []string {
+		var s []string
+		for _, l := range strings.Split(string(out), "\n") {
+			if i := strings.Index(l, " sum "); i >= 0 {
+				s = append(s, strings.Fields(l)[1]+l[i:])
+			}
+		}
+		return s
+	}
+	want := sums(untraced(t, []string{exe, "2", calls}, nil))
+	if len(want) != 4 {
+		t.Fatalf("gothreads printed %q", want)
+	}
+	killCampaign(t, 3, 20, func(rnd *rand.Rand) []killRun {
+		return []killRun{{mode: "gofrozen", delay: time.Duration(rnd.Intn(40)) * time.Millisecond}}
+	}, func(t *testing.T, r killRun) time.Duration {
+		cmd := exec.Command(exe, "2", calls)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = cmd.Process.Kill() }()
+		tracer := startReadyTracer(t, fmt.Sprintf("%s:%d:%d", r.mode, cmd.Process.Pid, r.seed))
+		time.Sleep(r.delay)
+		_ = tracer.Process.Signal(syscall.SIGSTOP)
+		time.Sleep(frozenFor)
+		n := uncollectedTraps(cmd.Process.Pid)
+		_ = tracer.Process.Kill()
+		_ = tracer.Wait()
+		died := time.Now()
+		// Within a second: traced by nobody, running, its text whole
+		// (or already ended, which its status then tells).
+		var took time.Duration
+		for {
+			last := killCheck(cmd.Process.Pid, exe)
+			took = time.Since(died)
+			if last == "" || took > time.Second {
+				if last != "" && !strings.Contains(last, "no such process") {
+					t.Errorf("%v after the tracer's death: %s", took, last)
+				}
+				break
+			}
+			time.Sleep(2 * time.Millisecond)
+		}
+		if ended, err := fixture.WaitWithin(cmd, 30*time.Second); !ended || err != nil {
+			t.Errorf("gothreads (%d threads in uncollected trap stops) ended %v with %v: %s", n, ended, err, out.String())
+		} else if got := sums([]byte(out.String())); !slices.Equal(got, want) {
+			t.Errorf("gothreads printed %q, want %q", got, want)
+		}
+		t.Logf("%d threads in uncollected trap stops", n)
+		return took
+	})
 }
 
 // uncollectedTraps counts the threads of process pid in a ptrace stop

@@ -22,9 +22,10 @@ import (
 // the kernel as it is detached (the stop's signal is cleared only by the
 // tracer's wait4). Under SIG_DFL that kills the process; with the trap
 // guard the kernel sets up the handler's frame, the stop latch stops the
-// thread before the handler's first instruction, the guardian restores the
-// text, and the handler, once it runs, sends the thread back to the site,
-// where the original instruction is now.
+// thread before the handler's first instruction, and the guardian restores
+// the text and returns the thread from the handler to the site, where the
+// original instruction is now (as it does with a program's own handler).
+// The handler, should it run, sends the thread back to the site itself.
 //
 // The handler acts only on a trap the CPU raised at an int3 (si_code
 // SI_KERNEL) one byte before the interrupted instruction pointer, at an
@@ -46,7 +47,8 @@ import (
 // it on as above.
 //
 // It is installed only where SIGTRAP's disposition is SIG_DFL (a program
-// that handles or ignores SIGTRAP keeps its disposition, and the window),
+// that handles SIGTRAP keeps its handler, whose frame the guardian
+// unwinds the same way; one that ignores it keeps the window),
 // put back as it was on a clean detach (when the disposition still names
 // the handler), and, left by a tracer that died, put back by a later
 // attach when it unmaps the areas (the original disposition is in the

@@ -27,15 +27,19 @@ import (
 //	  +24  8   run-time address of the site
 //	  +32  48  rdi rsi rdx rcx r8 r9 at the hit; for a return, the value
 //	           returned (rax) and five zeros
+//	  +80  8   goroutine id (Event.Goid; 0 where there is none)
 //
 // A reader must take the record size from the header: later versions
-// may append fields to a record.
+// may append fields to a record. Records of 80 bytes (before the
+// goroutine id) are read with a goroutine id of 0.
 const (
 	eventMagic = "PRBOEVT1"
 	// EventRecordSize is the size of one record of the binary event
 	// format.
-	EventRecordSize = 80
-	flagReturn      = 1
+	EventRecordSize = 88
+	// eventRecordV1 is the size of the first version's records.
+	eventRecordV1 = 80
+	flagReturn    = 1
 )
 
 // ErrEventFormat means a stream is not in the binary event format.
@@ -86,6 +90,7 @@ func (ew *EventWriter) Write(evs ...Event) error {
 		for j, a := range args {
 			binary.LittleEndian.PutUint64(b[32+8*j:], a)
 		}
+		binary.LittleEndian.PutUint64(b[80:], e.Goid)
 		if _, err := ew.w.Write(b); err != nil {
 			return fmt.Errorf("write an event: %w", err)
 		}
@@ -115,7 +120,7 @@ func NewEventReader(r io.Reader) (*EventReader, error) {
 		return nil, fmt.Errorf("magic %q: %w", h[:8], ErrEventFormat)
 	}
 	size := binary.LittleEndian.Uint32(h[8:])
-	if size < EventRecordSize || size > 1<<16 {
+	if size < eventRecordV1 || size > 1<<16 {
 		return nil, fmt.Errorf("record size %d: %w", size, ErrEventFormat)
 	}
 	n := binary.LittleEndian.Uint32(h[12:])
@@ -161,6 +166,9 @@ func (er *EventReader) Read(ev *Event) error {
 	}
 	if binary.LittleEndian.Uint32(b[20:])&flagReturn != 0 {
 		ev.Return, ev.Ret, ev.Args = true, ev.Args[0], [6]uint64{}
+	}
+	if len(b) >= EventRecordSize {
+		ev.Goid = binary.LittleEndian.Uint64(b[80:])
 	}
 	return nil
 }

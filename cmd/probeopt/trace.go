@@ -115,14 +115,16 @@ other code. In a Go program the thread of an event is the kernel thread the
 goroutine ran on; a static Go program's assembly functions then take traps.
 
 The binary event format (little-endian; the Go package probe reads it with
-NewEventReader): the magic "PRBOEVT1", the record size R (uint32, 80 now),
+NewEventReader): the magic "PRBOEVT1", the record size R (uint32, 88 now),
 the number of probes N (uint32), and N times the probe id (uint32), the
 length L of its spec (uint32) and L bytes of the spec; then one record of R
 bytes per event: the time of the hit in Unix nanoseconds (int64), pid, tid,
 probe id and flags (uint32 each; flag 1 marks the hit of a return probe), the
-run-time address of the site (uint64), and the six argument registers
-(uint64 each; for a return, the value returned and five zeros). A reader
-takes R from the header: later versions may append fields.
+run-time address of the site (uint64), the six argument registers
+(uint64 each; for a return, the value returned and five zeros), and the
+goroutine id (uint64; 0 where there is none; every record has it, --goid or
+not). A reader takes R from the header: later versions may append fields
+(records of 80 bytes, before the goroutine id, read with a goroutine id of 0).
 
 Kernel uprobes (bpftrace, perf) on the same functions: where it can,
 probeopt keeps a site's first instruction in place and puts its jump after
@@ -177,7 +179,7 @@ func newTraceCmd() *cobra.Command {
 
 	// The event output: its form and the rings it is drained from.
 	f.StringVar(&o.format, "format", formatText, "the form of --events: text, json (JSON lines) or bin (the binary event format; the report then goes to standard error)")
-	f.BoolVar(&o.goid, "goid", false, "with --events, add the goroutine id of each hit in a Go function (goid=N in text, \"goid\" in JSON; 0 or absent where there is none)")
+	f.BoolVar(&o.goid, "goid", false, "with --events, add the goroutine id of each hit in a Go function (goid=N in text, \"goid\" in JSON; 0 or absent where there is none; binary records always carry it)")
 	f.IntVar(&o.ringSize, "ring-size", 0, "capacity of each thread's event ring in `EVENTS` (a power of two up to 1048576; 0 means 65536)")
 	f.IntVar(&o.returnDepth, "return-depth", 0, fmt.Sprintf("how many return probes a thread can have armed at once, `N` nested calls (rounded up to 2^k-1, at most %d; 0 means %d): the returns of deeper calls are not counted, and the report says how many", trampoline.MaxThreadDepth, trampoline.MaxDepth))
 	addTracePauseFlags(f, &o.pause)
@@ -202,8 +204,6 @@ func (o *traceOptions) check(specs, argv []string) error {
 		return usagef("trace: --return-depth %d (want 0 to %d)", o.returnDepth, trampoline.MaxThreadDepth)
 	case o.goid && !o.events:
 		return usagef("trace: --goid needs --events")
-	case o.goid && o.format == formatBin:
-		return usagef("trace: --goid: the binary event format has no goroutine field (use --format text or json)")
 	}
 	return o.pause.check()
 }

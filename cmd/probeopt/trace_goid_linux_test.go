@@ -12,18 +12,19 @@ import (
 	"testing"
 
 	"github.com/probeopt/probeopt/internal/fixture"
+	"github.com/probeopt/probeopt/probe"
 )
 
 // TestTraceGoid runs "trace --events --goid" on a static Go program whose
 // goroutines print their own goroutine id and, when locked to a thread,
 // their thread id: every event of main.work (its first argument names the
-// goroutine) carries both, in text and in JSON lines. --goid without
-// --events, or with the binary format, is a usage error.
+// goroutine) carries both, in text, in JSON lines and in the binary
+// format. --goid without --events is a usage error.
 func TestTraceGoid(t *testing.T) {
 	needLiveTrace(t, "trace")
 	exe := fixture.GoCommandFor(t, "gothreads", runtime.GOARCH, false)
 	const workers, calls = 2, 100
-	for _, format := range []string{"text", "json"} {
+	for _, format := range []string{"text", "json", "bin"} {
 		t.Run(format, func(t *testing.T) {
 			evFile := filepath.Join(t.TempDir(), "events")
 			stdout, stderr, code := runBinary(t, "trace", "--events", "--goid", "--format", format, "-o", evFile, "main.work", "--", exe, strconv.Itoa(workers), strconv.Itoa(calls))
@@ -46,12 +47,42 @@ func TestTraceGoid(t *testing.T) {
 			}
 			defer f.Close()
 			n := 0
-			sc := bufio.NewScanner(f)
-			for sc.Scan() {
-				l := sc.Text()
+			var next func() (string, bool)
+			if format == "bin" {
+				er, err := probe.NewEventReader(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				next = func() (string, bool) {
+					var ev probe.Event
+					if er.Read(&ev) != nil {
+						return "", false
+					}
+					return fmt.Sprintf("bin %d %d %d", ev.Tid, ev.Goid, ev.Args[0]), true
+				}
+			} else {
+				sc := bufio.NewScanner(f)
+				next = func() (string, bool) {
+					if !sc.Scan() {
+						return "", false
+					}
+					return sc.Text(), true
+				}
+			}
+			for {
+				l, ok := next()
+				if !ok {
+					break
+				}
 				var tid, goid int
 				var arg0 uint64
-				if format == "json" {
+				switch {
+				case format == "bin":
+					// The file holds main.work's events alone.
+					if _, err := fmt.Sscanf(l, "bin %d %d %d", &tid, &goid, &arg0); err != nil {
+						t.Fatal(err)
+					}
+				case format == "json":
 					var ev traceEvent
 					if err := json.Unmarshal([]byte(l), &ev); err != nil {
 						continue // the report
@@ -60,7 +91,7 @@ func TestTraceGoid(t *testing.T) {
 						continue
 					}
 					tid, goid, arg0 = ev.Tid, int(ev.Goid), ev.Args[0]
-				} else {
+				default:
 					fs := strings.Fields(l)
 					if len(fs) != 12 || fs[3] != "main.work" || !strings.HasPrefix(fs[11], "goid=") {
 						continue
@@ -82,9 +113,7 @@ func TestTraceGoid(t *testing.T) {
 			}
 		})
 	}
-	for _, args := range [][]string{{"--goid"}, {"--events", "--goid", "--format", "bin"}} {
-		if _, stderr, code := runCLI(t, append(append([]string{"trace"}, args...), "main.work", "--", exe, "1", "1")...); code != exitUsage {
-			t.Errorf("%q: exit %d, want %d (%s)", args, code, exitUsage, stderr)
-		}
+	if _, stderr, code := runCLI(t, "trace", "--goid", "main.work", "--", exe, "1", "1"); code != exitUsage {
+		t.Errorf("--goid without --events: exit %d, want %d (%s)", code, exitUsage, stderr)
 	}
 }

@@ -130,8 +130,16 @@ func writeAreaHeader(w *proc.World, addr, size uint64, kind int, pid int, th *tr
 	return nil
 }
 
+// memMaps is what findAreas reads a process through: a stopped
+// *proc.World, or the files of /proc for a process nobody traces
+// (Leftover).
+type memMaps interface {
+	Maps() ([]proc.Mapping, error)
+	ReadMemory(addr uint64, b []byte) error
+}
+
 // findAreas returns every area of ours (any tracer's) that process w maps.
-func findAreas(w *proc.World) ([]leftArea, error) {
+func findAreas(w memMaps) ([]leftArea, error) {
 	maps, err := w.Maps()
 	if err != nil {
 		return nil, err
@@ -164,7 +172,7 @@ func findAreas(w *proc.World) ([]leftArea, error) {
 
 // readAreaHeader reads the header at addr of an area that must end by
 // end.
-func readAreaHeader(w *proc.World, addr, end uint64) (leftArea, bool) {
+func readAreaHeader(w memMaps, addr, end uint64) (leftArea, bool) {
 	h := make([]byte, ahLength)
 	if w.ReadMemory(addr, h) != nil || string(h[ahMagic:ahMagic+8]) != areaMagic {
 		return leftArea{}, false

@@ -3,8 +3,10 @@
 package probe_test
 
 import (
+	"bytes"
 	"errors"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -110,5 +112,79 @@ func TestTrapsCountProbesOnly(t *testing.T) {
 	var re *probe.RejectedError
 	if !errors.As(err, &re) || re.Reason != probe.ReasonReturnNeedsTrampoline || !strings.Contains(re.Detail, "NoTrampolines") {
 		t.Errorf("return probe with NoTrampolines: %v, want a refusal naming the option", err)
+	}
+}
+
+// TestLeftover checks what Leftover sees in a process: the jumps and
+// areas of a tracer while it is attached, nothing once it has detached,
+// and a byte written into the text behind its back (through
+// /proc/PID/mem) at its address with both values.
+func TestLeftover(t *testing.T) {
+	s, tr := attachServer(t, nil)
+	pid := s.cmd.Process.Pid
+	addResume(t, tr, "k_push", "c_fib%return")
+	s.work(t, 5)
+	var site uint64
+	for _, p := range tr.Stats().Probes {
+		for _, st := range p.Sites {
+			if st.Symbol == "k_push" {
+				site = st.RuntimeAddr
+			}
+		}
+	}
+	if site == 0 {
+		t.Fatal("no k_push site")
+	}
+	lb, err := probe.Leftover(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	near := func(lb *probe.LeftBehind, addr uint64) bool {
+		for _, d := range lb.Text {
+			if d.Path == s.exe && d.Addr <= addr+16 && addr < d.Addr+uint64(d.Len) {
+				return true
+			}
+		}
+		return false
+	}
+	if !near(lb, site) || len(lb.Areas) == 0 {
+		t.Errorf("attached: %v; want a difference at k_push (%#x) and areas", lb, site)
+	}
+	if err := tr.Detach(); err != nil {
+		t.Fatal(err)
+	}
+	if lb, err = probe.Leftover(pid); err != nil || !lb.Empty() || lb.Files < 3 {
+		t.Fatalf("detached: %v, %v; want nothing in 3 files or more", lb, err)
+	}
+	mem, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	var orig [1]byte
+	if _, err := mem.ReadAt(orig[:], int64(site)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.WriteAt([]byte{orig[0] ^ 0xff}, int64(site)); err != nil {
+		t.Fatal(err)
+	}
+	lb, err = probe.Leftover(pid)
+	if _, err2 := mem.WriteAt(orig[:], int64(site)); err2 != nil {
+		t.Fatal(err2)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := probe.TextDiff{Path: s.exe, Addr: site, Len: 1, Got: []byte{orig[0] ^ 0xff}, Want: orig[:]}
+	if len(lb.Text) != 1 || len(lb.Areas) != 0 || lb.Text[0].Path != want.Path || lb.Text[0].Addr != want.Addr || lb.Text[0].Len != 1 ||
+		!bytes.Equal(lb.Text[0].Got, want.Got) || !bytes.Equal(lb.Text[0].Want, want.Want) {
+		t.Errorf("a byte written: %v; want %v", lb, want)
+	}
+	if lb, err = probe.Leftover(pid); err != nil || !lb.Empty() {
+		t.Errorf("the byte put back: %v, %v; want nothing", lb, err)
+	}
+	s.work(t, 5)
+	if _, err := probe.Leftover(1 << 22); !errors.Is(err, proc.ErrNoProcess) {
+		t.Errorf("Leftover of a missing process: %v, want ErrNoProcess", err)
 	}
 }

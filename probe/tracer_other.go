@@ -17,3 +17,7 @@ func Spawn(argv []string, opts *SpawnOptions) (*Tracer, error) {
 func Attach(pid int, opts *Options) (*Tracer, error) {
 	return nil, fmt.Errorf("probe: attach: %w", ErrNotSupported)
 }
+
+func leftover(pid int) (*LeftBehind, error) {
+	return nil, fmt.Errorf("probe: what is left in process %d: %w", pid, ErrNotSupported)
+}

@@ -228,7 +228,7 @@ func runRun(cmd *cobra.Command, o *runOptions, objPath string, argv []string) er
 	// a detach, or the process with a kill.
 	b, endStreams, err := startPrograms(tr, obj, targets, out, stderr)
 	if err != nil {
-		abandonTracer(tr, o.pid)
+		abandonTracer(tr, o.pid, stderr)
 		return err
 	}
 	detached := awaitExitOrSignal(tr, sigs, stderr)

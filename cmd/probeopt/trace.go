@@ -49,7 +49,12 @@ name in every module the process maps (the executable, its shared libraries,
 and libraries loaded later with dlopen), and count the hits until the process
 exits or probeopt gets SIGINT or SIGTERM; then print the count of every probe
 and site. On a signal probeopt removes every probe and detaches, and the
-process carries on untraced.
+process carries on untraced. Whenever probeopt lets a live process go (a
+signal, a failure with -p), it says on stderr what is left in it: nothing
+(the text of every file it maps executable equal to the file, no area of
+probeopt's mapped), or each run of text that differs and each area; after
+a failed detach, the process's guardian restores the sites it recorded
+once probeopt exits, as it does when probeopt is killed.
 
 SPEC is what scan takes (SYM, SYM+OFF, 0xADDR, usdt:PROVIDER:NAME, globs,
 uprobe:PATH:SYM), optionally preceded by a module and a colon:
@@ -381,7 +386,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	}
 	if sink != nil {
 		if err := sink.start(probes); err != nil {
-			tr.Kill()
+			abandonTracer(tr, o.pid, stderr)
 			return err
 		}
 	}
@@ -391,7 +396,7 @@ func runTrace(cmd *cobra.Command, o *traceOptions, specs, argv []string) error {
 	}
 	start := time.Now()
 	if err := tr.Resume(); err != nil && !errors.Is(err, proc.ErrExited) {
-		tr.Kill()
+		abandonTracer(tr, o.pid, stderr)
 		return err
 	}
 	// A process already gone (killed while the probes were installed) is
@@ -426,7 +431,7 @@ func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, s
 		return nil, nil, err
 	}
 	if err := o.pause.beforeAdd(tr, o.pid != 0); err != nil { // bounded pauses (trace_pause.go)
-		tr.Detach()
+		abandonTracer(tr, o.pid, stderr)
 		return nil, nil, err
 	}
 	probes, addErr := tr.Add(specs...)
@@ -442,7 +447,7 @@ func startTrace(o *traceOptions, specs, argv []string, stderr, warn io.Writer, s
 		}
 	}
 	if len(probes) == 0 {
-		abandonTracer(tr, o.pid)
+		abandonTracer(tr, o.pid, stderr)
 		return nil, nil, errReported
 	}
 	warnRefused(warn, tr)

@@ -210,6 +210,9 @@ func TestTraceSignalDetaches(t *testing.T) {
 	if !rep.Detached || rep.Exit != nil {
 		t.Errorf("report %+v: want detached", rep)
 	}
+	if want := fmt.Sprintf("probeopt: left in process %d: nothing: ", rep.Pid); !strings.Contains(errb.String(), want) {
+		t.Errorf("stderr %q lacks %q", errb.String(), want)
+	}
 	// The server carries on, untraced, with the file's text.
 	fmt.Fprintln(in, 7)
 	if l := line(); l != answer(7) {
@@ -349,6 +352,9 @@ func TestTraceAttachedExits(t *testing.T) {
 	stdout, stderr, code := runBinary(t, "trace", "mian", "-p", fmt.Sprint(pid))
 	if code != exitFailed || !strings.Contains(stderr, `probeopt: probe "mian": no probe site matches; did you mean main?`) || stdout != "" {
 		t.Errorf("unknown symbol: exit %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if want := fmt.Sprintf("probeopt: left in process %d: nothing: ", pid); !strings.Contains(stderr, want) {
+		t.Errorf("unknown symbol: stderr %q lacks %q", stderr, want)
 	}
 	checkMessages(t, stderr, code)
 	if tp := statusField(pid, "TracerPid"); tp != "0" {

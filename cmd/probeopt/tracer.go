@@ -6,9 +6,11 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/probeopt/probeopt/probe"
+	"github.com/probeopt/probeopt/proc"
 )
 
 // What trace and run share: starting the tracer, letting the process go
@@ -46,13 +48,39 @@ func startTracer(pid int, argv []string, opts *probe.Options) (*probe.Tracer, er
 }
 
 // abandonTracer lets the process go after a failure, leaving no probe
-// behind: an attached process (pid != 0) is detached, a spawned one
-// killed.
-func abandonTracer(tr *probe.Tracer, pid int) {
-	if pid != 0 {
-		tr.Detach()
-	} else {
+// behind: an attached process (pid != 0) is detached, and what is left
+// in it said on stderr (sayLeft); a spawned one is killed.
+func abandonTracer(tr *probe.Tracer, pid int, stderr io.Writer) {
+	if pid == 0 {
 		tr.Kill()
+		return
+	}
+	err := tr.Detach()
+	if err != nil {
+		fmt.Fprintf(stderr, "probeopt: detach: %v\n", err)
+	}
+	sayLeft(stderr, pid, err)
+}
+
+// sayLeft writes on w what is left in process pid, which probeopt has
+// detached (detachErr: how the detach failed, nil if it did not): a line
+// when nothing is, else the text that differs from the files and the
+// areas, and for a failed detach that the process's guardian restores
+// what it recorded once probeopt exits.
+func sayLeft(w io.Writer, pid int, detachErr error) {
+	lb, err := probe.Leftover(pid)
+	switch {
+	case errors.Is(err, proc.ErrNoProcess):
+		fmt.Fprintf(w, "probeopt: process %d is gone\n", pid)
+		return
+	case err != nil:
+		fmt.Fprintf(w, "probeopt: left in process %d: cannot tell: %v\n", pid, err)
+	default:
+		// One line each, as every line of probeopt's on stderr.
+		fmt.Fprintf(w, "probeopt: left in process %d: %s\n", pid, strings.ReplaceAll(lb.String(), "\n", "\nprobeopt: "))
+	}
+	if detachErr != nil {
+		fmt.Fprintf(w, "probeopt: process %d's guardian restores the sites it recorded once probeopt exits\n", pid)
 	}
 }
 
@@ -75,9 +103,14 @@ func awaitExitOrSignal(tr *probe.Tracer, sigs <-chan os.Signal, stderr io.Writer
 		return false
 	case s := <-sigs:
 		fmt.Fprintf(stderr, "probeopt: %v: removing the probes and detaching\n", s)
-		if err := tr.Detach(); err != nil && !errors.Is(err, probe.ErrClosed) {
+		err := tr.Detach()
+		if errors.Is(err, probe.ErrClosed) {
+			return true
+		}
+		if err != nil {
 			fmt.Fprintf(stderr, "probeopt: detach: %v\n", err)
 		}
+		sayLeft(stderr, tr.Pid(), err)
 		return true
 	}
 }

@@ -48,14 +48,18 @@ var ErrEventFormat = errors.New("not a probeopt event stream")
 // EventWriter writes events in the binary event format. It buffers: call
 // Flush at the end. It is not safe for concurrent use.
 type EventWriter struct {
-	w   *bufio.Writer
-	rec [EventRecordSize]byte
+	w   io.Writer
+	buf []byte // records not yet written, up to eventBuffer bytes
+	err error  // the first write error: every later write returns it
 }
+
+// eventBuffer is how many bytes an EventWriter buffers.
+const eventBuffer = 1 << 20
 
 // NewEventWriter writes the header, naming probes, to w.
 func NewEventWriter(w io.Writer, probes []Probe) (*EventWriter, error) {
-	ew := &EventWriter{w: bufio.NewWriterSize(w, 1<<20)}
-	h := make([]byte, 0, 16)
+	ew := &EventWriter{w: w, buf: make([]byte, 0, eventBuffer)}
+	h := ew.buf
 	h = append(h, eventMagic...)
 	h = binary.LittleEndian.AppendUint32(h, EventRecordSize)
 	h = binary.LittleEndian.AppendUint32(h, uint32(len(probes)))
@@ -64,42 +68,69 @@ func NewEventWriter(w io.Writer, probes []Probe) (*EventWriter, error) {
 		h = binary.LittleEndian.AppendUint32(h, uint32(len(p.Spec)))
 		h = append(h, p.Spec...)
 	}
-	if _, err := ew.w.Write(h); err != nil {
-		return nil, fmt.Errorf("write the event header: %w", err)
+	ew.buf = h
+	if len(h) > eventBuffer/2 {
+		if err := ew.Flush(); err != nil {
+			return nil, fmt.Errorf("write the event header: %w", err)
+		}
 	}
 	return ew, nil
 }
 
 // Write writes the records of evs.
 func (ew *EventWriter) Write(evs ...Event) error {
-	b := ew.rec[:]
 	for i := range evs {
-		e := &evs[i]
-		binary.LittleEndian.PutUint64(b[0:], uint64(e.Time.UnixNano()))
-		binary.LittleEndian.PutUint32(b[8:], uint32(e.Pid))
-		binary.LittleEndian.PutUint32(b[12:], uint32(e.Tid))
-		binary.LittleEndian.PutUint32(b[16:], uint32(e.Probe))
-		var flags uint32
-		args := e.Args
-		if e.Return {
-			flags |= flagReturn
-			args = [6]uint64{e.Ret}
+		if len(ew.buf)+EventRecordSize > cap(ew.buf) {
+			if err := ew.Flush(); err != nil {
+				return err
+			}
 		}
-		binary.LittleEndian.PutUint32(b[20:], flags)
-		binary.LittleEndian.PutUint64(b[24:], e.Addr)
-		for j, a := range args {
-			binary.LittleEndian.PutUint64(b[32+8*j:], a)
-		}
-		binary.LittleEndian.PutUint64(b[80:], e.Goid)
-		if _, err := ew.w.Write(b); err != nil {
-			return fmt.Errorf("write an event: %w", err)
-		}
+		n := len(ew.buf)
+		ew.buf = ew.buf[:n+EventRecordSize]
+		putEventRecord(ew.buf[n:n+EventRecordSize], &evs[i])
 	}
 	return nil
 }
 
+// putEventRecord encodes e into b, a record's bytes.
+func putEventRecord(b []byte, e *Event) {
+	_ = b[EventRecordSize-1]
+	binary.LittleEndian.PutUint64(b[0:], uint64(e.Time.UnixNano()))
+	binary.LittleEndian.PutUint32(b[8:], uint32(e.Pid))
+	binary.LittleEndian.PutUint32(b[12:], uint32(e.Tid))
+	binary.LittleEndian.PutUint32(b[16:], uint32(e.Probe))
+	var flags uint32
+	args := &e.Args
+	if e.Return {
+		flags |= flagReturn
+		args = &[6]uint64{e.Ret}
+	}
+	binary.LittleEndian.PutUint32(b[20:], flags)
+	binary.LittleEndian.PutUint64(b[24:], e.Addr)
+	binary.LittleEndian.PutUint64(b[32:], args[0])
+	binary.LittleEndian.PutUint64(b[40:], args[1])
+	binary.LittleEndian.PutUint64(b[48:], args[2])
+	binary.LittleEndian.PutUint64(b[56:], args[3])
+	binary.LittleEndian.PutUint64(b[64:], args[4])
+	binary.LittleEndian.PutUint64(b[72:], args[5])
+	binary.LittleEndian.PutUint64(b[80:], e.Goid)
+}
+
 // Flush writes the buffered records.
-func (ew *EventWriter) Flush() error { return ew.w.Flush() }
+func (ew *EventWriter) Flush() error {
+	if ew.err != nil {
+		return ew.err
+	}
+	if len(ew.buf) == 0 {
+		return nil
+	}
+	if _, err := ew.w.Write(ew.buf); err != nil {
+		ew.err = fmt.Errorf("write events: %w", err)
+		return ew.err
+	}
+	ew.buf = ew.buf[:0]
+	return nil
+}
 
 // EventReader reads a stream in the binary event format.
 type EventReader struct {

@@ -67,7 +67,7 @@ const maxHold = 100 * time.Millisecond
 // sharedRing is the key of the shared ring in ringReader.last.
 const sharedRing = -1
 
-// heldKey is the counter of the event at index i of the events held.
+// heldKey is the counter of the record at index i of the records held.
 type heldKey struct {
 	tsc uint64
 	i   int
@@ -78,19 +78,25 @@ type ringReader struct {
 	tg   *target
 	view *trampoline.View
 
-	mu  sync.Mutex
-	buf []trampoline.Event
-	// held are the events read and not yet delivered, and tscs the time
-	// stamp counter of each. The events a drain reads are appended as
-	// runs, one per ring, that start at runs (the events held before it
-	// are the first run); mergeHeld makes one run of them.
-	held []Event
-	tscs []uint64
-	runs []int
-	// order, spare and spareTSC are mergeHeld's.
-	order    []heldKey
-	spare    []Event
-	spareTSC []uint64
+	mu sync.Mutex
+	// recs are the records read and not yet delivered, with the thread
+	// of each (recTids) and its site (sites; nil for an id no site has, a
+	// record that gives no event). The records a drain reads are
+	// appended as runs, one per ring, that start at runs (the records
+	// held from earlier drains, in counter order, are the first run);
+	// order is all of them in counter order (mergeHeld). Events are made
+	// from the records only as they are delivered, into out.
+	recs    []trampoline.Event
+	recTids []int
+	sites   []*ringSite
+	runs    []int
+	order   []heldKey
+	out     []Event
+	// spare, spareTids and spareSites take the records kept for the next
+	// drain (release).
+	spare      []trampoline.Event
+	spareTids  []int
+	spareSites []*ringSite
 	// last is the counter of the last record read from each ring (a
 	// stripe's slot, or sharedRing).
 	last    map[int]uint64
@@ -102,8 +108,9 @@ type ringReader struct {
 	tsc0    uint64
 	t0      time.Time
 	// ids maps a Handler.ID to the probes of its site and the site's
-	// address (replaced whole under Tracer.mu).
-	ids map[uint32]ringSite
+	// address (replaced whole under Tracer.mu: a record read keeps the
+	// site it was read for).
+	ids map[uint32]*ringSite
 }
 
 // tidEntry is the thread id a thread pointer stood for, in the records
@@ -141,8 +148,8 @@ const tidSearch = 0x1000
 // newRingReader learns the thread-id offset from the stopped threads and
 // starts the reader. The world is stopped.
 func (tg *target) newRingReader(w *proc.World, view *trampoline.View) *ringReader {
-	rr := &ringReader{tg: tg, view: view, buf: make([]trampoline.Event, ringBatch), tidOff: noTidOffset, slotTid: map[int]int{}, last: map[int]uint64{},
-		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]ringSite{}, tsc0: rdtsc(), t0: time.Now()}
+	rr := &ringReader{tg: tg, view: view, tidOff: noTidOffset, slotTid: map[int]int{}, last: map[int]uint64{},
+		tids: map[uint64]tidEntry{}, known: map[int]bool{tg.pid: true}, ids: map[uint32]*ringSite{}, tsc0: rdtsc(), t0: time.Now()}
 	rr.tidOff = learnTidOffset(w)
 	if ths, err := w.Threads(); err == nil {
 		for _, th := range ths {
@@ -193,7 +200,7 @@ func learnTidOffset(w *proc.World) int {
 
 // setSites replaces the map of probe ids (under Tracer.mu).
 func (rr *ringReader) setSites(sites map[uint64]*liveSite) {
-	ids := map[uint32]ringSite{}
+	ids := map[uint32]*ringSite{}
 	for _, s := range sites {
 		if s.tramp == nil {
 			continue
@@ -210,7 +217,7 @@ func (rr *ringReader) setSites(sites map[uint64]*liveSite) {
 				rs.probes = append(rs.probes, r.p.ID)
 			}
 		}
-		ids[uint32(s.tramp.counter)] = rs
+		ids[uint32(s.tramp.counter)] = &rs
 	}
 	rr.mu.Lock()
 	rr.ids = ids
@@ -276,7 +283,7 @@ func (rr *ringReader) loop() {
 // exits, while the event loop holds every process) waits for one batch,
 // not for as long as the threads keep recording.
 func (rr *ringReader) drain() {
-	rounds := 1 + max(rr.view.RingRecords, rr.tg.t.opts.RingSize)/len(rr.buf)
+	rounds := 1 + max(rr.view.RingRecords, rr.tg.t.opts.RingSize)/ringBatch
 	for i := 0; i < rounds && rr.drainBatch(); i++ {
 	}
 	rr.mu.Lock()
@@ -293,7 +300,7 @@ func (rr *ringReader) drainFinal() {
 	rr.drain()
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
-	rr.release(len(rr.held))
+	rr.release(len(rr.order), rr.clock())
 }
 
 // drainBatch reads one batch of records of each ring and delivers the
@@ -302,45 +309,75 @@ func (rr *ringReader) drainFinal() {
 func (rr *ringReader) drainBatch() (more bool) {
 	rr.mu.Lock()
 	defer rr.mu.Unlock()
+	conv := rr.clock()
+	bound := deliveryBound{writing: conv.tsc, unread: conv.tsc}
+	rr.runs = append(rr.runs[:0], 0)
+	start, n := rr.readRun(sharedRing)
+	for i := start; i < start+n; i++ {
+		rr.recTids = append(rr.recTids, rr.tid(rr.recs[i].Thread, rr.recs[i].Seq))
+	}
+	more = n == ringBatch
+	bound.ring(rr.last[sharedRing], n == ringBatch, rr.view.Pending() > 0)
+	for _, st := range rr.view.Stripes() {
+		_, n := rr.readRun(st.Slot)
+		if n > 0 {
+			tid := rr.stripeTid(st)
+			for range n {
+				rr.recTids = append(rr.recTids, tid)
+			}
+		}
+		more = more || n == ringBatch
+		bound.ring(rr.last[st.Slot], n == ringBatch, rr.view.ThreadPending(st.Slot) > 0)
+	}
+	rr.mergeHeld()
+	var hold uint64
+	if conv.perNs > 0 {
+		hold = uint64(conv.perNs * float64(maxHold.Nanoseconds()))
+	}
+	limit := bound.limit(conv.tsc, hold)
+	ready, _ := slices.BinarySearchFunc(rr.order, limit+1, func(k heldKey, t uint64) int { return cmp.Compare(k.tsc, t) })
+	rr.release(ready, conv)
+	return more
+}
+
+// clock reads the tracer's clock and the time stamp counter together
+// (under rr.mu).
+func (rr *ringReader) clock() tscClock {
 	now, tsc := time.Now(), rdtsc()
 	perNs := counterPerNs()
 	if el := now.Sub(rr.t0); perNs <= 0 && el > 0 && tsc > rr.tsc0 {
 		perNs = float64(tsc-rr.tsc0) / float64(el.Nanoseconds())
 	}
-	conv := tscClock{now: now.UnixNano(), tsc: tsc, perNs: perNs}
-	bound := deliveryBound{writing: tsc, unread: tsc}
-	rr.runs = append(rr.runs[:0], 0)
-	n := rr.view.Read(rr.buf)
-	if n > 0 {
-		rr.runs = append(rr.runs, len(rr.held))
-		more = more || n == len(rr.buf)
-		for _, rec := range rr.buf[:n] {
-			rr.emit(&rec, rr.tid(rec.Thread, rec.Seq), conv)
+	return newTSCClock(now.UnixNano(), tsc, perNs)
+}
+
+// readRun reads a batch of records of ring slot (a stripe's, or
+// sharedRing) into a new run of those held, with the site of each, and
+// returns where they start and how many there are (under rr.mu).
+func (rr *ringReader) readRun(slot int) (start, n int) {
+	start = len(rr.recs)
+	rr.recs = slices.Grow(rr.recs, ringBatch)
+	dst := rr.recs[start : start+ringBatch]
+	if slot == sharedRing {
+		n = rr.view.Read(dst)
+	} else {
+		n = rr.view.ReadThread(slot, dst)
+	}
+	rr.recs = rr.recs[:start+n]
+	if n == 0 {
+		return start, 0
+	}
+	rr.runs = append(rr.runs, start)
+	rr.last[slot] = rr.recs[start+n-1].TSC
+	// A ring's records come in long stretches of one probe id.
+	id, site := rr.recs[start].Probe, rr.ids[rr.recs[start].Probe]
+	for i := start; i < start+n; i++ {
+		if p := rr.recs[i].Probe; p != id {
+			id, site = p, rr.ids[p]
 		}
-		rr.last[sharedRing] = rr.buf[n-1].TSC
+		rr.sites = append(rr.sites, site)
 	}
-	bound.ring(rr.last[sharedRing], n == len(rr.buf), rr.view.Pending() > 0)
-	for _, st := range rr.view.Stripes() {
-		n := rr.view.ReadThread(st.Slot, rr.buf)
-		if n > 0 {
-			rr.runs = append(rr.runs, len(rr.held))
-			more = more || n == len(rr.buf)
-			tid := rr.stripeTid(st)
-			for i := range rr.buf[:n] {
-				rr.emit(&rr.buf[i], tid, conv)
-			}
-			rr.last[st.Slot] = rr.buf[n-1].TSC
-		}
-		bound.ring(rr.last[st.Slot], n == len(rr.buf), rr.view.ThreadPending(st.Slot) > 0)
-	}
-	rr.mergeHeld()
-	var hold uint64
-	if perNs > 0 {
-		hold = uint64(perNs * float64(maxHold.Nanoseconds()))
-	}
-	ready, _ := slices.BinarySearch(rr.tscs, bound.limit(tsc, hold)+1)
-	rr.release(ready)
-	return more
+	return start, n
 }
 
 // deliveryBound is the latest counter a drain may deliver up to: every
@@ -375,97 +412,111 @@ func (b deliveryBound) limit(tsc, hold uint64) uint64 {
 	return min(writing, b.unread)
 }
 
-// mergeHeld puts the events held in the order of their counters, events
-// of one record (and equal counters) in the order they were read (under
+// mergeHeld puts the records held in the order of their counters, in
+// rr.order, records of equal counters in the order they were read (under
 // rr.mu). Each run (rr.runs) is in order already, but for a signal
 // handler's hit during a record's writing, which inverts two records of
-// one ring: the runs are merged, with one move of each event, and sorted
-// only when one of them is out of order.
+// one ring: the runs are merged, and sorted only when one of them is out
+// of order.
 func (rr *ringReader) mergeHeld() {
-	runs := rr.runs
-	if len(runs) > 0 && runs[len(runs)-1] == len(rr.held) {
-		runs = runs[:len(runs)-1] // the held run, empty
-	}
-	if len(runs) < 2 && slices.IsSorted(rr.tscs) {
-		return
-	}
+	recs, runs := rr.recs, rr.runs
+	order := slices.Grow(rr.order[:0], len(recs))
 	var head, end [8]int
 	sorted := len(runs) <= len(head)
 	for r := 0; sorted && r < len(runs); r++ {
-		head[r], end[r] = runs[r], len(rr.held)
+		head[r], end[r] = runs[r], len(recs)
 		if r+1 < len(runs) {
 			end[r] = runs[r+1]
 		}
-		sorted = slices.IsSorted(rr.tscs[head[r]:end[r]])
+		for i := head[r] + 1; sorted && i < end[r]; i++ {
+			sorted = recs[i-1].TSC <= recs[i].TSC
+		}
 	}
-	rr.spare, rr.spareTSC = rr.spare[:0], rr.spareTSC[:0]
-	if sorted {
-		// k-way merge: the next event is the smallest head; the earlier
-		// run wins a tie (records are read in order of their rings).
-		for range rr.held {
-			best := -1
-			for r := range runs {
-				if head[r] < end[r] && (best < 0 || rr.tscs[head[r]] < rr.tscs[head[best]]) {
-					best = r
-				}
-			}
-			rr.spare = append(rr.spare, rr.held[head[best]])
-			rr.spareTSC = append(rr.spareTSC, rr.tscs[head[best]])
-			head[best]++
+	if !sorted {
+		for i := range recs {
+			order = append(order, heldKey{recs[i].TSC, i})
 		}
-	} else {
-		rr.order = rr.order[:0]
-		for i, t := range rr.tscs {
-			rr.order = append(rr.order, heldKey{t, i})
-		}
-		slices.SortFunc(rr.order, func(a, b heldKey) int {
+		slices.SortFunc(order, func(a, b heldKey) int {
 			if c := cmp.Compare(a.tsc, b.tsc); c != 0 {
 				return c
 			}
 			return cmp.Compare(a.i, b.i)
 		})
-		for _, k := range rr.order {
-			rr.spare = append(rr.spare, rr.held[k.i])
-			rr.spareTSC = append(rr.spareTSC, k.tsc)
-		}
-	}
-	rr.held, rr.spare = rr.spare, rr.held
-	rr.tscs, rr.spareTSC = rr.spareTSC, rr.tscs
-}
-
-// release delivers the first n events held, in order, and keeps the
-// others (under rr.mu).
-func (rr *ringReader) release(n int) {
-	if n == 0 {
+		rr.order = order
 		return
 	}
-	rr.deliver(rr.held[:n])
-	rr.held = append(rr.held[:0], rr.held[n:]...)
-	rr.tscs = append(rr.tscs[:0], rr.tscs[n:]...)
+	// k-way merge: the next record is the smallest head; the earlier run
+	// wins a tie (records are read in order of their rings).
+	nr := len(runs)
+	for {
+		best, bt := -1, uint64(0)
+		for r := 0; r < nr; r++ {
+			if head[r] < end[r] {
+				if t := recs[head[r]].TSC; best < 0 || t < bt {
+					best, bt = r, t
+				}
+			}
+		}
+		if best < 0 {
+			break
+		}
+		order = append(order, heldKey{bt, head[best]})
+		head[best]++
+	}
+	rr.order = order
+}
+
+// release delivers the events of the first n records of rr.order, made
+// with conv, and keeps the others, in order, for the next drain (under
+// rr.mu).
+func (rr *ringReader) release(n int, conv tscClock) {
+	out := rr.out[:0]
+	for _, k := range rr.order[:n] {
+		if site := rr.sites[k.i]; site != nil {
+			out = rr.emit(out, &rr.recs[k.i], rr.recTids[k.i], site, conv)
+		}
+	}
+	rr.out = out
+	if len(out) > 0 {
+		rr.deliver(out)
+	}
+	spare, tids, sites := rr.spare[:0], rr.spareTids[:0], rr.spareSites[:0]
+	for _, k := range rr.order[n:] {
+		spare, tids, sites = append(spare, rr.recs[k.i]), append(tids, rr.recTids[k.i]), append(sites, rr.sites[k.i])
+	}
+	rr.spare, rr.spareTids, rr.spareSites = rr.recs, rr.recTids[:0], rr.sites[:0]
+	rr.recs, rr.recTids, rr.sites = spare, tids, sites
+	rr.order = rr.order[:0]
 }
 
 // tscClock turns time stamp counter readings into wall-clock times: now
 // (Unix nanoseconds) was read together with tsc, and the counter runs
 // perNs ticks per nanosecond (0 when not known yet: every event gets now).
 type tscClock struct {
-	now   int64
-	tsc   uint64
-	perNs float64
+	now     int64
+	tsc     uint64
+	perNs   float64
+	nsPerTk float64 // 1/perNs, 0 with it
+}
+
+func newTSCClock(now int64, tsc uint64, perNs float64) tscClock {
+	c := tscClock{now: now, tsc: tsc, perNs: perNs}
+	if perNs > 0 {
+		c.nsPerTk = 1 / perNs
+	}
+	return c
 }
 
 func (c tscClock) at(tsc uint64) time.Time {
-	if c.perNs <= 0 || tsc > c.tsc {
+	if c.nsPerTk == 0 || tsc > c.tsc {
 		return time.Unix(0, c.now)
 	}
-	return time.Unix(0, c.now-int64(float64(c.tsc-tsc)/c.perNs))
+	return time.Unix(0, c.now-int64(float64(c.tsc-tsc)*c.nsPerTk))
 }
 
-// emit appends the events of record rec (its thread tid) to those held.
-func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
-	site, ok := rr.ids[rec.Probe]
-	if !ok {
-		return
-	}
+// emit appends to out the events of record rec, read from the ring of
+// thread tid for site, and returns it.
+func (rr *ringReader) emit(out []Event, rec *trampoline.Event, tid int, site *ringSite, conv tscClock) []Event {
 	ids, ret := site.probes, rec.Kind == trampoline.EventReturn
 	if ret {
 		ids = site.ret
@@ -480,28 +531,22 @@ func (rr *ringReader) emit(rec *trampoline.Event, tid int, conv tscClock) {
 		}
 		goid = rec.Goid
 	}
+	ev := Event{Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: ret, Goid: goid}
+	if ret {
+		ev.Ret = rec.Ret
+	} else {
+		ev.Args = rec.Args
+	}
 	for _, id := range ids {
-		ev := rr.hold(rec.TSC)
-		ev.Probe, ev.Pid, ev.Tid, ev.Addr, ev.Time, ev.Return, ev.Goid = id, rr.tg.pid, tid, site.addr, at, ret, goid
-		if ret {
-			ev.Ret = rec.Ret
-		} else {
-			ev.Args = rec.Args
-		}
+		ev.Probe = id
+		out = append(out, ev)
 	}
 	if !ret {
 		for _, id := range site.atRet {
-			ev := rr.hold(rec.TSC)
-			ev.Probe, ev.Pid, ev.Tid, ev.Addr, ev.Time, ev.Return, ev.Ret, ev.Goid = id, rr.tg.pid, tid, site.addr, at, true, rec.Args[0], goid
+			out = append(out, Event{Probe: id, Pid: rr.tg.pid, Tid: tid, Addr: site.addr, Time: at, Return: true, Ret: rec.Args[0], Goid: goid})
 		}
 	}
-}
-
-// hold appends a zero event of counter tsc to those held and returns it
-// to be filled in place (an event is too large to copy twice per record).
-func (rr *ringReader) hold(tsc uint64) *Event {
-	rr.held, rr.tscs = append(rr.held, Event{}), append(rr.tscs, tsc)
-	return &rr.held[len(rr.held)-1]
+	return out
 }
 
 // deliver hands a batch to Options.OnEvents, or sends its events on the

@@ -62,7 +62,9 @@
 // pass (PassStats.Deferred), whole, and the first unit is always written.
 // No clock can shorten a stop that is already slow: a thread that waits
 // for a CPU to stop, or a tracer preempted while the world is stopped, on
-// a busy machine, lengthens the pass it happens in.
+// a busy machine, lengthens the pass it happens in. Nor may this
+// program's own garbage collector run then: with a time bound, Apply
+// holds it from the first pass to the last (proc.HoldGC).
 // DefaultMaxPause (2 ms) and DefaultPassGap (500 us) come from the
 // measurements in docs/BENCHMARKS.md.
 //

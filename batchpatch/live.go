@@ -39,7 +39,8 @@ type Options struct {
 	// size of each pass is predicted from the pause the previous pass
 	// measured (see the package documentation). 0 means no bound: one
 	// pass. DefaultMaxPause is the bound the project measured and
-	// recommends.
+	// recommends. This program's garbage collector is held during the
+	// passes (proc.HoldGC).
 	MaxPause time.Duration
 	// MaxPassPatches caps the patches of one pass, alone or with
 	// MaxPause (a unit larger than the cap goes in a pass of its own);

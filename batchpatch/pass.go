@@ -341,8 +341,12 @@ func medianDur(ds []time.Duration) time.Duration {
 // (see Options.MaxPause). The process runs between passes. A pass that
 // fails is rolled back alone: the passes before it stay applied and are
 // in the Result, with the error naming the failed patch by its index in
-// ps.
+// ps. With a time bound this program's garbage collector is held until
+// the last pass ends (proc.HoldGC).
 func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
+	if opts.MaxPause > 0 {
+		defer proc.HoldGC()()
+	}
 	res := &Result{}
 	queue := units(ps)
 	sizer := newPassSizer(opts)

@@ -185,7 +185,9 @@ type Options struct {
 	// sites resolved, its trampolines built) happens in the first stop
 	// and is not bounded (the slots are written after it, while the
 	// process runs); nor are the stops of a new module, an exec, a
-	// fork's clean-up or Detach. 0 means one stop per batch.
+	// fork's clean-up or Detach. 0 means one stop per batch. With a
+	// bound, this program's garbage collector does not run from the
+	// staging stop to the last pass (proc.HoldGC).
 	// batchpatch.DefaultMaxPause is the recommended bound.
 	MaxPause time.Duration
 	// StopNice is the nice value the tracer's thread, and each thread of

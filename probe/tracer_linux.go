@@ -532,8 +532,12 @@ func (t *Tracer) remove(probes ...*Probe) error {
 // stopThenPasses runs stage in one stop of target tg's threads, then the
 // passes a bounded batch staged there (runPasses), and clears tg.bounded.
 // It returns the stop's error only when tg is the root target (Add and
-// Remove report no stop error of a followed child).
+// Remove report no stop error of a followed child). A bounded batch holds
+// this program's garbage collector throughout (proc.HoldGC).
 func (t *Tracer) stopThenPasses(tg *target, res *batchResult, stage func(w *proc.World)) error {
+	if tg.bounded && t.opts.MaxPause > 0 {
+		defer proc.HoldGC()() // from the staging stop to the last pass
+	}
 	stop, err := tg.p.Stopped(func(w *proc.World) error {
 		stage(w)
 		return nil

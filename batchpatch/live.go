@@ -101,9 +101,9 @@ type Result struct {
 	Stop    proc.StopStats  // the stop-the-world timing (zero if the world was already stopped); of the longest pass when there were several
 	Passes  []PassStats     // one per stop-the-world pass, in order (none when the world was already stopped)
 
-	phases   phases           // the times of applyStopped's parts
-	deferred []int            // batch positions a pass's clock left for a later pass
-	use      func(i int) bool // the batch positions written, until finish lists them in Applied
+	phases phases           // the times of applyStopped's parts
+	late   lateSet          // batch positions a pass's clock left for a later pass
+	use    func(i int) bool // the batch positions written, until finish lists them in Applied
 }
 
 // PassStats are the figures of one stop-the-world pass of Apply.
@@ -237,7 +237,7 @@ func ApplyStopped(w World, ps []Patch, opts *Options) (*Result, error) {
 // applyStopped is ApplyStopped for a valid batch; index maps a position
 // in ps to the caller's numbering, for errors. With a cut (a bounded
 // pass), units that the clock says would end the pause past the bound are
-// not written but listed in Result.deferred.
+// not written but marked in Result.late.
 func applyStopped(w World, ps []Patch, index []int, opts *Options, cut *passCut) (*Result, error) {
 	res := &Result{}
 	t0 := time.Now()
@@ -266,15 +266,12 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options, cut *passCut)
 	if len(blocked) > 0 && opts != nil && opts.AllOrNothing {
 		return res, fmt.Errorf("batch refused: %w", res.Err())
 	}
-	var late map[int]bool
+	var late lateSet
 	if cut != nil {
 		late = cut.late(w, ps, blocked, res.phases.read/time.Duration(max(1, len(spans))))
-		for i := range late {
-			res.deferred = append(res.deferred, i)
-		}
-		sort.Ints(res.deferred)
+		res.late = late
 	}
-	use := func(i int) bool { return blocked[i] == nil && !late[i] }
+	use := func(i int) bool { return blocked[i] == nil && !late.has(i) }
 	var hooks *testHooks
 	if opts != nil {
 		hooks = opts.hooks
@@ -283,7 +280,7 @@ func applyStopped(w World, ps []Patch, index []int, opts *Options, cut *passCut)
 	if len(blocked) == 0 && steps == 0 {
 		// No thread ran since the text was read: write what was
 		// checked, without reading it again.
-		if len(late) > 0 {
+		if late.n > 0 {
 			spans = narrow(ps, spans, use)
 		}
 		fill(ps, spans)

@@ -241,17 +241,44 @@ type passCut struct {
 	resume  time.Duration        // predicted resume of every thread; 0: as long as the stop took
 	perPage time.Duration        // predicted write and read-back of a page; 0: from this pass's read
 	units   [][]int              // the pass's units, by batch position, in the order they were taken
+	cum     []int                // the distinct pages of units[:k+1], for each k (count)
 	clock   func() time.Duration // replaces the World's clock in tests
 }
 
+// count sets c.cum from the pass's batch ps, before the stop: late then
+// walks no page of a unit while no thread holds one back.
+func (c *passCut) count(ps []Patch) {
+	pages := map[uint64]bool{}
+	c.cum = make([]int, len(c.units))
+	for k, u := range c.units {
+		for _, i := range u {
+			for a := ps[i].Addr &^ (pageSize - 1); a < ps[i].End(); a += pageSize {
+				pages[a] = true
+			}
+		}
+		c.cum[k] = len(pages)
+	}
+}
+
+// lateSet marks the batch positions of the units a pass's clock left
+// for the next pass (n of them; at nil when none). It is made in the
+// stop, with one allocation and no map: a pass that runs late may leave
+// tens of thousands of units.
+type lateSet struct {
+	at []bool
+	n  int
+}
+
+func (l lateSet) has(i int) bool { return l.at != nil && l.at[i] }
+
 // late returns the batch positions of the units that do not fit.
 // readPerPage is what reading a page cost in this pass.
-func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readPerPage time.Duration) map[int]bool {
+func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readPerPage time.Duration) lateSet {
 	var paused time.Duration
 	if clock, ok := w.(interface{ Paused() time.Duration }); ok {
 		paused = clock.Paused()
 	} else if c.clock == nil {
-		return nil
+		return lateSet{}
 	}
 	if c.clock != nil {
 		paused = c.clock()
@@ -263,14 +290,29 @@ func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readP
 	}
 	left := c.bound - paused - resume
 	fit := int(left / max(perPage, 1)) // pages
+	if len(blocked) == 0 && len(c.cum) == len(c.units) && len(c.units) > 0 {
+		// The units that fit are a prefix, the first always among them.
+		k := max(1, sort.SearchInts(c.cum, fit+1))
+		var late lateSet
+		for _, u := range c.units[k:] {
+			if late.at == nil {
+				late.at = make([]bool, len(ps))
+			}
+			for _, i := range u {
+				late.at[i] = true
+			}
+			late.n += len(u)
+		}
+		return late
+	}
 	pages := map[uint64]bool{}
-	var late map[int]bool
+	var late lateSet
 	kept := 0
 	for _, u := range c.units {
 		if blocked[u[0]] != nil {
 			continue // held back anyway
 		}
-		if late == nil {
+		if late.at == nil {
 			add := 0
 			for _, i := range u {
 				for a := ps[i].Addr &^ (pageSize - 1); a < ps[i].End(); a += pageSize {
@@ -288,11 +330,12 @@ func (c *passCut) late(w World, ps []Patch, blocked map[int]*BlockedError, readP
 				kept++
 				continue
 			}
-			late = map[int]bool{}
+			late.at = make([]bool, len(ps))
 		}
 		for _, i := range u {
-			late[i] = true
+			late.at[i] = true
 		}
+		late.n += len(u)
 	}
 	return late
 }
@@ -369,7 +412,7 @@ func applyPasses(p *proc.Process, ps []Patch, opts *Options) (*Result, error) {
 		}
 		take, index, planned := takeUnits(ps, &queue, sizer.pages(), sizer.patches())
 		batch, pos := passBatch(ps, index)
-		cut := passCutFor(sizer, opts, take, pos)
+		cut := passCutFor(sizer, opts, take, pos, batch)
 		pr, stats, st, err := runPass(p, batch, index, opts, cut)
 		if pr != nil {
 			res.Steps += pr.Steps
@@ -413,7 +456,7 @@ func passBatch(ps []Patch, index []int) ([]Patch, map[int]int) {
 // passCutFor returns the clock that may close a pass early under the bound
 // (nil without one), with the units taken named by their positions in
 // the pass's batch (pos).
-func passCutFor(sizer *passSizer, opts *Options, take []*unit, pos map[int]int) *passCut {
+func passCutFor(sizer *passSizer, opts *Options, take []*unit, pos map[int]int, batch []Patch) *passCut {
 	cut := sizer.cut(opts.MaxPause)
 	if cut == nil {
 		return nil
@@ -428,6 +471,7 @@ func passCutFor(sizer *passSizer, opts *Options, take []*unit, pos map[int]int) 
 		}
 		cut.units = append(cut.units, local)
 	}
+	cut.count(batch)
 	return cut
 }
 
@@ -469,8 +513,10 @@ func requeue(pr *Result, batch []Patch, index []int, take, queue []*unit, refuse
 		}
 	}
 	late := map[int]bool{}
-	for _, k := range pr.deferred {
-		late[index[k]] = true
+	for k := range index {
+		if pr.late.has(k) {
+			late[index[k]] = true
+		}
 	}
 	var again []*unit
 	for _, u := range take {

@@ -1,6 +1,7 @@
 package batchpatch
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -115,30 +116,41 @@ func TestPassCut(t *testing.T) {
 	// 500 us stopped: 300 us left, three pages: the first unit (two
 	// pages) and the second (one).
 	late := c.late(clockWorld{paused: 500 * us}, ps, nil, 0)
-	if len(late) != 2 || !late[2] || !late[4] {
+	if late.n != 2 || !late.has(2) || !late.has(4) {
 		t.Errorf("late = %v, want patches 2 and 4", late)
 	}
 	// Past the bound: only the first unit.
 	late = c.late(clockWorld{paused: 2000 * us}, ps, nil, 0)
-	if len(late) != 3 || late[0] || late[3] {
+	if late.n != 3 || late.has(0) || late.has(3) {
 		t.Errorf("late = %v, want all but the first unit", late)
 	}
 	// A unit a thread holds back takes no room and is not deferred.
 	blocked := map[int]*BlockedError{0: {Addr: 0x10}, 3: {Addr: 0x3010}}
 	late = c.late(clockWorld{paused: 500 * us}, ps, blocked, 0)
-	if len(late) != 0 {
+	if late.n != 0 {
 		t.Errorf("late = %v, want none (three pages fit)", late)
 	}
 	// Before any pass measured the write: three reads a page, and a
 	// resume as long as the stop so far.
 	c = &passCut{bound: 1000 * us, units: units}
 	late = c.late(clockWorld{paused: 300 * us}, ps, nil, 50*us)
-	if len(late) != 3 || late[0] || late[3] {
+	if late.n != 3 || late.has(0) || late.has(3) {
 		t.Errorf("late = %v, want all but the first unit (400 us left, 150 us a page)", late)
 	}
 	// A World without a clock: nothing is cut.
-	if late := c.late(nil, ps, nil, 50*us); late != nil {
+	if late := c.late(nil, ps, nil, 50*us); late.at != nil {
 		t.Errorf("late without a clock = %v", late)
+	}
+	// The pages counted before the stop give what the walk gives.
+	for _, paused := range []time.Duration{0, 100 * us, 300 * us, 500 * us, 700 * us, 2000 * us} {
+		for _, c := range []*passCut{{bound: 1000 * us, resume: 200 * us, perPage: 100 * us, units: units}, {bound: 1000 * us, units: units}} {
+			walked := c.late(clockWorld{paused: paused}, ps, nil, 50*us)
+			c.count(ps)
+			counted := c.late(clockWorld{paused: paused}, ps, nil, 50*us)
+			if walked.n != counted.n || !slices.Equal(walked.at, counted.at) {
+				t.Errorf("paused %v: counted %v, walked %v", paused, counted, walked)
+			}
+		}
 	}
 }
 

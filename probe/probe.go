@@ -156,8 +156,8 @@ type Options struct {
 	RingSize int
 	// OnEvents, when set with Events, receives the events in batches
 	// instead of the Events channel: it is called on the reader's
-	// goroutine with the events of one drain of the rings, and must not
-	// keep the slice (it is reused). Across calls, the trampolines' events
+	// goroutine with the events of a drain of the rings, 256 at most at
+	// a time, and must not keep the slice (it is reused). Across calls, the trampolines' events
 	// of a process come in the order of their hits' time stamp counters,
 	// every thread's ring merged (an event waits for the next drain while
 	// a ring may still hold an earlier one, 100 ms at most). The rings are not read

@@ -88,14 +88,16 @@ type ringReader struct {
 	// from the records only as they are delivered, into out.
 	recs    []trampoline.Event
 	recTids []int
+	recTSC  []uint64 // each record's counter, packed for the merge
 	sites   []*ringSite
 	runs    []int
 	order   []heldKey
 	out     []Event
-	// spare, spareTids and spareSites take the records kept for the next
-	// drain (release).
+	// spare, spareTids, spareTSC and spareSites take the records kept
+	// for the next drain (release).
 	spare      []trampoline.Event
 	spareTids  []int
+	spareTSC   []uint64
 	spareSites []*ringSite
 	// last is the counter of the last record read from each ring (a
 	// stripe's slot, or sharedRing).
@@ -376,6 +378,7 @@ func (rr *ringReader) readRun(slot int) (start, n int) {
 			id, site = p, rr.ids[p]
 		}
 		rr.sites = append(rr.sites, site)
+		rr.recTSC = append(rr.recTSC, rr.recs[i].TSC)
 	}
 	return start, n
 }
@@ -419,22 +422,22 @@ func (b deliveryBound) limit(tsc, hold uint64) uint64 {
 // one ring: the runs are merged, and sorted only when one of them is out
 // of order.
 func (rr *ringReader) mergeHeld() {
-	recs, runs := rr.recs, rr.runs
-	order := slices.Grow(rr.order[:0], len(recs))
+	tscs, runs := rr.recTSC, rr.runs
+	order := slices.Grow(rr.order[:0], len(tscs))
 	var head, end [8]int
 	sorted := len(runs) <= len(head)
 	for r := 0; sorted && r < len(runs); r++ {
-		head[r], end[r] = runs[r], len(recs)
+		head[r], end[r] = runs[r], len(tscs)
 		if r+1 < len(runs) {
 			end[r] = runs[r+1]
 		}
 		for i := head[r] + 1; sorted && i < end[r]; i++ {
-			sorted = recs[i-1].TSC <= recs[i].TSC
+			sorted = tscs[i-1] <= tscs[i]
 		}
 	}
 	if !sorted {
-		for i := range recs {
-			order = append(order, heldKey{recs[i].TSC, i})
+		for i, t := range tscs {
+			order = append(order, heldKey{t, i})
 		}
 		slices.SortFunc(order, func(a, b heldKey) int {
 			if c := cmp.Compare(a.tsc, b.tsc); c != 0 {
@@ -452,7 +455,7 @@ func (rr *ringReader) mergeHeld() {
 		best, bt := -1, uint64(0)
 		for r := 0; r < nr; r++ {
 			if head[r] < end[r] {
-				if t := recs[head[r]].TSC; best < 0 || t < bt {
+				if t := tscs[head[r]]; best < 0 || t < bt {
 					best, bt = r, t
 				}
 			}
@@ -466,26 +469,35 @@ func (rr *ringReader) mergeHeld() {
 	rr.order = order
 }
 
+// deliverChunk is how many events a delivery hands over at most: the
+// events are made into memory the consumer reads while it is still in
+// the cache, and the next chunk is made into the same.
+const deliverChunk = 256
+
 // release delivers the events of the first n records of rr.order, made
-// with conv, and keeps the others, in order, for the next drain (under
-// rr.mu).
+// with conv, in chunks, and keeps the others, in order, for the next
+// drain (under rr.mu).
 func (rr *ringReader) release(n int, conv tscClock) {
 	out := rr.out[:0]
 	for _, k := range rr.order[:n] {
 		if site := rr.sites[k.i]; site != nil {
 			out = rr.emit(out, &rr.recs[k.i], rr.recTids[k.i], site, conv)
+			if len(out) >= deliverChunk {
+				rr.deliver(out)
+				out = out[:0]
+			}
 		}
 	}
-	rr.out = out
 	if len(out) > 0 {
 		rr.deliver(out)
 	}
-	spare, tids, sites := rr.spare[:0], rr.spareTids[:0], rr.spareSites[:0]
+	rr.out = out[:0]
+	spare, tids, tscs, sites := rr.spare[:0], rr.spareTids[:0], rr.spareTSC[:0], rr.spareSites[:0]
 	for _, k := range rr.order[n:] {
-		spare, tids, sites = append(spare, rr.recs[k.i]), append(tids, rr.recTids[k.i]), append(sites, rr.sites[k.i])
+		spare, tids, tscs, sites = append(spare, rr.recs[k.i]), append(tids, rr.recTids[k.i]), append(tscs, k.tsc), append(sites, rr.sites[k.i])
 	}
-	rr.spare, rr.spareTids, rr.spareSites = rr.recs, rr.recTids[:0], rr.sites[:0]
-	rr.recs, rr.recTids, rr.sites = spare, tids, sites
+	rr.spare, rr.spareTids, rr.spareTSC, rr.spareSites = rr.recs, rr.recTids[:0], rr.recTSC[:0], rr.sites[:0]
+	rr.recs, rr.recTids, rr.recTSC, rr.sites = spare, tids, tscs, sites
 	rr.order = rr.order[:0]
 }
 

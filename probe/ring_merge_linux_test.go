@@ -48,6 +48,7 @@ func mergeFeed(rings, batches, perRing int, full, lagging bool, seed uint64, del
 				next[r] += uint64(rings) * (1 + rnd.Uint64N(8))
 				rr.recs = append(rr.recs, trampoline.Event{Probe: uint32(r), TSC: next[r], Args: [6]uint64{next[r]}})
 				rr.recTids = append(rr.recTids, r)
+				rr.recTSC = append(rr.recTSC, next[r])
 				rr.sites = append(rr.sites, sites[r])
 			}
 			bound.ring(next[r], n == perRing, true)

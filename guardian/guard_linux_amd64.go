@@ -196,6 +196,25 @@ func (g *Guard) Borrow(tid int, saved *proc.Regs) {
 	atomic.StoreUint64(g.borrowPtr(), uint64(tid))
 }
 
+// Serving records the registers the tracer is about to give thread tid
+// as it serves the trap the thread took at a trap site (an emulated
+// instruction's result), before it sets them. A thread the guardian
+// finds just past a trap site whose instruction is one byte long either
+// took the int3 and waits to be served (it is sent back to the site) or
+// was served and not resumed yet (it is left as it is): these registers
+// tell the two apart.
+func (g *Guard) Serving(tid int, regs *proc.Regs) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return
+	}
+	p := (*uint64)(unsafe.Pointer(&g.mem[offServe]))
+	atomic.StoreUint64(p, 0)
+	copy(g.mem[offServeRegs:offServeRegs+maxRegs], unsafe.Slice((*byte)(unsafe.Pointer(regs)), unsafe.Sizeof(*regs)))
+	atomic.StoreUint64(p, uint64(tid))
+}
+
 // Return records that the borrowed thread has its registers back.
 func (g *Guard) Return() {
 	g.mu.Lock()
@@ -360,6 +379,20 @@ type inFlight struct {
 	// stepped is the thread in a single step whose stop the tracer had
 	// not collected (0 for none).
 	stepped int
+	// served is the thread whose trap the tracer served last (0 for
+	// none), given the registers servedRegs (see Guard.Serving).
+	served     int
+	servedRegs *proc.Regs
+}
+
+// wasServed reports whether thread tid stands with the registers the
+// tracer gave it when it served its trap: the same general registers,
+// stack pointer and instruction pointer.
+func (f inFlight) wasServed(tid int, r *proc.Regs) bool {
+	s := f.servedRegs
+	return f.served == tid && s != nil && s.Rip == r.Rip && s.Rsp == r.Rsp &&
+		s.Rax == r.Rax && s.Rbx == r.Rbx && s.Rcx == r.Rcx && s.Rdx == r.Rdx && s.Rsi == r.Rsi && s.Rdi == r.Rdi && s.Rbp == r.Rbp &&
+		s.R8 == r.R8 && s.R9 == r.R9 && s.R10 == r.R10 && s.R11 == r.R11 && s.R12 == r.R12 && s.R13 == r.R13 && s.R14 == r.R14 && s.R15 == r.R15
 }
 
 // readInFlight returns the threads the tracer was working on when it died.
@@ -369,6 +402,11 @@ func readInFlight(mem []byte) inFlight {
 	if f.borrowed != 0 {
 		f.saved = new(proc.Regs)
 		copy(unsafe.Slice((*byte)(unsafe.Pointer(f.saved)), unsafe.Sizeof(*f.saved)), mem[offBorrowRegs:offBorrowRegs+maxRegs])
+	}
+	f.served = int(atomic.LoadUint64((*uint64)(unsafe.Pointer(&mem[offServe]))))
+	if f.served != 0 {
+		f.servedRegs = new(proc.Regs)
+		copy(unsafe.Slice((*byte)(unsafe.Pointer(f.servedRegs)), unsafe.Sizeof(*f.servedRegs)), mem[offServeRegs:offServeRegs+maxRegs])
 	}
 	return f
 }
@@ -667,7 +705,7 @@ func restoreStopped(w *proc.World, pl *plan, rewound map[int]uint64, f inFlight)
 			r.Eflags &^= trapFlag
 			changed = true
 		}
-		if pl.traps[r.PC()-1] {
+		if pl.traps[r.PC()-1] && !f.wasServed(th.Tid, &r) {
 			r.SetPC(r.PC() - 1)
 			rewound[th.Tid] = r.PC()
 			rep.Rewound++

@@ -38,6 +38,9 @@ func (g *Guard) Borrow(tid int, saved *proc.Regs) {}
 // Return does nothing.
 func (g *Guard) Return() {}
 
+// Serving does nothing.
+func (g *Guard) Serving(tid int, regs *proc.Regs) {}
+
 // Stepping does nothing.
 func (g *Guard) Stepping(tid int) {}
 

@@ -50,8 +50,8 @@ const MaxOrig = 32
 // a record and then publishes it by storing the new count; the guardian
 // reads the count, then the records below it.
 const (
-	logMagic   = 0x32676f6c64726167 // "gardlog2"
-	headerSize = 512
+	logMagic   = 0x33676f6c64726167 // "gardlog3"
+	headerSize = 1024
 	recordSize = 16 + 2*MaxOrig
 	// header fields (byte offsets)
 	offMagic = 0
@@ -68,7 +68,13 @@ const (
 	// then the thread id, and clears the id once they are back.
 	offBorrow     = 64
 	offBorrowRegs = 72
-	maxRegs       = headerSize - offBorrowRegs
+	// offServe is the thread whose trap the tracer served last (0 for
+	// none), then the registers it gave the thread (offServeRegs,
+	// maxRegs bytes), stored before they are set: the tracer stores 0,
+	// the registers, then the thread id.
+	offServe     = 512
+	offServeRegs = 520
+	maxRegs      = offServe - offBorrowRegs
 	// record fields
 	recAddr = 0
 	recKind = 8

@@ -103,6 +103,27 @@ func (tg *target) borrowed(tid int, saved *proc.Regs, active bool) {
 	}
 }
 
+// served records in the guardian's log the registers an emulation gives
+// the thread of trap ctx, before proc sets them: a tracer that dies
+// before the thread runs again leaves it just past the site, which the
+// guardian must not take for a thread that ran the int3 and waits (see
+// guardian.Guard.Serving).
+func (tg *target) served(ctx *proc.TrapContext) {
+	if tg.guard != nil {
+		tg.guard.Serving(ctx.Tid, ctx.Regs)
+	}
+}
+
+// stepServed records in the guardian's log the registers a single step
+// over a site's instruction left thread tid with, once its stop is
+// collected: until the world resumes, a tracer that dies leaves it just
+// past the site as a thread that ran the int3 would stand (see served).
+func (tg *target) stepServed(tid int, r *proc.Regs) {
+	if tg.guard != nil {
+		tg.guard.Serving(tid, r)
+	}
+}
+
 // stepping is the target's proc.StepHandler: the guardian's log holds the
 // thread in a single step, so that a tracer that dies before it collects
 // the step's stop does not leave the thread to die of the step's SIGTRAP

@@ -40,8 +40,11 @@ type xolExecutor interface {
 // inPlace puts the original byte back, single-steps each thread over the
 // original instruction at its own address, and writes the int3 again.
 // Every other thread is stopped meanwhile, so none can run past the site
-// unseen.
-type inPlace struct{}
+// unseen. served, if set, is told the registers each step left a thread
+// with (target.stepServed).
+type inPlace struct {
+	served func(tid int, r *proc.Regs)
+}
 
 // Bounds of one step of a held thread.
 const (
@@ -52,7 +55,7 @@ const (
 	maxSteps = 1 << 14
 )
 
-func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
+func (x inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 	errs := make([]error, len(tids))
 	orig := s.ps.trap().bytes()
 	if err := w.WriteMemory(s.addr, orig); err != nil {
@@ -64,7 +67,7 @@ func (inPlace) run(w *proc.World, s *liveSite, tids []int) ([]error, int) {
 	deferred := 0
 	for i, tid := range tids {
 		var d int
-		d, errs[i] = stepOver(w, tid, s.addr)
+		d, errs[i] = stepOver(w, tid, s.addr, x.served)
 		deferred += d
 	}
 	if err := w.WriteMemory(s.addr, trapInsn.bytes()); err != nil {
@@ -89,8 +92,9 @@ var errSiteLost = errors.New("site lost")
 // instruction itself ends the step: the thread stays at addr with the
 // signal, as on the CPU.
 //
-// It returns the number of signals it deferred so.
-func stepOver(w *proc.World, tid int, addr uint64) (int, error) {
+// It returns the number of signals it deferred so. served, if not nil, is
+// told the registers the step left the thread with.
+func stepOver(w *proc.World, tid int, addr uint64, served func(tid int, r *proc.Regs)) (int, error) {
 	deferred := 0
 	for n := 0; n < maxSteps; n++ {
 		err := w.Step(tid, stepTimeout)
@@ -103,6 +107,9 @@ func stepOver(w *proc.World, tid int, addr uint64) (int, error) {
 			return deferred, err
 		}
 		if r.PC() != addr {
+			if served != nil {
+				served(tid, &r)
+			}
 			return deferred, nil
 		}
 		switch sig := threadSignal(w, tid); sig {

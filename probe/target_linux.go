@@ -246,6 +246,7 @@ func newTarget(t *Tracer, p *proc.Process) (*target, error) {
 		modules: map[string]*module{}, sites: map[uint64]*liveSite{}, retired: map[uint64]trapBytes{},
 		wake: make(chan struct{}, 1), gone: make(chan struct{}),
 	}
+	tg.xol = inPlace{served: tg.stepServed}
 	tg.tab.Store(emptyTable)
 	if err := tg.openMem(); err != nil {
 		return nil, err

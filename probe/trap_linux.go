@@ -112,6 +112,7 @@ func (tg *target) trap(ctx *proc.TrapContext) proc.TrapAction {
 	}
 	if e.emulate && !t.opts.StepOnly {
 		if tg.emulate(ctx, e) {
+			tg.served(ctx)
 			if len(e.refs) > 0 { // not the engine's own site
 				t.emulated.Add(1)
 			}

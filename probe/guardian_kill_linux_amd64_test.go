@@ -59,7 +59,7 @@ func killCampaignTracer(arg string) int {
 	// the stack check and the push %rbp, at mov %rsp,%rbp: emulated,
 	// never stepped in place, so that the threads stop in trap stops
 	// rather than with the world; longer than a byte, so that a thread
-	// just past its int3 is not the ambiguous case of package guardian).
+	// just past its int3 cannot also be one served and not resumed).
 	opts := &probe.Options{Events: mode == "churn", NoGuardian: mode == "unguarded", FollowForks: forks, NoTrampolines: mode == "frozen" || mode == "gofrozen"}
 	if mode == "bounded" {
 		opts.MaxPause = time.Nanosecond // a pass per site
